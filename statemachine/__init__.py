@@ -1,0 +1,41 @@
+"""auditrec's functional core: events, the lifecycle table, evolve/fold, rules, classifier.
+
+No I/O, no asyncio, no clock, no randomness: time and ids come in as arguments.
+"""
+
+from .classifier import ERROR_CODES, classify, error_text
+from .events import EVENT_ADAPTER, PROBE_ADAPTER, AuditEvent, ProbeRequested, derived_id, upcast
+from .explain import Step, explain, explain_one
+from .machine import STATES, TERMINAL, TRANSITIONS, mermaid, next_status
+from .policy import Policy, format_duration, parse_duration
+from .rules import Verdict, decide, judge
+from .state import AuditState, evolve, fold
+
+__all__ = [
+    "ERROR_CODES",
+    "EVENT_ADAPTER",
+    "PROBE_ADAPTER",
+    "STATES",
+    "TERMINAL",
+    "TRANSITIONS",
+    "AuditEvent",
+    "AuditState",
+    "Policy",
+    "ProbeRequested",
+    "Step",
+    "Verdict",
+    "classify",
+    "decide",
+    "derived_id",
+    "error_text",
+    "evolve",
+    "explain",
+    "explain_one",
+    "fold",
+    "format_duration",
+    "judge",
+    "mermaid",
+    "next_status",
+    "parse_duration",
+    "upcast",
+]

@@ -1,0 +1,321 @@
+"""The event contract: an envelope and one frozen pydantic model per event type.
+
+Every event travels in the same envelope::
+
+    {"event_id": "uuid", "type": "AuditStarted", "schema_version": 1,
+     "audit_id": "a-123", "occurred_at": "2026-11-30T08:00:00Z",
+     "producer": "crawler", "causation_id": null, "correlation_id": null,
+     "data": {...}}
+
+``type`` is the discriminator: :data:`EVENT_ADAPTER` decodes any lifecycle event,
+:data:`PROBE_ADAPTER` decodes a ``ProbeRequested``. Unknown fields are invalid, timestamps
+must carry an offset, and ``audit_id`` is 1-128 characters of ``[A-Za-z0-9._:-]``.
+
+Old schema versions are upcast on read (:func:`upcast`) before validation, so the models
+always describe the current version.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from enum import StrEnum
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+)
+
+__all__ = [
+    "AuditCompleted",
+    "AuditEvent",
+    "AuditFailed",
+    "AuditFailureSimulated",
+    "AuditId",
+    "AuditProgressed",
+    "AuditStarted",
+    "EVENT_ADAPTER",
+    "EVENT_TYPES",
+    "FailedBy",
+    "LIFECYCLE_TYPES",
+    "PROBE_ADAPTER",
+    "ProbeFailureReason",
+    "ProbeRequested",
+    "ReconciledBy",
+    "Trigger",
+    "WorkflowInstanceAttached",
+    "WorkflowProbeFailed",
+    "WorkflowStatusObserved",
+    "derived_id",
+    "upcast",
+]
+
+AuditId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
+NonNegative = Annotated[int, Field(ge=0)]
+ShortText = Annotated[str, StringConstraints(max_length=2000)]
+InstanceId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
+class Trigger(StrEnum):
+    """What asked for a probe."""
+
+    WATCHDOG = "watchdog"
+    ON_DEMAND = "on_demand"
+    MANUAL = "manual"
+
+
+class FailedBy(StrEnum):
+    WORKFLOW = "workflow"
+    RECONCILER = "reconciler"
+    OPERATOR = "operator"
+
+
+class ReconciledBy(StrEnum):
+    WATCHDOG = "watchdog"
+    ON_DEMAND = "on_demand"
+
+
+class ProbeFailureReason(StrEnum):
+    TIMEOUT = "timeout"
+    NETWORK = "network"
+    RATE_LIMITED = "rate_limited"
+    UNAUTHORIZED = "unauthorized"
+    SERVER_ERROR = "server_error"
+    WORKFLOW_NOT_FOUND = "workflow_not_found"
+    INVALID_RESPONSE = "invalid_response"
+
+
+ObservedStatus = Literal[
+    "queued",
+    "running",
+    "paused",
+    "errored",
+    "terminated",
+    "complete",
+    "waiting",
+    "waitingForPause",
+    "rollingBack",
+    "unknown",
+    "not_found",
+    "not_attached",
+]
+
+ErrorCode = Literal[
+    "step_timeout",
+    "oom",
+    "cpu_limit",
+    "db_error",
+    "step_output_too_large",
+    "workflow_internal",
+    "deploy_reset",
+    "instance_lost",
+    "workflow_terminated",
+    "finalize_lost",
+    "unknown",
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class WorkflowError(_Frozen):
+    name: ShortText | None = None
+    message: ShortText | None = None
+
+
+# --- data payloads --------------------------------------------------------------------
+
+
+class AuditStartedData(_Frozen):
+    project_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    organization_id: Annotated[str, StringConstraints(max_length=200)] | None = None
+    started_by_user_id: Annotated[str, StringConstraints(max_length=200)] | None = None
+    start_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    workflow_instance_id: InstanceId | None = None
+    started_at: AwareDatetime | None = None
+    current_phase: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    pages_total: NonNegative | None = None
+
+
+class WorkflowInstanceAttachedData(_Frozen):
+    workflow_instance_id: InstanceId
+
+
+class AuditProgressedData(_Frozen):
+    current_phase: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    pages_crawled: NonNegative | None = None
+    pages_total: NonNegative | None = None
+
+
+class AuditCompletedData(_Frozen):
+    pages_crawled: NonNegative | None = None
+    pages_total: NonNegative | None = None
+    completed_at: AwareDatetime | None = None
+
+
+class AuditFailedData(_Frozen):
+    error_code: ErrorCode
+    error_detail: Annotated[str, StringConstraints(max_length=500)]
+    failed_phase: str | None = None
+    failed_by: FailedBy
+    reconciled_by: ReconciledBy | None = None
+    workflow_status: str | None = None
+    policy: dict[str, Any] | None = None
+
+
+class WorkflowStatusObservedData(_Frozen):
+    workflow_instance_id: InstanceId | None = None
+    status: ObservedStatus
+    error: WorkflowError | ShortText | None = None
+    workflow_ended_at: AwareDatetime | None = None
+    trigger: Trigger
+    observed_at: AwareDatetime
+
+
+class WorkflowProbeFailedData(_Frozen):
+    workflow_instance_id: InstanceId | None = None
+    reason: ProbeFailureReason
+    http_status: int | None = None
+    detail: ShortText
+    trigger: Trigger
+    observed_at: AwareDatetime
+
+
+class ProbeRequestedData(_Frozen):
+    workflow_instance_id: InstanceId | None = None
+    trigger: Trigger
+    sweep_id: Annotated[str, StringConstraints(max_length=128)] | None = None
+
+
+# --- envelopes --------------------------------------------------------------------------
+
+
+class _Envelope(_Frozen):
+    event_id: uuid.UUID
+    schema_version: Annotated[int, Field(ge=1)] = 1
+    audit_id: AuditId
+    occurred_at: AwareDatetime
+    producer: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    causation_id: uuid.UUID | None = None
+    correlation_id: uuid.UUID | None = None
+
+
+class AuditStarted(_Envelope):
+    type: Literal["AuditStarted"] = "AuditStarted"
+    data: AuditStartedData
+
+
+class WorkflowInstanceAttached(_Envelope):
+    type: Literal["WorkflowInstanceAttached"] = "WorkflowInstanceAttached"
+    data: WorkflowInstanceAttachedData
+
+
+class AuditProgressed(_Envelope):
+    type: Literal["AuditProgressed"] = "AuditProgressed"
+    data: AuditProgressedData
+
+
+class AuditCompleted(_Envelope):
+    type: Literal["AuditCompleted"] = "AuditCompleted"
+    data: AuditCompletedData = AuditCompletedData()
+
+
+class AuditFailed(_Envelope):
+    type: Literal["AuditFailed"] = "AuditFailed"
+    data: AuditFailedData
+
+
+class AuditFailureSimulated(_Envelope):
+    """Shadow mode: the ``AuditFailed`` the reconciler would have emitted. History only."""
+
+    type: Literal["AuditFailureSimulated"] = "AuditFailureSimulated"
+    data: AuditFailedData
+
+
+class WorkflowStatusObserved(_Envelope):
+    type: Literal["WorkflowStatusObserved"] = "WorkflowStatusObserved"
+    data: WorkflowStatusObservedData
+
+
+class WorkflowProbeFailed(_Envelope):
+    type: Literal["WorkflowProbeFailed"] = "WorkflowProbeFailed"
+    data: WorkflowProbeFailedData
+
+
+class ProbeRequested(_Envelope):
+    """Lives on the probe-requests topic, not in the lifecycle log."""
+
+    type: Literal["ProbeRequested"] = "ProbeRequested"
+    data: ProbeRequestedData
+
+
+AuditEvent: TypeAlias = Annotated[
+    AuditStarted
+    | WorkflowInstanceAttached
+    | AuditProgressed
+    | AuditCompleted
+    | AuditFailed
+    | AuditFailureSimulated
+    | WorkflowStatusObserved
+    | WorkflowProbeFailed,
+    Field(discriminator="type"),
+]
+
+EVENT_ADAPTER: TypeAdapter[AuditEvent] = TypeAdapter(AuditEvent)
+PROBE_ADAPTER: TypeAdapter[ProbeRequested] = TypeAdapter(ProbeRequested)
+
+LIFECYCLE_TYPES: dict[str, type[_Envelope]] = {
+    cls.model_fields["type"].default: cls
+    for cls in (
+        AuditStarted,
+        WorkflowInstanceAttached,
+        AuditProgressed,
+        AuditCompleted,
+        AuditFailed,
+        AuditFailureSimulated,
+        WorkflowStatusObserved,
+        WorkflowProbeFailed,
+    )
+}
+EVENT_TYPES: dict[str, type[_Envelope]] = {**LIFECYCLE_TYPES, "ProbeRequested": ProbeRequested}
+
+CURRENT_VERSION: dict[str, int] = dict.fromkeys(EVENT_TYPES, 1)
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+# (type, from_version) -> function returning the envelope at from_version + 1.
+UPCASTERS: Mapping[tuple[str, int], Upcaster] = {}
+
+
+def upcast(raw: dict[str, Any]) -> dict[str, Any]:
+    """Bring a decoded envelope of an older ``schema_version`` up to the current one.
+
+    Raises ``ValueError`` for a version newer than this code knows, or one with no path up.
+    """
+    kind = raw.get("type")
+    version = raw.get("schema_version", 1)
+    if not isinstance(kind, str) or kind not in CURRENT_VERSION or not isinstance(version, int):
+        return raw  # validation names the problem
+    current = CURRENT_VERSION[kind]
+    if version > current:
+        raise ValueError(f"schema_version {version} of {kind} is newer than supported ({current})")
+    while version < current:
+        step = UPCASTERS.get((kind, version))
+        if step is None:
+            raise ValueError(f"no upcaster for {kind} schema_version {version}")
+        raw = step(raw)
+        version = raw["schema_version"]
+    return raw
+
+
+_NAMESPACE = uuid.UUID("6f1c1b0e-4f4a-5d55-9a43-2f0e7c0d1a7e")
+
+
+def derived_id(cause: uuid.UUID | str, role: str) -> uuid.UUID:
+    """The id of an event derived from ``cause``: the same cause and role give the same id."""
+    return uuid.uuid5(_NAMESPACE, f"{cause}:{role}")

@@ -1,0 +1,75 @@
+"""The thresholds the rules apply, and how durations are written."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+__all__ = ["Policy", "format_duration", "parse_duration"]
+
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+
+
+def parse_duration(value: str | int | float | timedelta) -> timedelta:
+    """``"15m"``, ``"90s"``, ``"1h30m"``, ``"250ms"`` or a number of seconds."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, bool):
+        raise ValueError(f"not a duration: {value!r}")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        text = value.strip().lower()
+        try:
+            seconds = float(text)
+        except ValueError:
+            pos, seconds = 0, 0.0
+            for match in _PART.finditer(text):
+                if match.start() != pos:
+                    break
+                seconds += float(match.group(1)) * _UNITS[match.group(2)]
+                pos = match.end()
+            if pos != len(text) or not text:
+                raise ValueError(
+                    f"not a duration: {value!r} (use e.g. 15m, 90s, 1h, or seconds)"
+                ) from None
+    if seconds < 0:
+        raise ValueError(f"a duration cannot be negative: {value!r}")
+    return timedelta(seconds=seconds)
+
+
+def format_duration(delta: timedelta) -> str:
+    """``8m12s``, ``10m``, ``-3s``: compact and exact to the second."""
+    total = delta.total_seconds()
+    sign = "-" if total < 0 else ""
+    rest = int(abs(total))
+    if rest == 0 and abs(total) > 0:
+        return f"{sign}{abs(total) * 1000:.0f}ms"
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    out = "".join(
+        f"{n}{u}" for n, u in ((hours, "h"), (minutes, "m"), (seconds, "s")) if n
+    )
+    return sign + (out or "0s")
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Thresholds in force for the rules of DESIGN §4."""
+
+    stale_running_after: timedelta = timedelta(minutes=15)
+    instance_lost_grace: timedelta = timedelta(minutes=10)
+    finalize_grace: timedelta = timedelta(minutes=10)
+    shadow: bool = False
+
+    def evidence(self) -> dict[str, Any]:
+        """The thresholds as carried by every decision, in seconds."""
+        return {
+            "stale_running_after_s": self.stale_running_after.total_seconds(),
+            "instance_lost_grace_s": self.instance_lost_grace.total_seconds(),
+            "finalize_grace_s": self.finalize_grace.total_seconds(),
+            "mode": "shadow" if self.shadow else "enforce",
+        }

@@ -1,0 +1,176 @@
+"""An audit's state and how one event changes it: ``evolve`` never raises, ``fold`` reduces.
+
+``AuditState`` carries every column of the audit row that events determine (DESIGN §6); the
+projection adds only bookkeeping (version, last event, update time). Status changes come from
+the transition table alone (:func:`statemachine.machine.next_status`); an event without a
+transition is recorded, not applied — except that observations of a terminal audit still
+update what was last observed, which is information, not lifecycle.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from functools import reduce
+
+from .events import (
+    AuditCompleted,
+    AuditEvent,
+    AuditFailed,
+    AuditProgressed,
+    AuditStarted,
+    WorkflowInstanceAttached,
+    WorkflowProbeFailed,
+    WorkflowStatusObserved,
+)
+from .machine import INITIAL, next_status
+
+__all__ = ["AuditState", "evolve", "fold"]
+
+_intern = sys.intern
+
+
+@dataclass(frozen=True, slots=True)
+class AuditState:
+    audit_id: str
+    status: str = INITIAL
+    project_id: str | None = None
+    organization_id: str | None = None
+    started_by_user_id: str | None = None
+    start_url: str | None = None
+    workflow_instance_id: str | None = None
+    current_phase: str | None = None
+    pages_crawled: int | None = None
+    pages_total: int | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    error_code: str | None = None
+    error_detail: str | None = None
+    failed_phase: str | None = None
+    failed_by: str | None = None
+    reconciled_by: str | None = None
+    last_observed_status: str | None = None
+    last_observed_at: datetime | None = None
+    # When the current instance was first seen ``complete`` (or its reported end): rule 6.
+    instance_ended_at: datetime | None = None
+    overturned: bool = False
+
+    @property
+    def exists(self) -> bool:
+        return self.status != INITIAL
+
+
+def _observed(state: AuditState, event: AuditEvent) -> AuditState:
+    """Record what a probe saw (for the watchdog's fairness and on-demand freshness)."""
+    if isinstance(event, WorkflowStatusObserved):
+        d = event.data
+        if d.workflow_instance_id != state.workflow_instance_id:
+            return state  # rule 1: an observation of another instance is stale
+        ended = state.instance_ended_at
+        if d.status == "complete" and ended is None:
+            ended = d.workflow_ended_at or d.observed_at
+        elif d.status != "complete":
+            ended = None  # a restarted instance is no longer complete
+        return replace(
+            state,
+            last_observed_status=_intern(d.status),
+            last_observed_at=_later(state.last_observed_at, d.observed_at),
+            instance_ended_at=ended,
+        )
+    if isinstance(event, WorkflowProbeFailed):
+        if event.data.workflow_instance_id != state.workflow_instance_id:
+            return state
+        return replace(
+            state,
+            last_observed_status="probe_failed",
+            last_observed_at=_later(state.last_observed_at, event.data.observed_at),
+        )
+    return state
+
+
+def _later(a: datetime | None, b: datetime) -> datetime:
+    return b if a is None or b > a else a
+
+
+def evolve(state: AuditState, event: AuditEvent) -> AuditState:
+    """The state after ``event``. Total: any event on any state gives a state."""
+    row = next_status(state.status, event.type, state.failed_by)
+    if row is None:
+        # Recorded, not applied. Observations still refresh what was last seen.
+        return _observed(state, event) if state.exists else state
+    if isinstance(event, AuditStarted):
+        d = event.data
+        return replace(
+            state,
+            status="running",
+            project_id=d.project_id,
+            organization_id=d.organization_id,
+            started_by_user_id=d.started_by_user_id,
+            start_url=d.start_url,
+            workflow_instance_id=d.workflow_instance_id,
+            started_at=d.started_at or event.occurred_at,
+            current_phase=_intern(d.current_phase or "discovery"),
+            pages_total=d.pages_total,
+        )
+    if isinstance(event, WorkflowInstanceAttached):
+        new_id = event.data.workflow_instance_id
+        if new_id == state.workflow_instance_id:
+            return state
+        return replace(
+            state,
+            workflow_instance_id=new_id,
+            instance_ended_at=None,
+            last_observed_status=None,
+        )
+    if isinstance(event, AuditProgressed):
+        d = event.data
+        return replace(
+            state,
+            current_phase=_intern(d.current_phase) if d.current_phase else state.current_phase,
+            pages_crawled=d.pages_crawled if d.pages_crawled is not None else state.pages_crawled,
+            pages_total=d.pages_total if d.pages_total is not None else state.pages_total,
+        )
+    if isinstance(event, AuditCompleted):
+        d = event.data
+        overturn = state.status == "failed"
+        return replace(
+            state,
+            status="completed",
+            pages_crawled=d.pages_crawled if d.pages_crawled is not None else state.pages_crawled,
+            pages_total=d.pages_total if d.pages_total is not None else state.pages_total,
+            completed_at=d.completed_at or event.occurred_at,
+            overturned=state.overturned or overturn,
+            error_code=None if overturn else state.error_code,
+            error_detail=None if overturn else state.error_detail,
+            failed_phase=None if overturn else state.failed_phase,
+            failed_by=None if overturn else state.failed_by,
+            reconciled_by=None if overturn else state.reconciled_by,
+        )
+    if isinstance(event, AuditFailed):
+        d = event.data
+        return replace(
+            state,
+            status="failed",
+            error_code=d.error_code,
+            error_detail=d.error_detail,
+            failed_phase=d.failed_phase if d.failed_phase is not None else state.current_phase,
+            failed_by=d.failed_by.value,
+            reconciled_by=d.reconciled_by.value if d.reconciled_by else None,
+            completed_at=event.occurred_at,
+        )
+    # Observations, probe failures and simulated failures keep the status.
+    return _observed(state, event)
+
+
+def fold(events: Iterable[AuditEvent], state: AuditState | None = None) -> AuditState | None:
+    """Reduce events (of one audit) to its state; ``None`` for no events and no state."""
+    it = iter(events)
+    if state is None:
+        first = next(it, None)
+        if first is None:
+            return None
+        state = evolve(AuditState(audit_id=first.audit_id), first)
+    return reduce(evolve, it, state)
+
