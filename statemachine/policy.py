@@ -50,9 +50,7 @@ def format_duration(delta: timedelta) -> str:
         return f"{sign}{abs(total) * 1000:.0f}ms"
     hours, rest = divmod(rest, 3600)
     minutes, seconds = divmod(rest, 60)
-    out = "".join(
-        f"{n}{u}" for n, u in ((hours, "h"), (minutes, "m"), (seconds, "s")) if n
-    )
+    out = "".join(f"{n}{u}" for n, u in ((hours, "h"), (minutes, "m"), (seconds, "s")) if n)
     return sign + (out or "0s")
 
 

@@ -173,4 +173,3 @@ def fold(events: Iterable[AuditEvent], state: AuditState | None = None) -> Audit
             return None
         state = evolve(AuditState(audit_id=first.audit_id), first)
     return reduce(evolve, it, state)
-

@@ -1,0 +1,109 @@
+"""The audit row (DESIGN §6) and the pure projection ``project(row, event) -> row``.
+
+A row is the audit's :class:`~statemachine.state.AuditState` plus bookkeeping: ``version``
+(events recorded for the audit), ``last_event_id`` and ``updated_at`` (set by the store when
+it writes). ``project`` is ``evolve`` plus that bookkeeping, so the table is exactly the fold of
+the log.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
+
+from statemachine.events import AuditEvent
+from statemachine.state import AuditState, evolve
+
+__all__ = ["COLUMNS", "AuditRow", "project", "row_dict"]
+
+COLUMNS: tuple[str, ...] = (
+    "audit_id",
+    "project_id",
+    "organization_id",
+    "started_by_user_id",
+    "start_url",
+    "workflow_instance_id",
+    "status",
+    "current_phase",
+    "pages_crawled",
+    "pages_total",
+    "started_at",
+    "completed_at",
+    "error_code",
+    "error_detail",
+    "failed_phase",
+    "failed_by",
+    "reconciled_by",
+    "last_observed_status",
+    "last_observed_at",
+    "overturned",
+    "version",
+    "last_event_id",
+    "updated_at",
+)
+STATE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(AuditState))
+TIMESTAMPS = frozenset(
+    {"started_at", "completed_at", "last_observed_at", "updated_at", "instance_ended_at"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    state: AuditState
+    version: int = 0
+    last_event_id: uuid.UUID | None = None
+    updated_at: datetime | None = None
+
+    @property
+    def audit_id(self) -> str:
+        return self.state.audit_id
+
+    @property
+    def status(self) -> str:
+        return self.state.status
+
+    def values(self) -> dict[str, Any]:
+        """Every stored column (DESIGN §6 plus ``instance_ended_at``), Python-typed."""
+        out: dict[str, Any] = {name: getattr(self.state, name) for name in STATE_FIELDS}
+        out["version"] = self.version
+        out["last_event_id"] = self.last_event_id
+        out["updated_at"] = self.updated_at
+        return out
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> AuditRow:
+        state = AuditState(**{name: values[name] for name in STATE_FIELDS if name in values})
+        last = values.get("last_event_id")
+        return cls(
+            state=state,
+            version=values.get("version") or 0,
+            last_event_id=uuid.UUID(str(last)) if last else None,
+            updated_at=values.get("updated_at"),
+        )
+
+
+def project(row: AuditRow | None, event: AuditEvent) -> AuditRow:
+    """The row after ``event``: pure, total, and equal to ``evolve`` on the state."""
+    state = row.state if row is not None else AuditState(audit_id=event.audit_id)
+    return AuditRow(
+        state=evolve(state, event),
+        version=(row.version if row is not None else 0) + 1,
+        last_event_id=event.event_id,
+        updated_at=row.updated_at if row is not None else None,
+    )
+
+
+def row_dict(row: AuditRow) -> dict[str, Any]:
+    """The row as JSON-ready data with the column names of DESIGN §6."""
+    values = row.values()
+    out: dict[str, Any] = {}
+    for name in COLUMNS:
+        value = values[name]
+        if isinstance(value, datetime):
+            value = value.isoformat().replace("+00:00", "Z")
+        elif isinstance(value, uuid.UUID):
+            value = str(value)
+        out[name] = value
+    return out

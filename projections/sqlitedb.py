@@ -1,0 +1,105 @@
+"""A SQLite connection driven from asyncio: one worker thread owns it, calls queue on it.
+
+Shared by the embedded event log and the embedded projection store. WAL mode and a long busy
+timeout let several processes share a file; ``transaction()`` takes the write lock up front
+(``BEGIN IMMEDIATE``) so a read-then-write never deadlocks against another writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+__all__ = ["SQLiteDB", "sqlite_path"]
+
+T = TypeVar("T")
+
+
+def sqlite_path(url: str) -> Path:
+    """``sqlite:///relative/path`` or ``sqlite:////absolute/path`` → a path (parents made)."""
+    rest = url.split("://", 1)[1]
+    if rest.startswith("/"):
+        rest = rest[1:]
+    if not rest:
+        raise ValueError(f"no file in SQLite URL {url!r}")
+    path = Path(rest)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class SQLiteDB:
+    """``error`` translates ``sqlite3.Error`` into the caller's exception type."""
+
+    def __init__(self, path: Path, error: Callable[[str, bool], Exception]) -> None:
+        self.path = path
+        self._error = error
+        self._executor: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._executor is not None
+
+    async def start(self, schema: str) -> None:
+        if self._executor is not None:
+            return
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite")
+        try:
+            await self.run(self._open, schema)
+        except BaseException:
+            await self.stop()
+            raise
+
+    def _open(self, schema: str) -> None:
+        conn = sqlite3.connect(
+            self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+        )
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=30000")
+        self._conn = conn
+        if schema:
+            with self.transaction():
+                for statement in schema.split(";\n"):
+                    if statement.strip():
+                        conn.execute(statement)
+
+    async def stop(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await asyncio.get_running_loop().run_in_executor(executor, conn.close)
+        executor.shutdown(wait=True)
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise self._error("database is not started", False)
+        return self._conn
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._executor is None:
+            raise self._error(f"{self.path} is not open", False)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        except sqlite3.Error as exc:
+            retriable = isinstance(exc, sqlite3.OperationalError)
+            raise self._error(f"SQLite {self.path}: {exc}", retriable) from exc
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")

@@ -1,0 +1,162 @@
+"""The projection store port: the ``audits`` table, its ``audit_events`` history, and the
+small amount of shared state the services keep beside them.
+
+Two adapters implement it, ``sqlite.py`` and ``postgres.py``; both pass
+``tests/contracts/projection_store.py``.
+
+:meth:`ProjectionStore.apply` is the projector's one write: rows, history and the consumed
+offsets in one transaction; an ``event_id`` already in the history is skipped, so a
+redelivered batch changes nothing. Everything else is a read, or bookkeeping for the watchdog
+lock, process heartbeats and sent telemetry.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self
+
+from statemachine.events import AuditEvent
+
+from .row import AuditRow
+
+__all__ = ["ApplyResult", "HistoryEntry", "Position", "ProjectionStore", "open_store"]
+
+Position = tuple[str, int, int]  # topic, partition, offset
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    event: AuditEvent
+    position: Position | None
+    recorded_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    applied: int
+    skipped: int
+
+
+class ProjectionStore(ABC):
+    """``async with`` starts and stops it; both idempotent."""
+
+    @abstractmethod
+    async def start(self) -> None: ...
+
+    @abstractmethod
+    async def stop(self) -> None: ...
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    @abstractmethod
+    async def init(self) -> int:
+        """Create or upgrade the schema (idempotent); returns the schema version."""
+
+    @abstractmethod
+    async def ping(self) -> None: ...
+
+    # -- the projector's write ------------------------------------------------------------
+
+    @abstractmethod
+    async def apply(
+        self,
+        events: Sequence[tuple[AuditEvent, Position]],
+        offsets: Mapping[tuple[str, int], int],
+        consumer: str,
+    ) -> ApplyResult:
+        """Fold ``events`` into rows and history and store ``offsets`` (next offset per
+        topic-partition) for ``consumer``, in one transaction. Events already in the history
+        (by ``event_id``) are skipped."""
+
+    @abstractmethod
+    async def stored_offsets(self, consumer: str) -> dict[tuple[str, int], int]: ...
+
+    @abstractmethod
+    async def reset(self, consumer: str) -> None:
+        """Empty rows, history and ``consumer``'s offsets (for a rebuild)."""
+
+    # -- reads ----------------------------------------------------------------------------
+
+    @abstractmethod
+    async def get(self, audit_id: str) -> AuditRow | None: ...
+
+    @abstractmethod
+    async def list_audits(
+        self,
+        *,
+        status: str | None = None,
+        limit: int = 100,
+        after: tuple[datetime, str] | None = None,
+    ) -> list[AuditRow]:
+        """Newest first (``started_at`` desc, ``audit_id`` desc); ``after`` is the keyset
+        cursor: the (started_at, audit_id) of the last row of the previous page."""
+
+    @abstractmethod
+    async def history(self, audit_id: str) -> list[HistoryEntry]:
+        """The audit's events in log order."""
+
+    @abstractmethod
+    async def caused_by(self, causation_ids: Iterable[str]) -> list[AuditEvent]:
+        """Recorded events whose ``causation_id`` is one of ``causation_ids``."""
+
+    @abstractmethod
+    async def stale_running(self, started_before: datetime, limit: int) -> list[AuditRow]:
+        """Running audits started before ``started_before``: never observed first, then least
+        recently observed, then oldest."""
+
+    @abstractmethod
+    async def count_by_status(self) -> dict[str, int]: ...
+
+    @abstractmethod
+    def iter_rows(self) -> AsyncIterator[AuditRow]:
+        """Every row, in audit id order."""
+
+    # -- coordination ---------------------------------------------------------------------
+
+    @abstractmethod
+    def watchdog_lock(self) -> AbstractAsyncContextManager[bool]:
+        """Held by one watchdog tick at a time across processes; yields False when another
+        holder has it (the tick is then skipped)."""
+
+    @abstractmethod
+    async def heartbeat(self, process: str, components: Sequence[str], now: datetime) -> None: ...
+
+    @abstractmethod
+    async def live_components(self, since: datetime) -> dict[str, list[str]]:
+        """Components with a heartbeat after ``since`` → processes running them."""
+
+    @abstractmethod
+    async def forget_process(self, process: str) -> None: ...
+
+    # -- telemetry bookkeeping ------------------------------------------------------------
+
+    @abstractmethod
+    async def telemetry_sent(self, event_ids: Iterable[str]) -> set[str]: ...
+
+    @abstractmethod
+    async def mark_telemetry_sent(self, event_id: str, at: datetime) -> None: ...
+
+
+def open_store(url: str, **options: Any) -> ProjectionStore:
+    """The adapter for ``url``: ``sqlite:///path`` or ``postgresql://…``."""
+    if url.startswith("sqlite://"):
+        from .sqlite import SQLiteStore
+
+        return SQLiteStore(url)
+    if url.startswith(("postgresql://", "postgres://")):
+        from .postgres import PostgresStore
+
+        return PostgresStore(url, **options)
+    raise ValueError(f"AUDITREC_DATABASE_URL: unsupported scheme {url.split('://')[0]!r}")
