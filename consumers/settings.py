@@ -9,9 +9,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from statemachine.policy import Policy, parse_duration
-
 from projections.errors import ConfigError
+from statemachine.policy import Policy, parse_duration
 
 __all__ = ["Settings", "load_settings"]
 

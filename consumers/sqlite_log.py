@@ -20,9 +20,9 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from projections.errors import EventLogError
 from projections.sqlitedb import SQLiteDB, sqlite_path
 
-from projections.errors import EventLogError
 from .eventlog import (
     AssignCallback,
     Consumer,

@@ -19,9 +19,9 @@ from typing import Any
 
 from statemachine.events import EVENT_ADAPTER, AuditEvent
 
+from .errors import StoreError
 from .row import STATE_FIELDS, TIMESTAMPS, AuditRow, project
 from .sqlitedb import SQLiteDB, sqlite_path
-from .errors import StoreError
 from .store import ApplyResult, HistoryEntry, Position, ProjectionStore
 
 __all__ = ["SQLiteStore"]
@@ -30,7 +30,7 @@ SCHEMA_VERSION = 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ROW_COLUMNS: tuple[str, ...] = (*STATE_FIELDS, "version", "last_event_id", "updated_at")
 
-_SCHEMA = f"""
+_SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS audits (
     audit_id TEXT PRIMARY KEY,

@@ -178,8 +178,7 @@ pg_up() {
             return 0
         fi
         # might be a server of ours that is still starting
-        local i
-        for i in $(seq 1 30); do pg_answers && return 0; sleep 1; done
+        for _ in $(seq 1 30); do pg_answers && return 0; sleep 1; done
         die "port $HOST:$PG_PORT is taken by something that does not accept 'select 1' as role postgres without a password"
     fi
     pg_init
@@ -189,8 +188,7 @@ pg_up() {
 }
 
 pg_wait_ready() {
-    local i
-    for i in $(seq 1 60); do
+    for _ in $(seq 1 60); do
         if pg_isready_cmd -q -h "$HOST" -p "$PG_PORT" -U postgres -d postgres && pg_answers; then
             log "postgres ready at $DATABASE_URL"
             return 0
@@ -346,12 +344,11 @@ kafka_up() {
         -Dkafka.logs.dir="$KAFKA_LOGS" -Dlog4j2.configurationFile="$KAFKA_LOG4J" \
         -cp "$KAFKA_LIB/*" kafka.Kafka "$KAFKA_PROPS" \
         </dev/null >"$KAFKA_LOGS/stdout.log" 2>&1 9>&- &
-    local i
-    for i in $(seq 1 50); do [ -s "$KAFKA_PID" ] && break; sleep 0.1; done
+    for _ in $(seq 1 50); do [ -s "$KAFKA_PID" ] && break; sleep 0.1; done
 }
 
 kafka_wait_ready() {
-    local deadline=$((SECONDS + 120)) pid
+    local deadline=$((SECONDS + 120))
     # wait for the port first, watching that our broker does not die
     until port_open "$HOST" "$KAFKA_PORT"; do
         if [ -f "$KAFKA_PID" ] && ! kafka_ours_pid >/dev/null; then
@@ -366,11 +363,11 @@ kafka_wait_ready() {
 }
 
 kafka_down() {
-    local pid i
+    local pid
     if pid="$(kafka_ours_pid)"; then
         log "kafka: stopping ours (pid $pid)"
         kill -TERM "$pid" 2>/dev/null || true
-        for i in $(seq 1 60); do
+        for _ in $(seq 1 60); do
             kill -0 "$pid" 2>/dev/null || break
             sleep 0.5
         done

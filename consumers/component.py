@@ -1,0 +1,139 @@
+"""What every long-running part of auditrec has in common.
+
+A :class:`Component` is started, stepped and stopped by the runner. ``step()`` does one unit
+of work (poll a batch, handle it, commit) and returns how many records it handled; the runner
+calls it in a loop, retries retriable infrastructure errors with bounded backoff, and asks
+``lag()`` to know when everything is drained (``serve --until-idle``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Self
+
+import structlog
+
+from statemachine.events import AuditEvent
+
+from .eventlog import Consumer, DecodeError, EventLog, OutRecord, Record, dead_letter, decode
+from .metrics import DEAD_LETTERED
+
+__all__ = ["Component", "LogConsumer"]
+
+log = structlog.get_logger("auditrec")
+
+
+class Component(ABC):
+    name: str
+
+    async def start(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+    async def stop(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    @abstractmethod
+    async def step(self) -> int: ...
+
+    async def lag(self) -> int:
+        return 0
+
+    async def idle(self) -> bool:
+        return True
+
+
+class LogConsumer(Component):
+    """A component fed by one consumer group of the event log."""
+
+    group: str
+    transactional = False
+    poll_timeout = 0.5
+    max_records = 2000
+
+    def __init__(self, event_log: EventLog, topics: Sequence[str]) -> None:
+        self.log = event_log
+        self.topic_names = list(topics)
+        self.consumer: Consumer | None = None
+        self.dead_lettered = 0
+
+    async def start(self) -> None:
+        if self.consumer is not None:
+            return
+        self.consumer = self.log.consumer(
+            self.group,
+            self.topic_names,
+            on_assign=self.on_assign,
+            on_revoke=self.on_revoke,
+            transactional=self.transactional,
+        )
+        await self.consumer.start()
+
+    async def stop(self) -> None:
+        consumer, self.consumer = self.consumer, None
+        if consumer is not None:
+            await consumer.stop()
+
+    async def on_assign(self, consumer: Consumer, partitions: Sequence[tuple[str, int]]) -> None:
+        pass
+
+    async def on_revoke(self, consumer: Consumer, partitions: Sequence[tuple[str, int]]) -> None:
+        pass
+
+    async def poll(self) -> list[Record]:
+        assert self.consumer is not None, f"{self.name} is not started"
+        return await self.consumer.poll(self.max_records, self.poll_timeout)
+
+    def decode(self, record: Record, dlq: list[OutRecord]) -> AuditEvent | None:
+        """The record's event, or ``None`` after queueing it for the dead-letter topic."""
+        try:
+            return decode(record.value)
+        except DecodeError as exc:
+            self.dead_letter(record, str(exc), dlq)
+            return None
+
+    def dead_letter(self, record: Record, reason: str, dlq: list[OutRecord]) -> None:
+        self.dead_lettered += 1
+        DEAD_LETTERED.labels(self.group).inc()
+        log.warning(
+            "dead-lettered",
+            consumer=self.group,
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            reason=reason,
+        )
+        dlq.append(dead_letter(self.log.topics, record, self.group, reason))
+
+    @staticmethod
+    def next_offsets(records: Sequence[Record]) -> dict[tuple[str, int], int]:
+        out: dict[tuple[str, int], int] = {}
+        for r in records:
+            out[(r.topic, r.partition)] = r.offset + 1
+        return out
+
+    async def lag(self) -> int:
+        if self.consumer is None:
+            return 0
+        return await self.consumer.lag()
+
+    async def idle(self) -> bool:
+        """Every partition of our topics is assigned here and nothing is left to read."""
+        if self.consumer is None:
+            return True
+        assigned = self.consumer.assignment()
+        for topic in self.topic_names:
+            for partition in await self.log.partitions(topic):
+                if (topic, partition) not in assigned:
+                    return False
+        return await self.consumer.lag() == 0

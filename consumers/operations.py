@@ -1,0 +1,168 @@
+"""What operators and other services ask of auditrec, shared by the CLI and the HTTP API:
+publish events, read an audit with on-demand reconciliation, sweep, replay.
+
+Probing and deciding are done by the pipeline (probe → reconciler → projector). When a
+``serve`` process runs it (seen through its heartbeats), requests go through the log and the
+answer is awaited in the projection. When none runs, ``inline=True`` runs the pipeline in this
+process for the duration of the call; otherwise :class:`NoServer` says what to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from projections.errors import NoServer, NotFound
+from projections.row import AuditRow
+from statemachine.events import AuditEvent, Trigger
+from statemachine.explain import Step, explain
+
+from .eventlog import encode
+from .metrics import SWEEP_DURATION
+from .outcomes import Outcome, Summary, await_outcomes
+from .runner import PIPELINE, Runtime, Service
+from .watchdog import Watchdog, probe_requests
+
+__all__ = ["Operations", "StatusResult"]
+
+log = structlog.get_logger("auditrec")
+
+
+@dataclass
+class StatusResult:
+    row: AuditRow
+    probed: bool
+    outcome: Outcome | None = None
+    note: str | None = None
+
+
+class Operations:
+    def __init__(self, runtime: Runtime) -> None:
+        self.rt = runtime
+        self._inflight: dict[str, asyncio.Task[StatusResult]] = {}
+        self._requested: dict[str, float] = {}
+
+    # -- publish ----------------------------------------------------------------------------
+
+    async def publish(self, events: Sequence[AuditEvent]) -> list[str]:
+        topic = self.rt.topics.lifecycle
+        await self.rt.log.append([encode(topic, e) for e in events])
+        return [str(e.event_id) for e in events]
+
+    # -- pipeline liveness --------------------------------------------------------------------
+
+    async def pipeline_live(self) -> bool:
+        live = await self.rt.live_components()
+        return all(name in live for name in PIPELINE)
+
+    async def _missing(self) -> list[str]:
+        live = await self.rt.live_components()
+        return [name for name in PIPELINE if name not in live]
+
+    async def _run_inline(self) -> None:
+        async with Service(self.rt, PIPELINE) as service:
+            await service.drain(timeout=max(30.0, self.rt.settings.sweep_wait.total_seconds()))
+
+    # -- status -----------------------------------------------------------------------------
+
+    async def status(self, audit_id: str, *, probe: bool = True, inline: bool = False) -> StatusResult:
+        row = await self.rt.store.get(audit_id)
+        if row is None:
+            raise NotFound(f"unknown audit {audit_id!r}")
+        if not probe or row.status != "running":
+            return StatusResult(row, probed=False)
+        s = self.rt.settings
+        now = self.rt.now()
+        interval = s.on_demand_min_interval.total_seconds()
+        last = row.state.last_observed_at
+        recent = self._requested.get(audit_id)
+        if (last is not None and (now - last).total_seconds() < interval) or (
+            recent is not None and time.monotonic() - recent < interval
+        ):
+            return StatusResult(row, probed=False, note="observed recently; not probed again")
+        task = self._inflight.get(audit_id)
+        if task is None:
+            task = asyncio.create_task(self._probe_now(row, inline))
+            self._inflight[audit_id] = task
+            task.add_done_callback(lambda _t: self._inflight.pop(audit_id, None))
+        return await asyncio.shield(task)
+
+    async def _probe_now(self, row: AuditRow, inline: bool) -> StatusResult:
+        live = await self.pipeline_live()
+        if not live and not inline:
+            missing = ", ".join(await self._missing())
+            return StatusResult(
+                row,
+                probed=False,
+                note=f"not reconciled: no running `auditrec serve` runs {missing}",
+            )
+        request = probe_requests([row], Trigger.ON_DEMAND, self.rt.now(), producer="auditrec-api")
+        self._requested[row.audit_id] = time.monotonic()
+        await self.rt.log.append([encode(self.rt.topics.probe_requests, r) for r in request])
+        wait = self.rt.settings.on_demand_wait.total_seconds()
+        if not live:
+            await self._run_inline()
+            wait = 1.0
+        [outcome] = await await_outcomes(self.rt.store, request, self.rt.policy, timeout=wait)
+        fresh = await self.rt.store.get(row.audit_id) or row
+        note = None
+        if outcome.result == "pending":
+            note = f"probe requested; outcome not in within {wait:g}s"
+        elif not live:
+            note = "reconciled in this process (no running `auditrec serve`)"
+        return StatusResult(fresh, probed=True, outcome=outcome, note=note)
+
+    # -- sweep ------------------------------------------------------------------------------
+
+    async def sweep(self, *, dry_run: bool = False, inline: bool = False) -> Summary:
+        s = self.rt.settings
+        watchdog = Watchdog(
+            self.rt.log,
+            self.rt.store,
+            stale_after=s.stale_running_after,
+            interval=s.watchdog_interval,
+            batch_limit=s.watchdog_batch_limit,
+        )
+        if dry_run:
+            tick = await watchdog.tick(dry_run=True)
+            return Summary(candidates=len(tick.candidates), sweep_id=tick.sweep_id)
+        live = await self.pipeline_live()
+        if not live and not inline:
+            missing = ", ".join(await self._missing())
+            raise NoServer(
+                f"no running `auditrec serve` runs {missing}: start `auditrec serve` "
+                "(or run this sweep in-process with `auditrec sweep --inline`)"
+            )
+        started = time.monotonic()
+        if not live:
+            await self._run_inline()  # catch the projection up before selecting
+        tick = await watchdog.tick()
+        if not live and tick.requests:
+            await self._run_inline()
+        wait = s.sweep_wait.total_seconds() if live else 5.0
+        outcomes = await await_outcomes(self.rt.store, tick.requests, self.rt.policy, timeout=wait)
+        elapsed = time.monotonic() - started
+        SWEEP_DURATION.observe(elapsed)
+        return Summary(
+            candidates=len(tick.candidates),
+            outcomes=outcomes,
+            sweep_id=tick.sweep_id,
+            elapsed_s=elapsed,
+            skipped=tick.skipped,
+        )
+
+    # -- replay -----------------------------------------------------------------------------
+
+    async def replay(self, audit_id: str) -> list[Step]:
+        history = await self.rt.store.history(audit_id)
+        if not history:
+            raise NotFound(f"unknown audit {audit_id!r}")
+        return explain([h.event for h in history], self.rt.policy)
+
+    def explain_dicts(self, steps: list[Step]) -> list[dict[str, Any]]:
+        return [step.as_dict() for step in steps]

@@ -1,0 +1,141 @@
+"""Waiting for what probe requests led to, by following causation chains in the projection.
+
+``ProbeRequested`` ─causation→ observation (``WorkflowStatusObserved`` / ``WorkflowProbeFailed``)
+─causation→ decision (``AuditFailed`` / ``AuditFailureSimulated``). Whether an observation calls
+for a decision is judged here with the same pure rules the reconciler uses, on the audit's
+history up to that observation — so a caller knows what to wait for, and stops waiting the
+moment the last expected outcome is in the projection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from projections.store import ProjectionStore
+from statemachine.events import AuditEvent, ProbeRequested
+from statemachine.policy import Policy
+from statemachine.rules import judge
+from statemachine.state import AuditState, evolve
+
+__all__ = ["Outcome", "Summary", "await_outcomes"]
+
+_DECISIONS = ("AuditFailed", "AuditFailureSimulated")
+
+
+@dataclass
+class Outcome:
+    audit_id: str
+    request_id: str
+    result: str = "pending"  # failed, would_fail, healthy, unchanged, probe_error, pending
+    rule: str | None = None
+    reason: str | None = None
+    error_code: str | None = None
+    observed_status: str | None = None
+    probe_error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass
+class Summary:
+    candidates: int
+    outcomes: list[Outcome] = field(default_factory=list)
+    sweep_id: str | None = None
+    elapsed_s: float = 0.0
+    skipped: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        results = Counter(o.result for o in self.outcomes)
+        return {
+            "sweep_id": self.sweep_id,
+            "candidates": self.candidates,
+            "probed": sum(1 for o in self.outcomes if o.result != "pending"),
+            "failed": dict(Counter(o.error_code for o in self.outcomes if o.result == "failed")),
+            "would_fail": dict(
+                Counter(o.error_code for o in self.outcomes if o.result == "would_fail")
+            ),
+            "healthy": results["healthy"],
+            "unchanged": results["unchanged"],
+            "probe_errors": dict(
+                Counter(o.probe_error for o in self.outcomes if o.result == "probe_error")
+            ),
+            "pending": results["pending"],
+            "skipped": self.skipped,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "audits": [o.as_dict() for o in self.outcomes],
+        }
+
+
+async def _state_before(store: ProjectionStore, event: AuditEvent) -> AuditState | None:
+    state: AuditState | None = None
+    for entry in await store.history(event.audit_id):
+        if entry.event.event_id == event.event_id:
+            return state
+        state = evolve(state or AuditState(audit_id=event.audit_id), entry.event)
+    return state
+
+
+async def await_outcomes(
+    store: ProjectionStore,
+    requests: list[ProbeRequested],
+    policy: Policy,
+    timeout: float,
+    poll_interval: float = 0.05,
+) -> list[Outcome]:
+    """One outcome per request, in request order; ``pending`` for what did not arrive in time."""
+    outcomes = {str(r.event_id): Outcome(r.audit_id, str(r.event_id)) for r in requests}
+    waiting_obs = set(outcomes)
+    waiting_decision: dict[str, Outcome] = {}  # observation id -> outcome
+    deadline = time.monotonic() + timeout
+    while True:
+        if waiting_obs:
+            for obs in await store.caused_by(waiting_obs):
+                key = str(obs.causation_id)
+                if key not in waiting_obs:
+                    continue
+                waiting_obs.discard(key)
+                outcome = outcomes[key]
+                if obs.type == "WorkflowProbeFailed":
+                    outcome.result = "probe_error"
+                    outcome.probe_error = obs.data.reason.value  # type: ignore[union-attr]
+                    outcome.reason = obs.data.detail  # type: ignore[union-attr]
+                    continue
+                outcome.observed_status = obs.data.status  # type: ignore[union-attr]
+                verdict = judge(await _state_before(store, obs), obs, policy)
+                outcome.rule = verdict.rule if verdict else None
+                outcome.reason = verdict.reason if verdict else None
+                if verdict is not None and verdict.failure is not None:
+                    outcome.error_code = verdict.failure.error_code
+                    waiting_decision[str(obs.event_id)] = outcome
+                else:
+                    outcome.result = "healthy" if verdict and verdict.rule == "healthy" else "unchanged"
+        if waiting_decision:
+            for decision in await store.caused_by(list(waiting_decision)):
+                if decision.type not in _DECISIONS:
+                    continue
+                outcome = waiting_decision.pop(str(decision.causation_id), None)
+                if outcome is not None:
+                    outcome.result = "failed" if decision.type == "AuditFailed" else "would_fail"
+                    outcome.error_code = decision.data.error_code  # type: ignore[union-attr]
+        for obs_id, outcome in list(waiting_decision.items()):
+            # Another observation of the same audit may have been decided first: the audit
+            # is then already terminal and this one is (rightly) not decided again.
+            row = await store.get(outcome.audit_id)
+            if row is not None and row.status != "running" and row.version > 0:
+                history = [e.event for e in await store.history(outcome.audit_id)]
+                ids = [str(e.event_id) for e in history]
+                if obs_id in ids and any(
+                    e.type in _DECISIONS for e in history[ids.index(obs_id) + 1 :]
+                ):
+                    waiting_decision.pop(obs_id)
+                    outcome.result = "failed" if row.status == "failed" else "unchanged"
+                    outcome.error_code = row.state.error_code
+        if (not waiting_obs and not waiting_decision) or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(poll_interval)
+    return [outcomes[str(r.event_id)] for r in requests]

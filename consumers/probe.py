@@ -1,0 +1,144 @@
+"""The probe: answers probe requests with what the Workflows API says. It decides nothing.
+
+Each ``ProbeRequested`` yields exactly one ``WorkflowStatusObserved`` or
+``WorkflowProbeFailed`` whose id is derived from the request's id and whose ``causation_id``
+is the request's id. Requests for the same instance in one batch share one API call.
+An audit without an instance id is observed ``not_attached`` without a call. Requests older
+than ``max_age`` are dropped (the watchdog will ask again) so a backlog never bursts the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import structlog
+
+from statemachine.events import (
+    ProbeRequested,
+    WorkflowProbeFailed,
+    WorkflowProbeFailedData,
+    WorkflowStatusObserved,
+    WorkflowStatusObservedData,
+    derived_id,
+)
+
+from .component import LogConsumer
+from .eventlog import DecodeError, EventLog, OutRecord, decode_probe, encode
+from .metrics import PROBE_BUDGET_LEFT, PROBES
+from .workflows import InstanceStatus, ProbeFailure, WorkflowsClient
+
+__all__ = ["PRODUCER", "Probe"]
+
+PRODUCER = "auditrec-probe"
+log = structlog.get_logger("auditrec.probe")
+
+
+class Probe(LogConsumer):
+    name = "probe"
+    group = "auditrec-probe"
+    transactional = True
+    max_records = 200
+
+    def __init__(
+        self,
+        event_log: EventLog,
+        client: WorkflowsClient,
+        *,
+        max_age: timedelta = timedelta(minutes=10),
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        super().__init__(event_log, [event_log.topics.probe_requests])
+        self.client = client
+        self.max_age = max_age
+        self.clock = clock
+        self.probed = 0
+
+    async def step(self) -> int:
+        records = await self.poll()
+        if not records:
+            return 0
+        assert self.consumer is not None
+        dlq: list[OutRecord] = []
+        requests: list[ProbeRequested] = []
+        now = self.clock()
+        for record in records:
+            try:
+                request = decode_probe(record.value)
+            except DecodeError as exc:
+                self.dead_letter(record, str(exc), dlq)
+                continue
+            if now - request.occurred_at > self.max_age:
+                log.info("probe request expired", audit_id=request.audit_id)
+                continue
+            requests.append(request)
+        by_instance: dict[str | None, list[ProbeRequested]] = {}
+        for request in requests:
+            by_instance.setdefault(request.data.workflow_instance_id, []).append(request)
+        results = await asyncio.gather(
+            *(self._probe(instance) for instance in by_instance), return_exceptions=False
+        )
+        outputs: list[OutRecord] = []
+        lifecycle = self.log.topics.lifecycle
+        for (instance, group), (result, observed_at) in zip(
+            by_instance.items(), results, strict=True
+        ):
+            for request in group:
+                outputs.append(encode(lifecycle, self._observation(request, instance, result, observed_at)))
+        PROBE_BUDGET_LEFT.set(self.client.budget_left)
+        await self.consumer.commit(self.next_offsets(records), outputs + dlq)
+        self.probed += len(outputs)
+        return len(records)
+
+    async def _probe(
+        self, instance: str | None
+    ) -> tuple[InstanceStatus | ProbeFailure, datetime]:
+        if instance is None:
+            return InstanceStatus("not_attached", None, None), self.clock()
+        result = await self.client.get_instance(instance)
+        outcome = result.status if isinstance(result, InstanceStatus) else result.reason.value
+        PROBES.labels(outcome).inc()
+        return result, self.clock()
+
+    @staticmethod
+    def _observation(
+        request: ProbeRequested,
+        instance: str | None,
+        result: InstanceStatus | ProbeFailure,
+        observed_at: datetime,
+    ) -> WorkflowStatusObserved | WorkflowProbeFailed:
+        common = {
+            "event_id": derived_id(request.event_id, "probe-observation"),
+            "audit_id": request.audit_id,
+            "occurred_at": observed_at,
+            "producer": PRODUCER,
+            "causation_id": request.event_id,
+            "correlation_id": request.correlation_id,
+        }
+        if isinstance(result, InstanceStatus):
+            error = result.error
+            if isinstance(error, dict):
+                error = {k: error.get(k) for k in ("name", "message")}
+            return WorkflowStatusObserved(
+                **common,  # type: ignore[arg-type]
+                data=WorkflowStatusObservedData(
+                    workflow_instance_id=instance,
+                    status=result.status,  # type: ignore[arg-type]
+                    error=error,  # type: ignore[arg-type]
+                    workflow_ended_at=result.ended_at,
+                    trigger=request.data.trigger,
+                    observed_at=observed_at,
+                ),
+            )
+        return WorkflowProbeFailed(
+            **common,  # type: ignore[arg-type]
+            data=WorkflowProbeFailedData(
+                workflow_instance_id=instance,
+                reason=result.reason,
+                http_status=result.http_status,
+                detail=result.detail[:2000],
+                trigger=request.data.trigger,
+                observed_at=observed_at,
+            ),
+        )

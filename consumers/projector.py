@@ -1,0 +1,64 @@
+"""The projector: folds lifecycle events into the ``audits`` table and its history.
+
+Offsets live in the projection store, written in the same transaction as the rows; on
+assignment the consumer seeks to them, so the table is exactly the fold of the log, whatever
+crashed when. The group's offsets in the log are committed too, after the store, only so that
+lag can be watched with the usual tools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import structlog
+
+from projections.store import Position, ProjectionStore
+from statemachine.events import AuditEvent
+
+from .component import LogConsumer
+from .eventlog import Consumer, EventLog, OutRecord
+from .metrics import EVENTS_PROJECTED
+
+__all__ = ["Projector"]
+
+log = structlog.get_logger("auditrec.projector")
+
+
+class Projector(LogConsumer):
+    name = "projector"
+    group = "auditrec-projector"
+    max_records = 5000
+
+    def __init__(self, event_log: EventLog, store: ProjectionStore) -> None:
+        super().__init__(event_log, [event_log.topics.lifecycle])
+        self.store = store
+        self.applied = 0
+
+    async def on_assign(self, consumer: Consumer, partitions: Sequence[tuple[str, int]]) -> None:
+        stored = await self.store.stored_offsets(self.group)
+        for tp in partitions:
+            consumer.seek(tp, stored.get(tp, 0))
+
+    async def step(self) -> int:
+        records = await self.poll()
+        if not records:
+            return 0
+        assert self.consumer is not None
+        dlq: list[OutRecord] = []
+        batch: list[tuple[AuditEvent, Position]] = []
+        for record in records:
+            event = self.decode(record, dlq)
+            if event is not None:
+                batch.append((event, (record.topic, record.partition, record.offset)))
+        if dlq:
+            await self.log.append(dlq)
+        offsets = self.next_offsets(records)
+        result = await self.store.apply(batch, offsets, self.group)
+        self.applied += result.applied
+        EVENTS_PROJECTED.labels("applied").inc(result.applied)
+        EVENTS_PROJECTED.labels("skipped").inc(result.skipped)
+        try:
+            await self.consumer.commit(offsets)
+        except Exception as exc:  # the store holds the truth; the log's copy is for lag only
+            log.debug("log offset commit failed", error=str(exc))
+        return len(records)

@@ -1,0 +1,150 @@
+"""The reconciler: folds every audit's events into its state and judges each observation.
+
+It is the only writer of reconciler decisions. A decision's id is derived from the
+observation's id, and it is appended in the same atomic commit that moves the reconciler's
+offsets (a Kafka transaction; a SQLite transaction), so a crash at any instant leaves each
+decision in the log exactly once.
+
+State is in memory, per assigned partition. On assignment the partition is folded from the
+beginning up to the committed offset; decisions of our own found beyond it (committed with
+offsets, so already final) are applied early, exactly as the live path applies a decision the
+moment it makes it — so a second observation of a dead audit never yields a second decision.
+Terminal audits are kept as one shared object per (status, failed_by), so memory grows with
+running audits only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import structlog
+
+from statemachine.events import AuditEvent, AuditFailed, FailedBy
+from statemachine.machine import TERMINAL
+from statemachine.policy import Policy
+from statemachine.rules import decide
+from statemachine.state import AuditState, evolve
+
+from .component import LogConsumer
+from .eventlog import Consumer, DecodeError, EventLog, OutRecord, decode, encode
+from .metrics import DECISIONS, OVERTURNED
+
+__all__ = ["Reconciler"]
+
+log = structlog.get_logger("auditrec.reconciler")
+
+_TERMINAL: dict[tuple[str, str | None], AuditState] = {}
+
+
+def _compact(state: AuditState) -> AuditState:
+    """Terminal audits only need their status (and who failed them, for overturns)."""
+    if state.status not in TERMINAL:
+        return state
+    key = (state.status, state.failed_by)
+    shared = _TERMINAL.get(key)
+    if shared is None:
+        shared = _TERMINAL[key] = AuditState(audit_id="", status=key[0], failed_by=key[1])
+    return shared
+
+
+def _own_decision(event: AuditEvent) -> bool:
+    return isinstance(event, AuditFailed) and event.data.failed_by is FailedBy.RECONCILER
+
+
+class Reconciler(LogConsumer):
+    name = "reconciler"
+    group = "auditrec-reconciler"
+    transactional = True
+
+    def __init__(self, event_log: EventLog, policy: Policy) -> None:
+        super().__init__(event_log, [event_log.topics.lifecycle])
+        self.policy = policy
+        self.partitions: dict[tuple[str, int], dict[str, AuditState]] = {}
+        self.decided = 0
+
+    @property
+    def running(self) -> int:
+        return sum(
+            1 for states in self.partitions.values() for s in states.values() if s.status == "running"
+        )
+
+    def state(self, audit_id: str) -> AuditState | None:
+        for states in self.partitions.values():
+            if audit_id in states:
+                return states[audit_id]
+        return None
+
+    async def on_assign(self, consumer: Consumer, partitions: Sequence[tuple[str, int]]) -> None:
+        committed = await consumer.committed()
+        for tp in partitions:
+            start = committed.get(tp, 0)
+            states: dict[str, AuditState] = {}
+            async for batch in self.log.read(tp[0], tp[1], 0, None):
+                for record in batch:
+                    try:
+                        event = decode(record.value)
+                    except DecodeError:
+                        continue
+                    if record.offset < start or _own_decision(event):
+                        self._fold(states, event)
+            self.partitions[tp] = states
+            consumer.seek(tp, start)
+            log.info("partition assigned", partition=tp[1], committed=start, audits=len(states))
+
+    async def on_revoke(self, consumer: Consumer, partitions: Sequence[tuple[str, int]]) -> None:
+        for tp in partitions:
+            self.partitions.pop(tp, None)
+
+    @staticmethod
+    def _fold(states: dict[str, AuditState], event: AuditEvent) -> AuditState:
+        current = states.get(event.audit_id) or AuditState(audit_id=event.audit_id)
+        if current.audit_id == "":  # a compacted terminal audit
+            current = AuditState(
+                audit_id=event.audit_id, status=current.status, failed_by=current.failed_by
+            )
+        new = evolve(current, event)
+        if new.exists:
+            states[event.audit_id] = _compact(new)
+        return new
+
+    async def step(self) -> int:
+        records = await self.poll()
+        if not records:
+            return 0
+        assert self.consumer is not None
+        outputs: list[OutRecord] = []
+        dlq: list[OutRecord] = []
+        lifecycle = self.log.topics.lifecycle
+        for record in records:
+            event = self.decode(record, dlq)
+            if event is None:
+                continue
+            states = self.partitions.setdefault((record.topic, record.partition), {})
+            before = states.get(event.audit_id)
+            verdict, decision = decide(before, event, self.policy)
+            after = self._fold(states, event)
+            if verdict is not None and event.type == "WorkflowStatusObserved":
+                code = decision.data.error_code if decision is not None else ""  # type: ignore[union-attr]
+                DECISIONS.labels(verdict.rule, code).inc()
+            if (
+                before is not None
+                and before.status == "failed"
+                and before.failed_by == "reconciler"
+                and after.status == "completed"
+            ):
+                OVERTURNED.inc()
+                log.info("failure overturned", audit_id=event.audit_id, rule="overturn")
+            if decision is not None:
+                outputs.append(encode(lifecycle, decision))
+                self._fold(states, decision)
+                self.decided += 1
+                log.info(
+                    "audit failed" if not self.policy.shadow else "audit would fail (shadow)",
+                    audit_id=event.audit_id,
+                    rule=verdict.rule if verdict else None,
+                    error_code=decision.data.error_code,  # type: ignore[union-attr]
+                    reason=verdict.reason if verdict else None,
+                    decision_id=str(decision.event_id),
+                )
+        await self.consumer.commit(self.next_offsets(records), outputs + dlq)
+        return len(records)

@@ -1,0 +1,363 @@
+"""The Workflows API simulator, exercised over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from consumers.simulator import STATUSES, Simulator, SimulatorServer
+
+ACC = "acc-1"
+
+
+def instance_url(base: str, instance_id: str, workflow: str = "site-audit") -> str:
+    segment = quote(instance_id, safe="")
+    if segment in (".", ".."):  # httpx would normalise a literal dot segment away
+        segment = segment.replace(".", "%2E")
+    return f"{base}/accounts/{ACC}/workflows/{workflow}/instances/{segment}"
+
+
+@pytest.fixture
+def http(simulator: SimulatorServer) -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=5) as client:
+        yield client
+
+
+# --- the API shape -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prefix", ["/client/v4", ""])
+def test_get_instance_answers_in_the_cloudflare_envelope(
+    simulator: SimulatorServer, http: httpx.Client, prefix: str
+) -> None:
+    end = datetime(2026, 11, 30, 8, 5, tzinfo=UTC)
+    simulator.sim.set_instance(
+        "i-1", "errored", error={"name": "WorkflowTimeoutError", "message": "timed out"}, end=end
+    )
+    r = http.get(instance_url(simulator.root_url + prefix, "i-1") + "?simple=true")
+    assert r.status_code == 200
+    body = r.json()
+    assert (body["success"], body["errors"], body["messages"]) == (True, [], [])
+    result = body["result"]
+    assert set(result) == {
+        "status", "error", "output", "params", "queued", "start", "end", "success", "trigger",
+        "versionId", "step_count", "steps",
+    }  # fmt: skip
+    assert result["status"] == "errored"
+    assert result["error"] == {"name": "WorkflowTimeoutError", "message": "timed out"}
+    assert result["end"] == "2026-11-30T08:05:00.000Z"
+    assert result["trigger"] == {"source": "api"}
+    assert result["success"] is False
+
+
+@pytest.mark.parametrize("status", STATUSES)
+def test_every_status_round_trips_with_derived_timestamps(
+    simulator: SimulatorServer, http: httpx.Client, status: str
+) -> None:
+    simulator.sim.set_instance("i", status)
+    result = http.get(instance_url(simulator.url, "i")).json()["result"]
+    assert result["status"] == status
+    assert (result["start"] is None) == (status == "queued")
+    assert (result["end"] is not None) == (status in {"complete", "errored", "terminated"})
+
+
+@pytest.mark.parametrize(
+    "instance_id",
+    ["*/30 * * * *-1786001400000", "a/b", "with space", "100%", "é?#&+", "..", "instances"],
+)
+def test_an_encoded_id_is_exactly_one_path_segment(
+    simulator: SimulatorServer, http: httpx.Client, instance_id: str
+) -> None:
+    simulator.sim.set_instance(instance_id, "running")
+    r = http.get(instance_url(simulator.url, instance_id))
+    assert r.status_code == 200, r.text
+    assert r.json()["result"]["status"] == "running"
+    assert simulator.sim.requests_for(instance_id) == 1
+
+
+def test_an_unencoded_slash_does_not_reach_the_instance(
+    simulator: SimulatorServer, http: httpx.Client
+) -> None:
+    simulator.sim.set_instance("a/b", "running")
+    r = http.get(f"{simulator.url}/accounts/{ACC}/workflows/site-audit/instances/a/b")
+    assert r.status_code == 404
+    assert r.json()["errors"][0]["code"] == 7000
+    assert simulator.sim.requests_for("a/b") == 0
+
+
+def test_unknown_instance_is_a_structured_404(
+    simulator: SimulatorServer, http: httpx.Client
+) -> None:
+    r = http.get(instance_url(simulator.url, "never-created"))
+    assert r.status_code == 404
+    assert r.json() == {
+        "success": False, "messages": [], "result": None,
+        "errors": [{"code": 10400, "message": "workflows.api.error.instance.not_found"}],
+    }  # fmt: skip
+
+
+def test_unknown_workflow_is_10200_until_created(
+    simulator: SimulatorServer, http: httpx.Client
+) -> None:
+    r = http.get(instance_url(simulator.url, "i", workflow="other"))
+    assert r.status_code == 404
+    assert r.json()["errors"] == [
+        {"code": 10200, "message": "workflows.api.error.workflow.not_found"}
+    ]
+    assert http.put(f"{simulator.root_url}/_sim/workflows/other").status_code == 200
+    r = http.get(instance_url(simulator.url, "i", workflow="other"))
+    assert r.json()["errors"][0]["code"] == 10400
+    simulator.sim.set_instance("i", "running", workflow="third")  # creates the workflow too
+    assert http.get(instance_url(simulator.url, "i", workflow="third")).status_code == 200
+
+
+def test_a_configured_token_is_required_on_the_api_only(
+    simulator: SimulatorServer, http: httpx.Client
+) -> None:
+    simulator.sim.token = "right-token"
+    simulator.sim.set_instance("i", "running")
+    url = instance_url(simulator.url, "i")
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "right-token"}):
+        r = http.get(url, headers=headers)
+        assert r.status_code == 403
+        assert r.json()["errors"] == [{"code": 10000, "message": "Authentication error"}]
+    assert http.get(url, headers={"Authorization": "Bearer right-token"}).status_code == 200
+    assert http.get(f"{simulator.root_url}/_sim/stats").json()["total"] == 4
+
+
+def test_get_workflow_counts_instances_per_status(
+    simulator: SimulatorServer, http: httpx.Client
+) -> None:
+    for i, status in enumerate(["running", "running", "complete"]):
+        simulator.sim.set_instance(f"i{i}", status)
+    r = http.get(f"{simulator.url}/accounts/{ACC}/workflows/site-audit")
+    assert r.json()["result"]["instances"] == {"running": 2, "complete": 1}
+
+
+def test_list_instances_filters_by_status_and_pages_with_a_cursor(
+    simulator: SimulatorServer, http: httpx.Client
+) -> None:
+    for i in range(5):
+        simulator.sim.set_instance(f"run-{i}", "running")
+    simulator.sim.set_instance("done", "complete")
+    url = f"{simulator.url}/accounts/{ACC}/workflows/site-audit/instances"
+    first = http.get(url, params={"status": "running", "per_page": 3}).json()
+    assert [i["id"] for i in first["result"]] == ["run-0", "run-1", "run-2"]
+    assert first["result_info"]["total_count"] == 5
+    cursor = first["result_info"]["cursor"]
+    second = http.get(url, params={"status": "running", "per_page": 3, "cursor": cursor}).json()
+    assert [i["id"] for i in second["result"]] == ["run-3", "run-4"]
+    assert "cursor" not in second["result_info"]
+    assert len(http.get(url).json()["result"]) == 6
+
+
+def test_patch_status_pauses_resumes_terminates_and_restarts(
+    simulator: SimulatorServer, http: httpx.Client
+) -> None:
+    simulator.sim.set_instance("p/1", "running")
+    url = instance_url(simulator.url, "p/1") + "/status"
+    expected = {"pause": "paused", "resume": "running", "terminate": "terminated",
+                "restart": "running"}  # fmt: skip
+    for action, status in expected.items():
+        r = http.patch(url, json={"status": action})
+        assert r.status_code == 200
+        assert r.json()["result"]["status"] == status
+        assert simulator.sim.get_instance("p/1")["status"] == status  # type: ignore[index]
+        if action == "terminate":
+            assert simulator.sim.get_instance("p/1")["end"] is not None  # type: ignore[index]
+    assert simulator.sim.get_instance("p/1")["end"] is None  # type: ignore[index]
+    assert http.patch(url, json={"status": "explode"}).status_code == 400
+    missing = http.patch(instance_url(simulator.url, "nope") + "/status", json={"status": "pause"})
+    assert missing.json()["errors"][0]["code"] == 10400
+
+
+# --- the control API ---------------------------------------------------------------------------
+
+
+def test_control_api_creates_reads_and_deletes_instances(
+    simulator: SimulatorServer, http: httpx.Client
+) -> None:
+    ctl = f"{simulator.root_url}/_sim/workflows/site-audit/instances/{quote('x/y z', safe='')}"
+    r = http.put(ctl, json={"status": "errored", "error": "boom", "end": None,
+                            "start": "2026-11-30T08:00:00Z"})  # fmt: skip
+    assert r.status_code == 200
+    assert (r.json()["error"], r.json()["end"], r.json()["start"]) == (
+        "boom", None, "2026-11-30T08:00:00.000Z",
+    )  # fmt: skip
+    assert http.get(ctl).json()["status"] == "errored"
+    assert http.get(instance_url(simulator.url, "x/y z")).json()["result"]["error"] == "boom"
+    assert http.delete(ctl).status_code == 204
+    assert http.delete(ctl).status_code == 404
+    assert http.get(instance_url(simulator.url, "x/y z")).status_code == 404
+    assert http.put(ctl, json={"status": ""}).status_code == 422
+    assert http.put(ctl, json={"status": "running", "bogus": 1}).status_code == 422
+    assert http.put(ctl, content=b"not json").status_code == 400
+
+
+def test_faults_over_http_apply_for_times_requests_then_clear(
+    simulator: SimulatorServer, http: httpx.Client
+) -> None:
+    simulator.sim.set_instance("f", "running")
+    fault_url = f"{simulator.root_url}/_sim/faults/f"
+    assert http.put(fault_url, json={"kind": "server_error", "times": 2}).status_code == 200
+    codes = [http.get(instance_url(simulator.url, "f")).status_code for _ in range(3)]
+    assert codes == [500, 500, 200]
+    http.put(fault_url, json={"kind": "forbidden"})
+    assert [http.get(instance_url(simulator.url, "f")).status_code for _ in range(2)] == [403, 403]
+    assert http.delete(fault_url).status_code == 204
+    assert http.get(instance_url(simulator.url, "f")).status_code == 200
+    assert http.put(fault_url, json={"kind": "teapot"}).status_code == 422
+
+
+@pytest.mark.parametrize(
+    ("kind", "status", "code"),
+    [("server_error", 500, 10001), ("success_false", 200, 10001), ("forbidden", 403, 10000),
+     ("rate_limit", 429, 10100)],
+)  # fmt: skip
+def test_fault_kinds_answer_like_cloudflare(
+    simulator: SimulatorServer, http: httpx.Client, kind: str, status: int, code: int
+) -> None:
+    simulator.sim.set_instance("f", "running")
+    simulator.sim.set_fault("f", kind)  # type: ignore[arg-type]
+    r = http.get(instance_url(simulator.url, "f"))
+    assert r.status_code == status
+    assert r.json()["success"] is False
+    assert r.json()["errors"][0]["code"] == code
+    if kind == "success_false":
+        assert r.json()["result"]["status"] == "running"
+
+
+def test_rate_limit_fault_sends_retry_after_and_ratelimit_headers(
+    simulator: SimulatorServer, http: httpx.Client
+) -> None:
+    simulator.sim.set_fault("f", "rate_limit", retry_after=30)
+    r = http.get(instance_url(simulator.url, "f"))
+    assert (r.status_code, r.headers["retry-after"]) == (429, "30")
+    assert r.headers["ratelimit"] == '"default";r=0;t=30'
+    simulator.sim.set_fault("f", "rate_limit")
+    assert "retry-after" not in http.get(instance_url(simulator.url, "f")).headers
+
+
+def test_malformed_and_custom_faults(simulator: SimulatorServer, http: httpx.Client) -> None:
+    simulator.sim.set_fault("m", "malformed")
+    r = http.get(instance_url(simulator.url, "m"))
+    assert r.status_code == 200
+    with pytest.raises(json.JSONDecodeError):
+        r.json()
+    simulator.sim.set_fault("c", "custom", http_status=418, body="teapot", headers={"x-a": "1"})
+    r = http.get(instance_url(simulator.url, "c"))
+    assert (r.status_code, r.text, r.headers["x-a"]) == (418, "teapot", "1")
+
+
+def test_latency_fault_and_global_latency_delay_answers(
+    simulator: SimulatorServer, http: httpx.Client
+) -> None:
+    simulator.sim.set_instance("slow", "running")
+    simulator.sim.set_fault("slow", "latency", latency_ms=150, times=1)
+    t0 = time.monotonic()
+    assert http.get(instance_url(simulator.url, "slow")).status_code == 200
+    assert time.monotonic() - t0 >= 0.15
+    t0 = time.monotonic()
+    http.get(instance_url(simulator.url, "slow"))
+    assert time.monotonic() - t0 < 0.15
+    config = http.put(f"{simulator.root_url}/_sim/config", json={"latency_ms": 120})
+    assert config.json() == {"latency_ms": 120}
+    t0 = time.monotonic()
+    http.get(instance_url(simulator.url, "slow"))
+    assert time.monotonic() - t0 >= 0.12
+
+
+async def test_stats_track_requests_and_max_in_flight(simulator: SimulatorServer) -> None:
+    simulator.sim.latency_ms = 100
+    async with httpx.AsyncClient(timeout=5) as client:
+        await asyncio.gather(*(client.get(instance_url(simulator.url, f"i{n % 2}"))
+                               for n in range(6)))  # fmt: skip
+        stats = (await client.get(f"{simulator.root_url}/_sim/stats")).json()
+        assert stats == {"total": 6, "by_instance": {"i0": 3, "i1": 3}, "in_flight": 0,
+                         "max_in_flight": 6}  # fmt: skip
+        assert (await client.post(f"{simulator.root_url}/_sim/reset")).status_code == 200
+        stats = (await client.get(f"{simulator.root_url}/_sim/stats")).json()
+    assert stats == {"total": 0, "by_instance": {}, "in_flight": 0, "max_in_flight": 0}
+    assert simulator.sim.latency_ms == 0
+
+
+def test_seed_document_loads_workflows_instances_and_faults() -> None:
+    sim = Simulator()
+    sim.load_seed({
+        "workflows": ["empty-one"], "latency_ms": 5,
+        "instances": [{"id": "a", "status": "complete", "end": None},
+                      {"workflow": "other", "id": "b", "status": "queued"}],
+        "faults": [{"id": "a", "kind": "server_error", "times": 1}],
+    })  # fmt: skip
+    assert sim.get_instance("a") is not None
+    assert sim.get_instance("a")["end"] is None  # type: ignore[index]
+    assert sim.get_instance("b", workflow="other")["start"] is None  # type: ignore[index]
+    assert sim.latency_ms == 5
+    with pytest.raises(ValueError):
+        sim.load_seed({"instances": [{"id": "x"}]})
+
+
+# --- running it --------------------------------------------------------------------------------
+
+
+def test_server_starts_and_stops_fast_and_idempotently() -> None:
+    t0 = time.monotonic()
+    server = SimulatorServer()
+    server.start()
+    server.start()
+    url = server.url
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/client/v4")
+    assert httpx.get(instance_url(url, "x")).status_code == 404
+    server.stop()
+    server.stop()
+    assert time.monotonic() - t0 < 1.0
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(instance_url(url, "x"))
+
+
+async def test_server_works_as_async_context_manager() -> None:
+    sim = Simulator()
+    sim.set_instance("a", "paused")
+    async with SimulatorServer(sim) as server, httpx.AsyncClient() as client:
+        r = await client.get(instance_url(server.url, "a"))
+        assert r.json()["result"]["status"] == "paused"
+        assert server.sim is sim
+
+
+def test_run_simulator_serves_a_seed_in_the_foreground(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    seed = tmp_path / "seed.json"
+    seed.write_text(json.dumps({"instances": [{"id": "*/5 * * * *-1", "status": "running"}]}))
+    code = ("from consumers.simulator import run_simulator; "
+            f"run_simulator('127.0.0.1', {port}, 'tok', {str(seed)!r})")  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        url = instance_url(f"http://127.0.0.1:{port}/client/v4", "*/5 * * * *-1")
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                r = httpx.get(url, headers={"Authorization": "Bearer tok"})
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline, "simulator did not come up"
+                time.sleep(0.05)
+        assert r.json()["result"]["status"] == "running"
+        assert httpx.get(url).status_code == 403
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=5)
+    assert f"http://127.0.0.1:{port}/client/v4" in out.decode()

@@ -1,0 +1,412 @@
+"""WorkflowsClient against the Workflows simulator over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from email.utils import formatdate
+from typing import Any
+
+import httpx
+import pytest
+
+from consumers.simulator import STATUSES, SimulatorServer
+from consumers.workflows import INSTANCE_STATUSES, InstanceStatus, ProbeFailure, WorkflowsClient
+from statemachine.events import ProbeFailureReason as R
+
+TOKEN = "cf-secret-token-0123456789"
+MakeClient = Callable[..., Awaitable[WorkflowsClient]]
+
+
+@pytest.fixture
+async def make_client(simulator: SimulatorServer) -> AsyncIterator[MakeClient]:
+    clients: list[WorkflowsClient] = []
+
+    async def make(**options: Any) -> WorkflowsClient:
+        settings: dict[str, Any] = {
+            "api_url": simulator.url, "account_id": "acc", "workflow": "site-audit",
+            "api_token": TOKEN, "timeout": 2.0, "max_retries": 0,
+        }  # fmt: skip
+        client = WorkflowsClient(**(settings | options))
+        await client.start()
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        await client.stop()
+
+
+def failure(answer: InstanceStatus | ProbeFailure) -> ProbeFailure:
+    assert isinstance(answer, ProbeFailure), answer
+    assert TOKEN not in answer.detail
+    return answer
+
+
+# --- answers about the instance ---------------------------------------------------------------
+
+
+def test_the_client_knows_every_status_the_simulator_serves() -> None:
+    assert set(STATUSES) == INSTANCE_STATUSES
+
+
+@pytest.mark.parametrize("status", STATUSES)
+async def test_every_status_is_reported(
+    simulator: SimulatorServer, make_client: MakeClient, status: str
+) -> None:
+    simulator.sim.set_instance("i-1", status, end=None)
+    client = await make_client()
+    assert await client.get_instance("i-1") == InstanceStatus(status, None, None)
+
+
+async def test_error_object_and_end_are_parsed(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    end = datetime(2026, 11, 30, 8, 5, 1, 250000, tzinfo=UTC)
+    error: dict[str, str | None] = {
+        "name": "WorkflowTimeoutError",
+        "message": "Execution timed out after 900000ms",
+    }
+    simulator.sim.set_instance("i-1", "errored", error=error, end=end)
+    answer = await (await make_client()).get_instance("i-1")
+    assert answer == InstanceStatus("errored", error, end)
+    assert isinstance(answer, InstanceStatus) and answer.ended_at is not None
+    assert answer.ended_at.tzinfo is UTC
+
+
+async def test_a_string_error_is_kept_as_a_string(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    simulator.sim.set_instance("i-1", "errored", error="Worker exceeded CPU time limit.")
+    answer = await (await make_client()).get_instance("i-1")
+    assert isinstance(answer, InstanceStatus)
+    assert (answer.status, answer.error) == ("errored", "Worker exceeded CPU time limit.")
+    assert answer.ended_at is not None
+
+
+async def test_unknown_instance_is_not_found(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    answer = await (await make_client()).get_instance("gone")
+    assert answer == InstanceStatus("not_found", None, None)
+    assert simulator.sim.requests_for("gone") == 1
+
+
+async def test_unknown_workflow_is_a_probe_failure_not_a_not_found(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    client = await make_client(workflow="no-such-workflow")
+    answer = failure(await client.get_instance("i-1"))
+    assert (answer.reason, answer.http_status) == (R.WORKFLOW_NOT_FOUND, 404)
+    assert "10200" in answer.detail
+
+
+@pytest.mark.parametrize(
+    "instance_id",
+    ["*/30 * * * *-1786001400000", "a/b", "with space", "100%2F", "?x=1#y", "..", "ü"],
+)
+async def test_ids_round_trip_percent_encoded(
+    simulator: SimulatorServer, make_client: MakeClient, instance_id: str
+) -> None:
+    simulator.sim.set_instance(instance_id, "paused")
+    simulator.sim.set_instance("a", "complete")  # a prefix of "a/b" must not answer for it
+    answer = await (await make_client()).get_instance(instance_id)
+    assert answer == InstanceStatus("paused", None, None)
+    assert simulator.sim.stats()["by_instance"] == {instance_id: 1}
+
+
+# --- failures ---------------------------------------------------------------------------------
+
+
+async def test_latency_above_the_timeout_is_a_timeout(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    simulator.sim.set_instance("slow", "running")
+    simulator.sim.set_fault("slow", "latency", latency_ms=600)
+    client = await make_client(timeout=0.2)
+    t0 = time.monotonic()
+    answer = failure(await client.get_instance("slow"))
+    assert (answer.reason, answer.http_status) == (R.TIMEOUT, None)
+    assert 0.19 <= time.monotonic() - t0 < 0.5
+
+
+async def test_latency_below_the_timeout_is_fine(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    simulator.sim.set_instance("slow", "running")
+    simulator.sim.set_fault("slow", "latency", latency_ms=50)
+    client = await make_client(timeout=0.5)
+    assert await client.get_instance("slow") == InstanceStatus("running", None, None)
+
+
+@pytest.mark.parametrize(
+    ("kind", "options", "reason", "http_status"),
+    [
+        ("server_error", {}, R.SERVER_ERROR, 500),
+        ("server_error", {"http_status": 503}, R.SERVER_ERROR, 503),
+        ("success_false", {}, R.SERVER_ERROR, 200),
+        ("forbidden", {}, R.UNAUTHORIZED, 403),
+        ("malformed", {}, R.INVALID_RESPONSE, 200),
+        ("custom", {"http_status": 401, "body": "{}"}, R.UNAUTHORIZED, 401),
+        ("custom", {"http_status": 408, "body": ""}, R.TIMEOUT, 408),
+        ("custom", {"http_status": 404, "body": "Not Found"}, R.INVALID_RESPONSE, 404),
+        ("custom", {"http_status": 302, "headers": {"location": "/x"}}, R.INVALID_RESPONSE, 302),
+    ],
+)
+async def test_faults_become_probe_failures(
+    simulator: SimulatorServer,
+    make_client: MakeClient,
+    kind: str,
+    options: dict[str, Any],
+    reason: R,
+    http_status: int,
+) -> None:
+    simulator.sim.set_instance("f", "running")
+    simulator.sim.set_fault("f", kind, **options)  # type: ignore[arg-type]
+    answer = failure(await (await make_client()).get_instance("f"))
+    assert (answer.reason, answer.http_status) == (reason, http_status)
+    assert simulator.sim.requests_for("f") == 1  # max_retries=0
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"success": true, "result": {}}',
+        '{"success": true, "result": {"status": "sleeping"}}',
+        '{"success": true, "result": {"status": "not_found"}}',
+        '{"success": true}',
+        '{"result": {"status": "running"}}',
+        '{"success": "yes", "result": {"status": "running"}}',
+        "[1, 2]",
+        '{"success": true, "result": {"status": "complete", "end": "yesterday"}}',
+        '{"success": true, "result": {"status": "complete", "end": 1786001400}}',
+        '{"success": true, "result": {"status": "errored", "error": 42}}',
+        '{"success": true, "result": {"status": "errored", "error": {"name": 1}}}',
+    ],
+)
+async def test_unexpected_shapes_are_invalid_responses(
+    simulator: SimulatorServer, make_client: MakeClient, body: str
+) -> None:
+    simulator.sim.set_fault("f", "custom", http_status=200, body=body)
+    answer = failure(await (await make_client()).get_instance("f"))
+    assert (answer.reason, answer.http_status) == (R.INVALID_RESPONSE, 200)
+
+
+async def test_instance_not_found_is_recognised_by_message_alone(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    body = '{"success": false, "errors": [{"code": 1, "message": "x.instance.not_found"}]}'
+    simulator.sim.set_fault("f", "custom", http_status=404, body=body)
+    assert await (await make_client()).get_instance("f") == InstanceStatus("not_found", None, None)
+
+
+async def test_unreachable_api_is_a_network_failure(make_client: MakeClient) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = await make_client(api_url=f"http://127.0.0.1:{port}/client/v4")
+    answer = failure(await client.get_instance("i"))
+    assert (answer.reason, answer.http_status) == (R.NETWORK, None)
+
+
+async def test_the_token_is_sent_and_never_shown(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    simulator.sim.token = TOKEN
+    simulator.sim.set_instance("i", "running")
+    assert await (await make_client()).get_instance("i") == InstanceStatus("running", None, None)
+    for token in ("wrong-token", None):
+        answer = failure(await (await make_client(api_token=token)).get_instance("i"))
+        assert (answer.reason, answer.http_status) == (R.UNAUTHORIZED, 403)
+    # An API that echoes the token back must not leak it into the detail either.
+    simulator.sim.token = None
+    echo = f'{{"success": false, "errors": [{{"code": 10001, "message": "bad {TOKEN}"}}]}}'
+    simulator.sim.set_fault("i", "custom", http_status=500, body=echo)
+    client = await make_client()
+    answer = failure(await client.get_instance("i"))
+    assert "[redacted]" in answer.detail
+    assert TOKEN not in repr(client)
+
+
+# --- retries ----------------------------------------------------------------------------------
+
+
+async def test_a_server_error_is_retried_with_backoff_and_every_try_is_budgeted(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    simulator.sim.set_instance("f", "running")
+    simulator.sim.set_fault("f", "server_error", times=1)
+    client = await make_client(max_retries=2, budget=10)
+    t0 = time.monotonic()
+    assert await client.get_instance("f") == InstanceStatus("running", None, None)
+    assert 0.37 <= time.monotonic() - t0 < 0.8  # 0.5 s less up to 25 % jitter
+    assert simulator.sim.requests_for("f") == 2
+    assert client.budget_left == 8
+
+
+async def test_retries_stop_after_max_retries(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    simulator.sim.set_fault("f", "success_false", retry_after=0)
+    client = await make_client(max_retries=2)
+    answer = failure(await client.get_instance("f"))
+    assert (answer.reason, answer.http_status) == (R.SERVER_ERROR, 200)
+    assert simulator.sim.requests_for("f") == 3
+
+
+async def test_a_short_retry_after_replaces_the_backoff_and_a_long_one_stops_retries(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    simulator.sim.set_instance("f", "running")
+    simulator.sim.set_fault("f", "server_error", retry_after=0, times=1)
+    client = await make_client(max_retries=2)
+    t0 = time.monotonic()
+    assert await client.get_instance("f") == InstanceStatus("running", None, None)
+    assert time.monotonic() - t0 < 0.3
+    simulator.sim.set_fault("f", "server_error", retry_after=5)
+    assert failure(await client.get_instance("f")).reason == R.SERVER_ERROR
+    assert simulator.sim.requests_for("f") == 3
+
+
+async def test_not_found_and_client_errors_are_not_retried(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    simulator.sim.set_fault("bad", "forbidden")
+    client = await make_client(max_retries=2)
+    await client.get_instance("bad")
+    await client.get_instance("gone")
+    assert simulator.sim.stats()["by_instance"] == {"bad": 1, "gone": 1}
+
+
+# --- rate limits ------------------------------------------------------------------------------
+
+
+async def test_a_429_pauses_all_probing_for_retry_after_without_sending(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    simulator.sim.set_instance("other", "running")
+    simulator.sim.set_fault("limited", "rate_limit", retry_after=1, times=1)
+    client = await make_client(max_retries=2)
+    t0 = time.monotonic()
+    answer = failure(await client.get_instance("limited"))
+    assert (answer.reason, answer.http_status) == (R.RATE_LIMITED, 429)
+    assert client.paused_until is not None and 0.9 <= client.paused_until - t0 <= 1.1
+    for instance_id in ("other", "limited"):
+        paused = failure(await client.get_instance(instance_id))
+        assert (paused.reason, paused.http_status) == (R.RATE_LIMITED, None)
+        assert "paused" in paused.detail
+    assert time.monotonic() - t0 < 0.2  # answered at once
+    assert simulator.sim.stats()["total"] == 1  # nothing sent during the pause
+    await asyncio.sleep(client.paused_until - time.monotonic() + 0.01)
+    assert client.paused_until is None
+    assert await client.get_instance("other") == InstanceStatus("running", None, None)
+    assert simulator.sim.stats()["total"] == 2
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"ratelimit": '"default";r=0;t=30'}, 30),
+        ({"retry-after": "__date__"}, 120),
+        ({"retry-after": "7", "ratelimit": '"default";r=0;t=30'}, 7),
+        ({"x-ratelimit-reset": "45"}, 45),
+        ({}, 60),
+        ({"retry-after": "0"}, 1),  # at least a second
+        ({"retry-after": "86400"}, 900),  # at most 15 minutes
+    ],
+)
+async def test_the_pause_length_comes_from_the_429_headers(
+    simulator: SimulatorServer, make_client: MakeClient, headers: dict[str, str], expected: float
+) -> None:
+    if headers.get("retry-after") == "__date__":
+        headers = {"retry-after": formatdate(time.time() + 120, usegmt=True)}
+    simulator.sim.set_fault("f", "rate_limit", headers=headers)
+    client = await make_client()
+    t0 = time.monotonic()
+    assert failure(await client.get_instance("f")).reason == R.RATE_LIMITED
+    assert client.paused_until is not None
+    assert client.paused_until - t0 == pytest.approx(expected, abs=1.5)
+
+
+async def test_an_exhausted_budget_refuses_without_sending_when_no_slot_frees_in_time(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    simulator.sim.set_instance("i", "running")
+    client = await make_client(budget=3, budget_window=0.6, timeout=0.2)
+    for _ in range(3):
+        assert isinstance(await client.get_instance("i"), InstanceStatus)
+    assert client.budget_left == 0
+    t0 = time.monotonic()
+    answer = failure(await client.get_instance("i"))
+    assert (answer.reason, answer.http_status, answer.detail) == (
+        R.RATE_LIMITED, None, "local request budget exhausted",
+    )  # fmt: skip
+    assert time.monotonic() - t0 < 0.1
+    assert simulator.sim.requests_for("i") == 3
+
+
+async def test_a_caller_waits_for_the_budget_window_to_free_a_slot(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    simulator.sim.set_instance("i", "running")
+    client = await make_client(budget=2, budget_window=0.4, timeout=1.0)
+    t0 = time.monotonic()
+    answers = await asyncio.gather(*(client.get_instance("i") for _ in range(5)))
+    assert all(isinstance(a, InstanceStatus) for a in answers)
+    assert 0.8 <= time.monotonic() - t0 < 1.2  # 2 now, 2 after 0.4 s, 1 after 0.8 s
+    assert simulator.sim.requests_for("i") == 5
+
+
+# --- concurrency and lifecycle ----------------------------------------------------------------
+
+
+async def test_concurrency_is_bounded(simulator: SimulatorServer, make_client: MakeClient) -> None:
+    for n in range(20):
+        simulator.sim.set_instance(f"i-{n}", "running")
+    simulator.sim.latency_ms = 200
+    client = await make_client(concurrency=4)
+    t0 = time.monotonic()
+    answers = await asyncio.gather(*(client.get_instance(f"i-{n}") for n in range(20)))
+    elapsed = time.monotonic() - t0
+    assert answers == [InstanceStatus("running", None, None)] * 20
+    assert 1.0 <= elapsed < 1.4
+    assert simulator.sim.stats()["max_in_flight"] == 4
+
+
+async def test_start_and_stop_are_idempotent(simulator: SimulatorServer) -> None:
+    simulator.sim.set_instance("i", "queued")
+    client = WorkflowsClient(api_url=simulator.url, account_id="a", workflow="site-audit",
+                             api_token=None)  # fmt: skip
+    with pytest.raises(RuntimeError, match="not started"):
+        await client.get_instance("i")
+    await client.start()
+    await client.start()
+    assert await client.get_instance("i") == InstanceStatus("queued", None, None)
+    await client.stop()
+    await client.stop()
+    with pytest.raises(RuntimeError):
+        await client.get_instance("i")
+    async with client as same:
+        assert same is client
+        assert await client.get_instance("i") == InstanceStatus("queued", None, None)
+    with pytest.raises(ValueError):
+        await client.get_instance("")
+
+
+async def test_a_given_transport_is_used(simulator: SimulatorServer) -> None:
+    simulator.sim.set_instance("i/x", "waiting")
+    transport = httpx.ASGITransport(app=simulator.sim.app)
+    async with WorkflowsClient(api_url="http://sim/client/v4", account_id="a",
+                               workflow="site-audit", api_token=None,
+                               transport=transport) as client:  # fmt: skip
+        assert await client.get_instance("i/x") == InstanceStatus("waiting", None, None)
+    assert simulator.sim.requests_for("i/x") == 1
+
+
+def test_invalid_settings_are_refused() -> None:
+    with pytest.raises(ValueError):
+        WorkflowsClient(api_url="http://x", account_id="a", workflow="w", api_token=None,
+                        concurrency=0)  # fmt: skip
