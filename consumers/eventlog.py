@@ -24,7 +24,14 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ValidationError
 
-from statemachine.events import EVENT_ADAPTER, PROBE_ADAPTER, AuditEvent, ProbeRequested, upcast
+from statemachine.events import (
+    EVENT_ADAPTER,
+    EVENT_TYPES,
+    PROBE_ADAPTER,
+    AuditEvent,
+    ProbeRequested,
+    upcast,
+)
 
 __all__ = [
     "Consumer",
@@ -117,10 +124,21 @@ def _loads(value: bytes) -> dict[str, Any]:
 
 
 def describe(exc: ValidationError) -> str:
+    """A validation error as ``field.path: problem; …``, without the union's type tag."""
     parts = []
     for err in exc.errors()[:5]:
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
-        parts.append(f"{loc}: {err['msg']}")
+        loc = list(err["loc"])
+        if loc and loc[0] in EVENT_TYPES:
+            loc = loc[1:]
+        where = ".".join(str(p) for p in loc) or "(root)"
+        message = err["msg"]
+        if err["type"] == "string_pattern_mismatch" and loc == ["audit_id"]:
+            message = "must be 1-128 characters of [A-Za-z0-9._:-]"
+        elif err["type"] == "union_tag_invalid":
+            where = "type"
+            message = f"unknown event type {err['input'].get('type')!r}" if isinstance(
+                err.get("input"), dict) else message
+        parts.append(f"{where}: {message}")
     return "; ".join(parts)
 
 

@@ -451,7 +451,7 @@ class KafkaConsumer(Consumer):
         self._callback_error: BaseException | None = None
 
     async def _call(self, callback: AssignCallback | None, tps: Any) -> None:
-        if callback is None or self._consumer is None:
+        if callback is None:
             return
         try:
             await callback(self, sorted((tp.topic, tp.partition) for tp in tps))
@@ -465,16 +465,17 @@ class KafkaConsumer(Consumer):
         log._started()
         consumer = log._new_consumer(self.group)
         consumer.subscribe(self.topics, listener=_Listener(self))
+        self._consumer = consumer  # the group may assign partitions during start()
         try:
             with _translate(f"start consumer of group {self.group} on {self.topics}"):
-                await consumer.start()
                 if self.transactional_id is not None:
                     await self._transactional_producer()
+                await consumer.start()
         except BaseException:
+            self._consumer = None
             await log._close(consumer, self._txn)
             self._txn = None
             raise
-        self._consumer = consumer
         log._consumers.add(self)
 
     async def stop(self) -> None:

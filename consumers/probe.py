@@ -12,10 +12,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import get_args
 
 import structlog
+from pydantic import ValidationError
 
 from statemachine.events import (
+    ObservedStatus,
+    ProbeFailureReason,
     ProbeRequested,
     WorkflowProbeFailed,
     WorkflowProbeFailedData,
@@ -25,13 +29,14 @@ from statemachine.events import (
 )
 
 from .component import LogConsumer
-from .eventlog import DecodeError, EventLog, OutRecord, decode_probe, encode
+from .eventlog import DecodeError, EventLog, OutRecord, decode_probe, describe, encode
 from .metrics import PROBE_BUDGET_LEFT, PROBES
 from .workflows import InstanceStatus, ProbeFailure, WorkflowsClient
 
 __all__ = ["PRODUCER", "Probe"]
 
 PRODUCER = "auditrec-probe"
+KNOWN_STATUSES = frozenset(get_args(ObservedStatus))
 log = structlog.get_logger("auditrec.probe")
 
 
@@ -85,7 +90,14 @@ class Probe(LogConsumer):
             by_instance.items(), results, strict=True
         ):
             for request in group:
-                outputs.append(encode(lifecycle, self._observation(request, instance, result, observed_at)))
+                try:
+                    event = self._observation(request, instance, result, observed_at)
+                except ValidationError as exc:
+                    failure = ProbeFailure(
+                        ProbeFailureReason.INVALID_RESPONSE, None, f"unusable answer: {describe(exc)}"
+                    )
+                    event = self._observation(request, instance, failure, observed_at)
+                outputs.append(encode(lifecycle, event))
         PROBE_BUDGET_LEFT.set(self.client.budget_left)
         await self.consumer.commit(self.next_offsets(records), outputs + dlq)
         self.probed += len(outputs)
@@ -117,6 +129,9 @@ class Probe(LogConsumer):
             "correlation_id": request.correlation_id,
         }
         if isinstance(result, InstanceStatus):
+            if result.status not in KNOWN_STATUSES:
+                log.warning("unknown workflow status", audit_id=request.audit_id, status=result.status)
+                result = InstanceStatus("unknown", result.error, result.ended_at)
             error = result.error
             if isinstance(error, dict):
                 error = {k: error.get(k) for k in ("name", "message")}

@@ -289,8 +289,8 @@ class Simulator:
         instance = unquote(m["instance"]) if m["instance"] else None
         fault, delay = self._arrive(instance)
         try:
-            if delay > 0:
-                await asyncio.sleep(delay)
+            if delay > 0 and await _client_left_within(request, delay):
+                return Response(status_code=499)  # nobody is listening any more
             if self.token is not None and request.headers.get("authorization") != (
                 f"Bearer {self.token}"
             ):
@@ -416,6 +416,22 @@ class Simulator:
 
 
 # --- HTTP plumbing ----------------------------------------------------------------------------
+
+
+async def _client_left_within(request: Request, seconds: float) -> bool:
+    """Sleep ``seconds``, ending early (True) if the client disconnects meanwhile, so a timed-out
+    request does not linger in the in-flight count or hold up shutdown."""
+
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    watcher = asyncio.ensure_future(disconnected())
+    try:
+        done, _ = await asyncio.wait({watcher}, timeout=seconds)
+        return bool(done)
+    finally:
+        watcher.cancel()
 
 
 def _ok(result: Any, **extra: Any) -> JSONResponse:

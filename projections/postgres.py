@@ -255,6 +255,8 @@ def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
 
 
 class PostgresStore(ProjectionStore):
+    watchdog_query = _STALE_RUNNING
+
     def __init__(
         self,
         url: str,

@@ -28,8 +28,8 @@ def instance_url(base: str, instance_id: str, workflow: str = "site-audit") -> s
     return f"{base}/accounts/{ACC}/workflows/{workflow}/instances/{segment}"
 
 
-@pytest.fixture
-def http(simulator: SimulatorServer) -> Iterator[httpx.Client]:
+@pytest.fixture(scope="module")
+def http() -> Iterator[httpx.Client]:
     with httpx.Client(timeout=5) as client:
         yield client
 
@@ -361,3 +361,15 @@ def test_run_simulator_serves_a_seed_in_the_foreground(tmp_path: Path) -> None:
         proc.terminate()
         out, _ = proc.communicate(timeout=5)
     assert f"http://127.0.0.1:{port}/client/v4" in out.decode()
+
+
+async def test_a_client_that_gives_up_does_not_stay_in_flight(simulator: SimulatorServer) -> None:
+    simulator.sim.set_fault("slow", "latency", latency_ms=3000)
+    async with httpx.AsyncClient(timeout=0.1) as client:
+        with pytest.raises(httpx.ReadTimeout):
+            await client.get(instance_url(simulator.url, "slow"))
+    for _ in range(100):  # the server thread notices the disconnect within milliseconds
+        if simulator.sim.stats()["in_flight"] == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert simulator.sim.stats()["in_flight"] == 0

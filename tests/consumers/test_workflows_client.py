@@ -130,7 +130,7 @@ async def test_latency_above_the_timeout_is_a_timeout(
     t0 = time.monotonic()
     answer = failure(await client.get_instance("slow"))
     assert (answer.reason, answer.http_status) == (R.TIMEOUT, None)
-    assert 0.19 <= time.monotonic() - t0 < 0.5
+    assert 0.19 <= time.monotonic() - t0 < 0.6
 
 
 async def test_latency_below_the_timeout_is_fine(
@@ -242,7 +242,7 @@ async def test_a_server_error_is_retried_with_backoff_and_every_try_is_budgeted(
     client = await make_client(max_retries=2, budget=10)
     t0 = time.monotonic()
     assert await client.get_instance("f") == InstanceStatus("running", None, None)
-    assert 0.37 <= time.monotonic() - t0 < 0.8  # 0.5 s less up to 25 % jitter
+    assert 0.37 <= time.monotonic() - t0 < 1.0  # 0.5 s less up to 25 % jitter
     assert simulator.sim.requests_for("f") == 2
     assert client.budget_left == 8
 
@@ -356,7 +356,7 @@ async def test_a_caller_waits_for_the_budget_window_to_free_a_slot(
     t0 = time.monotonic()
     answers = await asyncio.gather(*(client.get_instance("i") for _ in range(5)))
     assert all(isinstance(a, InstanceStatus) for a in answers)
-    assert 0.8 <= time.monotonic() - t0 < 1.2  # 2 now, 2 after 0.4 s, 1 after 0.8 s
+    assert 0.8 <= time.monotonic() - t0 < 1.5  # 2 now, 2 after 0.4 s, 1 after 0.8 s
     assert simulator.sim.requests_for("i") == 5
 
 
@@ -372,7 +372,7 @@ async def test_concurrency_is_bounded(simulator: SimulatorServer, make_client: M
     answers = await asyncio.gather(*(client.get_instance(f"i-{n}") for n in range(20)))
     elapsed = time.monotonic() - t0
     assert answers == [InstanceStatus("running", None, None)] * 20
-    assert 1.0 <= elapsed < 1.4
+    assert 1.0 <= elapsed < 1.6
     assert simulator.sim.stats()["max_in_flight"] == 4
 
 

@@ -1,0 +1,52 @@
+# The commands people type. `make demo` and `make test` work on a fresh machine.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: venv demo test test-fast lint format bench services-up services-down clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: venv
+	$(BIN)/auditrec demo
+
+# The whole suite against real Kafka and PostgreSQL; a service test that cannot reach its
+# service fails instead of skipping.
+test: venv services-up
+	AUDITREC_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -q -p no:randomly $(PYTEST_ARGS)
+
+# Without Kafka/PostgreSQL: their tests skip.
+test-fast: venv
+	$(BIN)/python -m pytest -q -m "not kafka and not postgres and not slow" $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy statemachine
+
+format: venv
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: venv services-up
+	$(BIN)/python bench/sweep.py
+	$(BIN)/python bench/memory.py
+	$(BIN)/python bench/pipeline.py
+
+services-up:
+	bash scripts/services.sh up
+
+services-down:
+	bash scripts/services.sh down
+
+clean:
+	rm -rf .auditrec .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,97 @@
+"""Fixtures shared by every test folder: the Workflows simulator and backend pairs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from consumers.simulator import SimulatorServer
+from tests.services import kafka_bootstrap, postgres_url
+
+
+@pytest.fixture(scope="session")
+def _simulator_server() -> Iterator[SimulatorServer]:
+    with SimulatorServer() as server:
+        yield server
+
+
+@pytest.fixture
+def simulator(_simulator_server: SimulatorServer) -> SimulatorServer:
+    """The Workflows API simulator over real HTTP (one server per session, reset per test)."""
+    _simulator_server.sim.reset()
+    return _simulator_server
+
+
+@dataclass
+class Backend:
+    """Where one test keeps its events and its projection (isolated from other tests)."""
+
+    name: str
+    event_log_url: str
+    database_url: str
+    topic_prefix: str
+    env: dict[str, str] = field(default_factory=dict)
+
+    def environ(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AUDITREC_")}
+        env.update(
+            AUDITREC_EVENT_LOG_URL=self.event_log_url,
+            AUDITREC_DATABASE_URL=self.database_url,
+            AUDITREC_TOPIC_PREFIX=self.topic_prefix,
+            AUDITREC_KAFKA_LIFECYCLE_PARTITIONS="3",
+        )
+        env.update(self.env)
+        env.update(extra)
+        return env
+
+
+async def _create_database(admin_url: str, name: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(admin_url)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+
+
+async def _drop_database(admin_url: str, name: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(admin_url)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+def _database_url(admin_url: str, name: str) -> str:
+    base, _, _ = admin_url.rpartition("/")
+    return f"{base}/{name}"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("kafka+postgres", marks=[pytest.mark.kafka, pytest.mark.postgres])])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """Each end-to-end test runs on both backend pairs."""
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    if request.param == "sqlite":
+        yield Backend(
+            "sqlite",
+            f"sqlite:///{tmp_path}/events.db",
+            f"sqlite:///{tmp_path}/audits.db",
+            prefix,
+        )
+        return
+    bootstrap = kafka_bootstrap()
+    admin = postgres_url()
+    asyncio.run(_create_database(admin, prefix))
+    try:
+        yield Backend("kafka+postgres", f"kafka://{bootstrap}", _database_url(admin, prefix), prefix)
+    finally:
+        asyncio.run(_drop_database(admin, prefix))

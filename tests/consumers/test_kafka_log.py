@@ -1,0 +1,250 @@
+"""The Kafka event log against a real broker passes the contract; plus what only Kafka
+promises: partitions keyed by audit id, Kafka transactions, and groups that split work."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Sequence
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+
+from consumers.errors import ConfigError, EventLogError
+from consumers.eventlog import Consumer, EventLog, OutRecord, Record, TopicPartition, Topics
+from consumers.kafka_log import KafkaEventLog, bootstrap_servers
+from tests.contracts.eventlog import (
+    WAIT,
+    EventLogContract,
+    LogFactory,
+    drain,
+    next_offsets,
+    read_all,
+    records,
+    until_assigned,
+)
+from tests.services import kafka_bootstrap
+
+pytestmark = pytest.mark.kafka
+
+# Quick group membership for tests (the broker runs group.initial.rebalance.delay.ms=0).
+FAST_GROUPS = {"heartbeat_interval_ms": 200, "session_timeout_ms": 6000}
+
+
+@pytest.fixture
+async def make_log() -> AsyncIterator[LogFactory]:
+    """Started Kafka logs; the topics of the test are deleted afterwards."""
+    servers = kafka_bootstrap()
+    used: set[str] = set()
+
+    async def make(topics: Topics) -> EventLog:
+        used.update(topics.all())
+        log = KafkaEventLog(f"kafka://{servers}", topics, consumer_options=FAST_GROUPS)
+        await log.start()
+        return log
+
+    yield make
+    if used:
+        admin = AIOKafkaAdminClient(bootstrap_servers=servers.split(","))
+        await admin.start()
+        with contextlib.suppress(Exception):
+            await admin.delete_topics(sorted(used))
+        await admin.close()
+
+
+class TestKafkaEventLog(EventLogContract):
+    @pytest.fixture
+    def make_log(self, make_log: LogFactory) -> LogFactory:
+        return make_log
+
+
+@pytest.fixture
+def topics() -> Topics:
+    import uuid
+
+    return Topics(prefix=f"k{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+async def log(make_log: LogFactory, topics: Topics) -> AsyncIterator[KafkaEventLog]:
+    log = await make_log(topics)
+    assert isinstance(log, KafkaEventLog)
+    await log.init()
+    yield log
+    await log.stop()
+
+
+def test_the_url_names_the_bootstrap_servers() -> None:
+    assert bootstrap_servers("kafka://k1:9093,k2") == ["k1:9093", "k2:9092"]
+    assert bootstrap_servers("kafka://127.0.0.1:9092/") == ["127.0.0.1:9092"]
+    with pytest.raises(ConfigError, match="no Kafka host"):
+        bootstrap_servers("kafka://")
+    with pytest.raises(ConfigError) as err:
+        bootstrap_servers("kafka://user:s3cret@k1:9092")
+    assert "s3cret" not in str(err.value)
+
+
+async def test_an_unreachable_broker_is_a_retriable_error() -> None:
+    log = KafkaEventLog("kafka://127.0.0.1:9", Topics(prefix="nowhere"), request_timeout_ms=2000)
+    with pytest.raises(EventLogError) as err:
+        await log.start()
+    assert err.value.retriable
+    assert "127.0.0.1:9" in str(err.value)
+    await log.stop()
+
+
+async def test_init_makes_the_lifecycle_topic_the_event_store(
+    log: KafkaEventLog, topics: Topics
+) -> None:
+    from aiokafka.admin import ConfigResource, ConfigResourceType
+
+    assert await log.partitions(topics.lifecycle) == list(range(12))
+    assert await log.partitions(topics.probe_requests) == list(range(12))
+    assert await log.partitions(topics.dead_letter) == [0, 1, 2]
+    admin = log._admin
+    assert admin is not None
+    (response,) = await admin.describe_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, topics.lifecycle)]
+    )
+    configs = {entry[0]: entry[1] for entry in response.resources[0][4]}
+    assert configs["retention.ms"] == "-1"
+    assert configs["retention.bytes"] == "-1"
+    with pytest.raises(EventLogError, match="does not exist"):
+        await log.partitions(f"{topics.prefix}.missing")
+
+
+async def test_records_of_an_audit_share_a_partition_and_keep_their_order(
+    log: KafkaEventLog, topics: Topics
+) -> None:
+    keys = [f"audit-{i:03d}" for i in range(40)]
+    sent = records(topics.lifecycle, keys, 25)
+    await log.append(sent)
+    async with log.consumer("ordered", [topics.lifecycle]) as consumer:
+        got = await drain(consumer, len(sent), max_records=5000)
+    assert len(got) == len(sent)
+    partition_of: dict[str, set[int]] = defaultdict(set)
+    values: dict[str, list[bytes]] = defaultdict(list)
+    for rec in got:
+        assert rec.key is not None
+        partition_of[rec.key].add(rec.partition)
+        values[rec.key].append(rec.value)
+    assert all(parts == {log.partition_for(k, 12)} for k, parts in partition_of.items())
+    assert len({p for parts in partition_of.values() for p in parts}) >= 8  # spread out
+    for key in keys:
+        assert values[key] == [f"v:{key}:{i}".encode() for i in range(25)]
+
+
+async def test_a_failed_transactional_commit_publishes_nothing(
+    log: KafkaEventLog, topics: Topics
+) -> None:
+    await log.append(records(topics.probe_requests, ["p-1"], 3, tag="in"))
+    worker = log.consumer("txn", [topics.probe_requests], transactional=True)
+    async with worker:
+        inputs = await drain(worker, 3)
+        done = next_offsets(inputs)
+        good = [OutRecord(topics.lifecycle, "p-1", b"out-%d" % i) for i in range(3)]
+        too_large = OutRecord(topics.lifecycle, "p-1", b"x" * 2_000_000)
+        with pytest.raises(EventLogError, match="MessageSizeTooLarge"):
+            await worker.commit(done, [*good, too_large])
+        # aborted: neither the outputs nor the offsets are visible
+        assert await read_all(log, topics.lifecycle) == []
+        assert await log.group_offsets("txn", topics.probe_requests) == {}
+        # the consumer recovers: the same commit, retried without the bad record, goes through
+        await worker.commit(done, good)
+    assert [r.value for r in await read_all(log, topics.lifecycle)] == [o.value for o in good]
+    assert await log.group_offsets("txn", topics.probe_requests) == {
+        p: o for (_, p), o in done.items()
+    }
+    async with log.consumer("reader", [topics.lifecycle]) as reader:
+        seen = await drain(reader, 3)
+    assert [r.value for r in seen] == [o.value for o in good]  # aborted copies skipped
+
+
+async def test_transactional_outputs_and_offsets_appear_together(
+    log: KafkaEventLog, topics: Topics
+) -> None:
+    await log.append(records(topics.probe_requests, [f"p-{i}" for i in range(4)], 5, tag="in"))
+    async with log.consumer("txn", [topics.probe_requests], transactional=True) as worker:
+        inputs = await drain(worker, 20)
+        for i in range(0, 20, 5):
+            chunk = inputs[i : i + 5]
+            outputs = [OutRecord(topics.lifecycle, r.key or "", b"o" + r.value) for r in chunk]
+            await worker.commit(next_offsets(inputs[: i + 5]), outputs)
+            produced = len(await read_all(log, topics.lifecycle))
+            committed = await log.group_offsets("txn", topics.probe_requests)
+            consumed = sum(
+                len([r for r in inputs if r.partition == p and r.offset < o])
+                for p, o in committed.items()
+            )
+            assert produced == consumed == i + 5
+
+
+async def test_two_members_of_a_group_split_the_partitions(
+    log: KafkaEventLog, topics: Topics
+) -> None:
+    events: dict[str, list[tuple[str, list[TopicPartition]]]] = defaultdict(list)
+
+    def listener(name: str, kind: str):  # type: ignore[no-untyped-def]
+        async def record(consumer: Consumer, tps: Sequence[TopicPartition]) -> None:
+            events[name].append((kind, list(tps)))
+
+        return record
+
+    one = log.consumer(
+        "split",
+        [topics.lifecycle],
+        on_assign=listener("one", "assign"),
+        on_revoke=listener("one", "revoke"),
+    )
+    two = log.consumer(
+        "split",
+        [topics.lifecycle],
+        on_assign=listener("two", "assign"),
+        on_revoke=listener("two", "revoke"),
+    )
+    async with one:
+        assert await until_assigned(one) == []
+        assert len(one.assignment()) == 12
+        async with two:
+            deadline = time.monotonic() + WAIT
+            while not (one.assignment() and two.assignment()):
+                assert time.monotonic() < deadline, "the group did not rebalance"
+                await asyncio.gather(one.poll(timeout=0.2), two.poll(timeout=0.2))
+            assert one.assignment() | two.assignment() == {(topics.lifecycle, p) for p in range(12)}
+            assert not one.assignment() & two.assignment()
+
+            sent = records(topics.lifecycle, [f"audit-{i}" for i in range(30)], 4)
+            await log.append(sent)
+            got: dict[str, list[Record]] = {"one": [], "two": []}
+            deadline = time.monotonic() + WAIT
+            while len(got["one"]) + len(got["two"]) < len(sent):
+                assert time.monotonic() < deadline
+                a, b = await asyncio.gather(one.poll(timeout=0.3), two.poll(timeout=0.3))
+                got["one"].extend(a)
+                got["two"].extend(b)
+    assert got["one"] and got["two"]
+    assert {(r.topic, r.partition) for r in got["one"]} <= {
+        tp for _, tps in events["one"] for tp in tps
+    }
+    everything = got["one"] + got["two"]
+    assert sorted(r.value for r in everything) == sorted(r.value for r in sent)  # exactly once
+    assert ("revoke", [(topics.lifecycle, p) for p in range(12)]) in events["one"]
+    assert events["two"][0][0] == "assign"
+
+
+async def test_a_consumer_resumes_after_its_last_transactional_commit(
+    make_log: LogFactory, log: KafkaEventLog, topics: Topics
+) -> None:
+    await log.append(records(topics.probe_requests, ["p-9"], 6, tag="in"))
+    async with log.consumer("txn", [topics.probe_requests], transactional=True) as worker:
+        inputs = await drain(worker, 6)
+        await worker.commit(next_offsets(inputs[:4]), [OutRecord(topics.lifecycle, "p-9", b"o")])
+    other = await make_log(topics)
+    try:
+        async with other.consumer("txn", [topics.probe_requests], transactional=True) as again:
+            rest = await drain(again, 2)
+    finally:
+        await other.stop()
+    assert [r.value for r in rest] == [r.value for r in inputs[4:]]

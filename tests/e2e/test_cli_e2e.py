@@ -1,0 +1,243 @@
+"""The CLI end to end, as a user runs it: publish → serve → sweep → audits → status → replay,
+on both backend pairs, against the Workflows simulator over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from consumers.simulator import SimulatorServer
+from tests.conftest import Backend
+
+AUDITREC = str(Path(sys.executable).with_name("auditrec"))
+
+
+def run(backend: Backend, *args: str, env: dict[str, str], input: str | None = None,
+        timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [AUDITREC, *args], env=env, input=input, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def envelope(kind: str, audit_id: str, at: datetime, **data: Any) -> str:
+    return json.dumps(
+        {"type": kind, "audit_id": audit_id, "occurred_at": at.isoformat(), "producer": "crawler",
+         "data": data}
+    )
+
+
+@pytest.fixture
+def env(backend: Backend, simulator: SimulatorServer) -> dict[str, str]:
+    return backend.environ(
+        AUDITREC_CLOUDFLARE_API_URL=simulator.url,
+        AUDITREC_CLOUDFLARE_ACCOUNT_ID="acct-1",
+        AUDITREC_SWEEP_WAIT="60s",
+        AUDITREC_LOG_FORMAT="json",
+    )
+
+
+def scenario(simulator: SimulatorServer) -> tuple[str, dict[str, tuple[str, str | None]]]:
+    """JSON Lines for six audits, the simulator set up, and the expected (status, code)."""
+    now = datetime.now(UTC)
+    old = now - timedelta(hours=2)
+    sim = simulator.sim
+    sim.set_instance("wf-oom", "errored", error={"name": "Error", "message": "Worker exceeded memory limit"})
+    sim.set_instance("wf-healthy", "running")
+    sim.set_instance("wf-done-late", "complete", end=now - timedelta(minutes=30))
+    sim.set_instance("wf-term", "terminated")
+    lines = [
+        envelope("AuditStarted", "a-oom", old, project_id="p1", workflow_instance_id="wf-oom",
+                 started_by_user_id="u1", organization_id="o1"),
+        envelope("AuditProgressed", "a-oom", old + timedelta(minutes=1), current_phase="crawl",
+                 pages_crawled=12),
+        envelope("AuditStarted", "a-healthy", old, project_id="p1", workflow_instance_id="wf-healthy"),
+        envelope("AuditStarted", "a-finalize", old, project_id="p1", workflow_instance_id="wf-done-late"),
+        envelope("AuditStarted", "a-term", old, project_id="p1", workflow_instance_id="wf-term"),
+        envelope("AuditStarted", "a-expired", old, project_id="p1", workflow_instance_id="wf-gone"),
+        envelope("AuditStarted", "a-young", now - timedelta(minutes=2), project_id="p1",
+                 workflow_instance_id="wf-young"),
+        envelope("AuditStarted", "a-done", old, project_id="p1", workflow_instance_id="wf-x"),
+        envelope("AuditCompleted", "a-done", old + timedelta(minutes=20), pages_crawled=5),
+    ]
+    expected = {
+        "a-oom": ("failed", "oom"),
+        "a-healthy": ("running", None),
+        "a-finalize": ("failed", "finalize_lost"),
+        "a-term": ("failed", "workflow_terminated"),
+        "a-expired": ("failed", "instance_lost"),
+        "a-young": ("running", None),
+        "a-done": ("completed", None),
+    }
+    return "\n".join(lines) + "\n", expected
+
+
+def audits(backend: Backend, env: dict[str, str]) -> dict[str, dict[str, Any]]:
+    result = run(backend, "audits", "--json", "--limit", "1000", env=env)
+    assert result.returncode == 0, result.stderr
+    return {row["audit_id"]: row for row in json.loads(result.stdout)}
+
+
+def wait_for(predicate: Any, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.3)
+    raise AssertionError("condition not met in time")
+
+
+def test_publish_serve_sweep_audits_status_replay(
+    backend: Backend, env: dict[str, str], simulator: SimulatorServer, tmp_path: Path
+) -> None:
+    # given a file of lifecycle events and a serve process running the pipeline
+    text, expected = scenario(simulator)
+    events_file = tmp_path / "events.jsonl"
+    events_file.write_text(text)
+    assert run(backend, "init", env=env).returncode == 0
+    published = run(backend, "publish", str(events_file), "--json", env=env)
+    assert published.returncode == 0, published.stderr
+    assert json.loads(published.stdout)["published"] == 9
+
+    log_file = (tmp_path / "serve.log").open("w")
+    serve = subprocess.Popen(
+        [AUDITREC, "serve", "--only", "projector,reconciler,probe"],
+        env=env, stdout=log_file, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        wait_for(lambda: len(audits(backend, env)) == 7)
+
+        # when the operator sweeps
+        swept = run(backend, "sweep", "--json", env=env)
+        assert swept.returncode == 0, swept.stderr
+        summary = json.loads(swept.stdout)
+
+        # then the dead audits are failed with their codes, in the summary and in the table
+        assert summary["candidates"] == 5  # every stale running audit; not the young or done one
+        assert summary["failed"] == {"oom": 1, "finalize_lost": 1, "workflow_terminated": 1,
+                                     "instance_lost": 1}
+        assert summary["healthy"] == 1
+        assert summary["pending"] == 0
+        rows = audits(backend, env)
+        for audit_id, (status, code) in expected.items():
+            assert (rows[audit_id]["status"], rows[audit_id]["error_code"]) == (status, code), audit_id
+        oom = rows["a-oom"]
+        assert oom["failed_by"] == "reconciler"
+        assert oom["reconciled_by"] == "watchdog"
+        assert oom["failed_phase"] == "crawl"
+        assert oom["last_observed_status"] == "errored"
+        assert set(oom) >= {"audit_id", "project_id", "organization_id", "started_by_user_id",
+                            "start_url", "workflow_instance_id", "status", "current_phase",
+                            "pages_crawled", "pages_total", "started_at", "completed_at",
+                            "error_code", "error_detail", "failed_phase", "failed_by",
+                            "reconciled_by", "last_observed_status", "last_observed_at",
+                            "overturned", "version", "last_event_id", "updated_at"}
+
+        # and status on a running audit probes it on demand (the young one: not_found, too young)
+        simulator.sim.delete_instance("wf-young")
+        before = simulator.sim.requests_for("wf-young")
+        status = run(backend, "status", "a-young", "--json", env=env)
+        assert status.returncode == 0, status.stderr
+        body = json.loads(status.stdout)
+        assert body["status"] == "running"
+        assert body["reconciliation"]["rule"] == "instance_lost"
+        assert "< grace" in body["reconciliation"]["reason"]
+        assert simulator.sim.requests_for("wf-young") == before + 1
+        # a second read within the interval does not probe again
+        again = run(backend, "status", "a-young", "--json", env=env)
+        assert again.returncode == 0
+        assert simulator.sim.requests_for("wf-young") == before + 1
+
+        # and an unknown audit is a clear runtime error
+        missing = run(backend, "status", "nope", env=env)
+        assert missing.returncode == 1
+        assert "unknown audit 'nope'" in missing.stderr
+
+        # and replay explains the decision with its rule
+        replay = run(backend, "replay", "a-oom", "--json", env=env)
+        assert replay.returncode == 0, replay.stderr
+        steps = json.loads(replay.stdout)
+        assert [s["type"] for s in steps] == [
+            "AuditStarted", "AuditProgressed", "WorkflowStatusObserved", "AuditFailed"]
+        assert steps[2]["rule"] == "errored" and steps[2]["after"] == "running"
+        assert steps[3]["before"] == "running" and steps[3]["after"] == "failed"
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        try:
+            code = serve.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            serve.kill()
+            raise
+    log_file.close()
+    assert code == 0, (tmp_path / "serve.log").read_text()[-3000:]
+
+
+def test_publish_rejects_a_file_with_any_invalid_line_and_publishes_nothing(
+    backend: Backend, env: dict[str, str], tmp_path: Path
+) -> None:
+    now = datetime.now(UTC)
+    lines = [
+        envelope("AuditStarted", "a-1", now, project_id="p"),
+        '{"type": "AuditStarted", "audit_id": "a 2", "data": {"project_id": "p"}}',
+        envelope("AuditStarted", "a-3", now, project_id="p"),
+        "{not json",
+        json.dumps({"type": "AuditStarted", "audit_id": "a-5", "occurred_at": "2026-11-30T08:00:00",
+                    "data": {"project_id": "p"}}),
+        json.dumps({"type": "Nope", "audit_id": "a-6", "data": {}}),
+    ]
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    result = run(backend, "publish", str(path), env=env)
+    assert result.returncode == 2
+    assert "line 2: audit_id: must be 1-128 characters" in result.stderr
+    assert "line 4: not valid JSON" in result.stderr
+    assert "line 5:" in result.stderr and "timezone" in result.stderr
+    assert "line 6:" in result.stderr
+    assert "line 1:" not in result.stderr and "line 3:" not in result.stderr
+    drained = run(backend, "serve", "--until-idle", "--only", "projector", env=env)
+    assert drained.returncode == 0, drained.stderr
+    assert audits(backend, env) == {}
+
+
+def test_sweep_without_serve_says_so_and_inline_runs_the_pipeline(
+    backend: Backend, env: dict[str, str], simulator: SimulatorServer
+) -> None:
+    text, _ = scenario(simulator)
+    assert run(backend, "publish", "-", env=env, input=text).returncode == 0
+    refused = run(backend, "sweep", env=env)
+    assert refused.returncode == 1
+    assert "no running `auditrec serve`" in refused.stderr and "--inline" in refused.stderr
+
+    inline = run(backend, "sweep", "--inline", "--json", env=env)
+    assert inline.returncode == 0, inline.stderr
+    assert sum(json.loads(inline.stdout)["failed"].values()) == 4
+    assert audits(backend, env)["a-oom"]["status"] == "failed"
+
+
+def test_serve_until_idle_drains_and_reconciles_with_its_watchdog(
+    backend: Backend, env: dict[str, str], simulator: SimulatorServer
+) -> None:
+    text, expected = scenario(simulator)
+    assert run(backend, "publish", "-", env=env, input=text).returncode == 0
+    drained = run(backend, "serve", "--until-idle", env=env)
+    assert drained.returncode == 0, drained.stderr
+    rows = audits(backend, env)
+    assert {a: (r["status"], r["error_code"]) for a, r in rows.items()} == expected
+
+
+def test_invalid_configuration_names_the_variable(backend: Backend, env: dict[str, str]) -> None:
+    result = run(backend, "audits", env={**env, "AUDITREC_STALE_RUNNING_AFTER": "soon"})
+    assert result.returncode == 2
+    assert "AUDITREC_STALE_RUNNING_AFTER" in result.stderr
+
+
+_ = (os, uuid)

@@ -1,0 +1,307 @@
+"""The PostgreSQL projection store passes the projection store contract, plus what only
+PostgreSQL promises: real column types, concurrent migrations and projectors, the watchdog
+index, error translation. Each test gets its own schema, dropped afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from projections.errors import StoreError
+from projections.postgres import SCHEMA_VERSION, PostgresStore
+from projections.store import ProjectionStore, open_store
+from tests.contracts.projection_store import (
+    CONSUMER,
+    MakeStore,
+    ProjectionStoreContract,
+    at,
+    next_offsets,
+    observed,
+    positioned,
+    progressed,
+    pure_fold,
+    same_row,
+    started,
+)
+from tests.services import postgres_url
+
+pytestmark = pytest.mark.postgres
+
+PLAN_FILE = Path(__file__).resolve().parents[2] / "bench" / "watchdog_plan.txt"
+
+
+@pytest.fixture
+def pg_url() -> str:
+    return postgres_url()
+
+
+@pytest.fixture
+async def schema(pg_url: str) -> AsyncIterator[str]:
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    yield name
+    conn = await asyncpg.connect(pg_url)
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    finally:
+        await conn.close()
+
+
+class TestPostgresStore(ProjectionStoreContract):
+    @pytest.fixture
+    def make_store(self, pg_url: str, schema: str) -> MakeStore:
+        return lambda: open_store(pg_url, schema=schema, max_size=4)
+
+    async def poison_offsets(self, store: ProjectionStore) -> None:
+        assert isinstance(store, PostgresStore)
+        await store.pool.execute(
+            """
+            CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN RAISE EXCEPTION 'poisoned'; END $$;
+            CREATE TRIGGER poison BEFORE INSERT ON projector_offsets
+                FOR EACH ROW WHEN (NEW.consumer = 'poison') EXECUTE FUNCTION poison();
+            """
+        )
+
+
+@pytest.fixture
+async def pg(pg_url: str, schema: str) -> AsyncIterator[PostgresStore]:
+    async with PostgresStore(pg_url, schema=schema, max_size=4) as store:
+        yield store
+
+
+# -- schema and migrations ----------------------------------------------------------------
+
+
+async def test_migrations_create_typed_tables_in_the_schema(pg: PostgresStore) -> None:
+    types = {
+        (t, c): d
+        for t, c, d in await pg.pool.fetch(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = $1",
+            pg.schema,
+        )
+    }
+    assert types[("audits", "started_at")] == "timestamp with time zone"
+    assert types[("audits", "last_observed_at")] == "timestamp with time zone"
+    assert types[("audits", "overturned")] == "boolean"
+    assert types[("audits", "last_event_id")] == "uuid"
+    assert types[("audits", "version")] == "bigint"
+    assert types[("audit_events", "event_id")] == "uuid"
+    assert types[("audit_events", "body")] == "jsonb"
+    assert types[("audit_events", "seq")] == "bigint"
+    assert types[("audit_events", "offset")] == "bigint"
+    assert types[("projector_offsets", "next_offset")] == "bigint"
+    assert await pg.pool.fetchval("SELECT max(version) FROM schema_migrations") == SCHEMA_VERSION
+    index = await pg.pool.fetchval(
+        "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'audits_watchdog'",
+        pg.schema,
+    )
+    assert "last_observed_at NULLS FIRST, started_at, audit_id" in index
+    assert "WHERE (status = 'running'::text)" in index
+
+
+async def test_concurrent_first_starts_migrate_once(pg_url: str, schema: str) -> None:
+    stores = [PostgresStore(pg_url, schema=schema, max_size=2) for _ in range(4)]
+    try:
+        await asyncio.gather(*(s.start() for s in stores))
+        versions = await asyncio.gather(*(s.init() for s in stores))
+        assert versions == [SCHEMA_VERSION] * 4
+        rows = await stores[0].pool.fetch("SELECT version FROM schema_migrations")
+        assert [r[0] for r in rows] == [SCHEMA_VERSION]
+    finally:
+        await asyncio.gather(*(s.stop() for s in stores))
+
+
+async def test_schemas_isolate_deployments(pg_url: str, schema: str) -> None:
+    other = f"{schema}_b"
+    try:
+        async with (
+            PostgresStore(pg_url, schema=schema) as a,
+            PostgresStore(pg_url, schema=other) as b,
+        ):
+            await a.apply(positioned([started("a-1")]), {}, CONSUMER)
+            assert await b.get("a-1") is None
+            assert (await a.get("a-1")) is not None
+            assert a.watchdog_key != b.watchdog_key
+            async with a.watchdog_lock() as held_a, b.watchdog_lock() as held_b:
+                assert held_a and held_b
+    finally:
+        conn = await asyncpg.connect(pg_url)
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{other}" CASCADE')
+        await conn.close()
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+async def test_an_unreachable_server_is_retriable_and_the_password_stays_secret() -> None:
+    store = PostgresStore("postgresql://auditrec:s3cr3t-pw@127.0.0.1:1/db", schema="x")
+    with pytest.raises(StoreError) as info:
+        await store.start()
+    assert info.value.retriable is True
+    assert "s3cr3t-pw" not in str(info.value)
+    assert "127.0.0.1:1/db" in str(info.value)
+    assert "s3cr3t-pw" not in repr(store)
+    await store.stop()  # after a failed start: no error
+
+
+async def test_a_wrong_query_is_not_retriable(pg: PostgresStore) -> None:
+    with pytest.raises(StoreError) as info:
+        await pg.list_audits(limit=-1)
+    assert info.value.retriable is False
+    assert "list audits" in str(info.value)
+
+
+def test_an_invalid_schema_name_is_refused() -> None:
+    with pytest.raises(StoreError) as info:
+        PostgresStore("postgresql://127.0.0.1/db", schema='x"; DROP TABLE audits; --')
+    assert info.value.retriable is False
+
+
+async def test_nul_characters_are_stored_as_replacement_characters(pg: PostgresStore) -> None:
+    start = started("a-nul", start_url="https://x/\x00y")
+    look = observed("a-nul", "errored", at(1), error={"name": "E\x00", "message": "m"})
+    result = await pg.apply(positioned([start, look]), {}, CONSUMER)
+    assert result.applied == 2
+    row = await pg.get("a-nul")
+    assert row is not None and row.state.start_url == "https://x/\ufffdy"
+    history = await pg.history("a-nul")
+    assert history[1].event.data.error.name == "E\ufffd"  # type: ignore[union-attr]
+
+
+# -- the watchdog lock ----------------------------------------------------------------------
+
+
+async def _advisory_locks(store: PostgresStore) -> int:
+    key = store.watchdog_key
+    return int(
+        await store.pool.fetchval(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+            "AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = $1",
+            key,
+        )
+    )
+
+
+async def test_the_watchdog_lock_is_a_session_advisory_lock_never_leaked(
+    pg: PostgresStore,
+) -> None:
+    async with pg.watchdog_lock() as held:
+        assert held is True
+        assert await _advisory_locks(pg) == 1
+    assert await _advisory_locks(pg) == 0
+    with pytest.raises(ZeroDivisionError):
+        async with pg.watchdog_lock():
+            1 / 0  # noqa: B018
+    assert await _advisory_locks(pg) == 0
+    # one store, two overlapping ticks: the second is refused too
+    async with pg.watchdog_lock() as first, pg.watchdog_lock() as second:
+        assert (first, second) == (True, False)
+    assert await _advisory_locks(pg) == 0
+
+
+# -- concurrent projectors ------------------------------------------------------------------
+
+
+async def test_two_projectors_on_the_same_audits_never_corrupt_rows(
+    pg_url: str, schema: str
+) -> None:
+    """A rebalance can hand a partition over while the old owner still applies a batch."""
+    ids = [f"a-{i:03d}" for i in range(200)]
+    events = [started(a, at(0)) for a in ids]
+    for step in range(1, 6):
+        events += [progressed(a, at(step), pages_crawled=step) for a in ids]
+    events += [observed(a, "running", at(10)) for a in ids[::3]]
+    batch = positioned(events)
+    async with (
+        PostgresStore(pg_url, schema=schema) as one,
+        PostgresStore(pg_url, schema=schema) as two,
+    ):
+
+        async def project_all(store: PostgresStore, chunk: int) -> int:
+            retries = 0
+            for i in range(0, len(batch), chunk):
+                part = batch[i : i + chunk]
+                while True:
+                    try:
+                        await store.apply(part, next_offsets(part), CONSUMER)
+                        break
+                    except StoreError as exc:
+                        assert exc.retriable, exc
+                        retries += 1
+            return retries
+
+        await asyncio.gather(project_all(one, 170), project_all(two, 230))
+        expected = pure_fold(events)
+        for audit_id, row in expected.items():
+            assert same_row(await one.get(audit_id), row)
+        assert await one.pool.fetchval("SELECT count(*) FROM audit_events") == len(events)
+
+
+# -- the watchdog query plan and apply throughput -------------------------------------------
+
+
+async def test_the_watchdog_query_uses_its_partial_index_on_50k_rows(pg: PostgresStore) -> None:
+    await pg.pool.execute(
+        """
+        INSERT INTO audits (audit_id, project_id, status, current_phase, started_at,
+                            last_observed_at, last_observed_status, version, updated_at)
+        SELECT 'a-' || lpad(i::text, 6, '0'), 'p-1',
+               CASE WHEN i % 10 < 2 THEN 'running' WHEN i % 10 < 8 THEN 'completed'
+                    ELSE 'failed' END,
+               'crawl',
+               $1::timestamptz - make_interval(mins => i % 5000),
+               CASE WHEN i % 3 = 0 THEN NULL
+                    ELSE $1::timestamptz - make_interval(secs => i % 7919) END,
+               'running', 1, now()
+        FROM generate_series(1, 50000) AS i
+        """,
+        at(0),
+    )
+    await pg.pool.execute("ANALYZE audits")
+    cutoff = at(0) - timedelta(minutes=15)
+    plan = await pg.explain_stale_running(cutoff, 100)
+    print(plan)
+    assert "audits_watchdog" in plan
+    assert "Seq Scan" not in plan and "Sort" not in plan
+    rows = await pg.stale_running(cutoff, 100)
+    assert len(rows) == 100
+    keys = [
+        (r.state.last_observed_at is not None, r.state.last_observed_at, r.state.started_at)
+        for r in rows
+    ]
+    assert keys == sorted(keys, key=lambda k: (k[0], k[1] or at(0), k[2]))
+    if os.environ.get("AUDITREC_WRITE_PLAN") == "1":
+        PLAN_FILE.write_text(
+            "-- PostgresStore.stale_running on 50,000 audits (10,000 running), limit 100\n"
+            f"-- {' '.join(pg.watchdog_query.split())}\n\n{plan}\n"
+        )
+
+
+async def test_apply_throughput(pg: PostgresStore) -> None:
+    """20k events in batches of 5k (2,000 audits, 10 events each); prints events/s."""
+    audits = [f"a-{i:05d}" for i in range(2000)]
+    events = [started(a, at(0), pages_total=100) for a in audits]
+    for step in range(1, 9):
+        events += [progressed(a, at(step), pages_crawled=step) for a in audits]
+    events += [observed(a, "running", at(9)) for a in audits]
+    batch = positioned(events)
+    began = time.perf_counter()
+    for i in range(0, len(batch), 5000):
+        part = batch[i : i + 5000]
+        result = await pg.apply(part, next_offsets(part), CONSUMER)
+        assert result.applied == len(part)
+    elapsed = time.perf_counter() - began
+    rate = len(events) / elapsed
+    print(f"applied {len(events)} events in {elapsed:.2f}s: {rate:,.0f} events/s")
+    assert rate > 2000  # a floor for slow CI machines; this box does an order more
+    row = await pg.get("a-00042")
+    assert row is not None and row.version == 10 and row.state.pages_crawled == 8
