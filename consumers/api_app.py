@@ -1,17 +1,644 @@
-"""Placeholder wiring for the HTTP API."""
+"""The HTTP API (DESIGN §7): status with on-demand reconciliation, listing, history, event
+ingestion, sweeps, health and metrics. ``auditrec serve`` runs it (component ``api``) through
+:func:`build_app`; the runtime (event log, store) is started and stopped by the runner.
 
-from __future__ import annotations
+Endpoints (OpenAPI at ``/docs``, schema at ``/openapi.json``):
 
-from typing import Any
+- ``GET /audits/{audit_id}[?probe=false]``: the row (DESIGN §6 column names), plus
+  ``reconciliation`` (what an on-demand probe found) and ``note``; 404 for an unknown audit.
+- ``GET /audits?status=&limit=&cursor=``: ``{"audits": [...], "next_cursor": ...}``, newest
+  first, keyset-paginated by an opaque cursor.
+- ``GET /audits/{audit_id}/events``: each event with the state before → after and the rule
+  that fired (``auditrec replay``).
+- ``POST /events``: one envelope or a list; everything is validated before anything is
+  published; 202 ``{"accepted": n, "event_ids": [...]}``; 422 ``{"detail": ["item N: …"]}``.
+- ``POST /sweep[?dry_run=true]``: one watchdog tick; the summary once the outcomes are in.
+- ``GET /healthz``, ``GET /readyz``, ``GET /metrics``: never behind a token.
+
+With ``AUDITREC_API_TOKENS`` set, every other route — ``/docs`` and ``/openapi.json``
+included — needs ``Authorization: Bearer <token>`` (401 otherwise). Tokens are compared in
+constant time against every configured token and never logged. Request bodies larger than
+``AUDITREC_API_MAX_BODY_BYTES`` are refused with 413, by ``Content-Length`` before anything
+is read, and while streaming otherwise. Every error body is ``{"detail": ...}``: a list of
+problems for 422 (each naming the item, parameter or field), a sentence otherwise; driver
+errors are summarised, never echoed with credentials.
+"""
+
+import asyncio
+import base64
+import binascii
+import hmac
+import json
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import structlog
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from projections.errors import (
+    AuditrecError,
+    InfrastructureError,
+    InvalidInput,
+    NoServer,
+    NotFound,
+    StoreError,
+)
+from projections.row import AuditRow, row_dict
+from statemachine.events import EVENT_ADAPTER
+from statemachine.explain import explain
+
+from .metrics import REGISTRY
+from .operations import Operations
+from .outcomes import Outcome
+from .publishing import validate_items
+from .runner import Runtime
+
+__all__ = ["AUDIT_ID_PATTERN", "BodyLimit", "build_app", "decode_cursor", "encode_cursor"]
+
+log = structlog.get_logger("auditrec.api")
+
+AUDIT_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+PUBLIC_PATHS = ("/healthz", "/readyz", "/metrics")
+READY_TIMEOUT = 3.0
+AuditIdPath = Annotated[
+    str,
+    Path(
+        pattern=AUDIT_ID_PATTERN,
+        description="1-128 characters of `[A-Za-z0-9._:-]`.",
+        examples=["a-123"],
+    ),
+]
+_OMITTABLE = ("event_id", "occurred_at", "schema_version", "producer")
+_CREDENTIALS_IN_URL = re.compile(r"(\w+://)[^/\s@]+@")
+
+# --- response models ---------------------------------------------------------------------
+
+OutcomeResult = Literal["failed", "would_fail", "healthy", "unchanged", "probe_error", "pending"]
+Responses = dict[int | str, dict[str, Any]]
 
 
-def build_app(runtime: Any) -> Any:
-    from fastapi import FastAPI
+class Reconciliation(BaseModel):
+    """What the on-demand probe of this request found, and what the reconciler made of it."""
 
-    app = FastAPI(title="auditrec")
+    audit_id: str
+    request_id: str = Field(description="The ProbeRequested event's id.")
+    result: OutcomeResult = Field(
+        description="`failed`: failed in this response; `would_fail`: shadow mode; `healthy` / "
+        "`unchanged`: still running; `probe_error`: the Workflows API could not tell; "
+        "`pending`: the outcome did not arrive within AUDITREC_ON_DEMAND_WAIT."
+    )
+    rule: str | None = None
+    reason: str | None = None
+    error_code: str | None = None
+    observed_status: str | None = None
+    probe_error: str | None = None
 
-    @app.get("/healthz")
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
 
+class Audit(BaseModel):
+    """One row of the ``audits`` table (DESIGN §6)."""
+
+    audit_id: str
+    project_id: str | None = None
+    organization_id: str | None = None
+    started_by_user_id: str | None = None
+    start_url: str | None = None
+    workflow_instance_id: str | None = None
+    status: str = Field(description="`running`, `completed` or `failed`.")
+    current_phase: str | None = None
+    pages_crawled: int | None = None
+    pages_total: int | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    error_code: str | None = None
+    error_detail: str | None = None
+    failed_phase: str | None = None
+    failed_by: str | None = None
+    reconciled_by: str | None = None
+    last_observed_status: str | None = None
+    last_observed_at: datetime | None = None
+    overturned: bool = False
+    version: int = Field(description="Events applied to this row.")
+    last_event_id: str | None = None
+    updated_at: datetime | None = None
+
+
+class AuditStatus(Audit):
+    reconciliation: Reconciliation | None = Field(
+        default=None, description="Present when this request probed the workflow."
+    )
+    note: str | None = Field(
+        default=None, description="Why the audit was not probed, or why no outcome is given."
+    )
+
+
+class AuditPage(BaseModel):
+    audits: list[Audit]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null on the last page."
+    )
+
+
+class LogPosition(BaseModel):
+    topic: str
+    partition: int
+    offset: int
+
+
+class HistoryStep(BaseModel):
+    event_id: str
+    type: str
+    occurred_at: datetime
+    producer: str
+    causation_id: str | None = None
+    before: str = Field(description="Status before the event (`none` before AuditStarted).")
+    after: str = Field(description="Status after the event.")
+    rule: str = Field(description="The rule or transition that fired.")
+    reason: str
+    data: dict[str, Any]
+    position: LogPosition | None = None
+
+
+class AuditHistory(BaseModel):
+    audit_id: str
+    status: str | None = Field(description="Current status in the projection (null: no row).")
+    events: list[HistoryStep]
+
+
+class Accepted(BaseModel):
+    accepted: int
+    event_ids: list[str]
+
+
+class SweepSummary(BaseModel):
+    sweep_id: str | None
+    candidates: int
+    probed: int
+    failed: dict[str, int] = Field(description="Audits failed by this sweep, per error code.")
+    would_fail: dict[str, int]
+    healthy: int
+    unchanged: int
+    probe_errors: dict[str, int] = Field(description="Probes the API could not answer, by reason.")
+    pending: int = Field(description="Outcomes that did not arrive within AUDITREC_SWEEP_WAIT.")
+    skipped: bool = Field(description="Another watchdog held the lock; nothing was probed.")
+    elapsed_s: float
+    audits: list[Reconciliation]
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "unavailable"]
+    checks: dict[str, str] = Field(description="`ok`, or what failed, per dependency.")
+
+
+class Problems(BaseModel):
+    detail: list[str] = Field(description="One line per problem, naming the item or parameter.")
+    message: str | None = None
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    detail: str
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+def _too_large(limit: int) -> JSONResponse:
+    return JSONResponse(
+        {"detail": f"request body too large: the limit is {limit} bytes"}, status_code=413
+    )
+
+
+class BodyLimit:
+    """Refuse a request whose ``Content-Length`` exceeds the limit before reading anything.
+    Handlers that read a body enforce the same limit while streaming (chunked bodies)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for name, value in scope.get("headers", ()):
+                if name == b"content-length":
+                    text = value.decode("latin-1").strip()
+                    if not text.isdigit():
+                        response = JSONResponse({"detail": "invalid Content-Length"}, 400)
+                        await response(scope, receive, send)
+                        return
+                    if int(text) > self.max_bytes:
+                        await _too_large(self.max_bytes)(scope, receive, send)
+                        return
+        await self.app(scope, receive, send)
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def encode_cursor(row: AuditRow) -> str:
+    started = row.state.started_at
+    raw = json.dumps([started.isoformat() if started else None, row.audit_id])
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    problem = InvalidInput(
+        "invalid cursor", ["query.cursor: not a cursor returned by GET /audits (next_cursor)"]
+    )
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        raw = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+        started, audit_id = raw
+        if not isinstance(started, str) or not isinstance(audit_id, str):
+            raise ValueError("cursor fields")
+        at = datetime.fromisoformat(started)
+    except (ValueError, TypeError, binascii.Error, UnicodeError, RecursionError):
+        raise problem from None
+    if at.tzinfo is None:
+        raise problem
+    return at, audit_id
+
+
+def _safe(exc: BaseException) -> str:
+    """An error for a client: its kind and message, minus any credentials in URLs."""
+    text = _CREDENTIALS_IN_URL.sub(r"\1***@", str(exc))[:300]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _audit_json(row: AuditRow) -> dict[str, Any]:
+    return row_dict(row)
+
+
+def _reconciliation(outcome: Outcome) -> dict[str, Any]:
+    return outcome.as_dict()
+
+
+def _event_input_schemas() -> dict[str, Any]:
+    """The lifecycle event schemas as OpenAPI components, for what a publisher may send: the
+    omittable envelope fields are optional, ``type`` is required."""
+    schema = EVENT_ADAPTER.json_schema(ref_template="#/components/schemas/{model}")
+    defs: dict[str, Any] = schema.pop("$defs")
+    for name in schema["discriminator"]["mapping"]:
+        envelope = defs[name]
+        required = [f for f in envelope.get("required", []) if f not in _OMITTABLE]
+        envelope["required"] = ["type", *[f for f in required if f != "type"]]
+    defs["EventEnvelope"] = schema
+    return defs
+
+
+_EVENTS_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "oneOf": [
+                        {"$ref": "#/components/schemas/EventEnvelope"},
+                        {
+                            "type": "array",
+                            "minItems": 1,
+                            "items": {"$ref": "#/components/schemas/EventEnvelope"},
+                        },
+                    ]
+                },
+                "example": {
+                    "type": "AuditStarted",
+                    "audit_id": "a-123",
+                    "producer": "crawler",
+                    "data": {"project_id": "p-1", "workflow_instance_id": "wf-a-123"},
+                },
+            }
+        },
+    }
+}
+
+_R401: Responses = {401: {"model": Message, "description": "Missing or invalid bearer token."}}
+_R404: Responses = {404: {"model": Message, "description": "Unknown audit."}}
+_R422: Responses = {
+    422: {"model": Problems, "description": "Invalid input; each problem is named."}
+}
+_R503: Responses = {
+    503: {"model": Message, "description": "A dependency is unavailable; retry later."}
+}
+
+
+def _token_check(tokens: Sequence[str]) -> Callable[..., Awaitable[None]]:
+    expected = [t.encode() for t in tokens]
+    bearer = HTTPBearer(auto_error=False, description="One of the tokens in AUDITREC_API_TOKENS.")
+
+    async def require_token(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> None:
+        given = credentials.credentials.encode() if credentials is not None else b""
+        matched = False
+        for token in expected:  # every token, so timing says nothing about which matched
+            matched |= hmac.compare_digest(given, token)
+        if not matched:
+            raise HTTPException(
+                401,
+                "missing or invalid bearer token (Authorization: Bearer <token>)",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+
+    return require_token
+
+
+# --- the app -----------------------------------------------------------------------------
+
+
+def build_app(runtime: Runtime) -> FastAPI:
+    """The API over ``runtime`` (already started by the caller)."""
+    settings = runtime.settings
+    ops = Operations(runtime)
+    max_body = settings.api_max_body_bytes
+    tokens = settings.api_token_list()
+
+    app = FastAPI(
+        title="auditrec",
+        version="1",
+        description=(
+            "Audit status with on-demand reconciliation against Cloudflare Workflows, the "
+            "audit history with the decision behind every step, and event ingestion."
+            + (
+                " Every route except /healthz, /readyz and /metrics needs "
+                "`Authorization: Bearer <token>`."
+                if tokens
+                else ""
+            )
+        ),
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.runtime = runtime
+    app.state.operations = ops
+    app.add_middleware(BodyLimit, max_bytes=max_body)
+
+    guarded = [Depends(_token_check(tokens))] if tokens else []
+    public = APIRouter(tags=["operations"])
+    private = APIRouter(dependencies=guarded, responses=_R401 if tokens else None)
+
+    # -- errors -----------------------------------------------------------------------------
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err.get("loc", ())) or "request"
+            problems.append(f"{loc}: {err.get('msg', 'invalid')}")
+        return JSONResponse({"detail": problems}, status_code=422)
+
+    @app.exception_handler(InvalidInput)
+    async def _invalid_input(request: Request, exc: InvalidInput) -> JSONResponse:
+        return JSONResponse({"detail": exc.problems, "message": str(exc)}, status_code=422)
+
+    @app.exception_handler(NotFound)
+    async def _not_found(request: Request, exc: NotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(NoServer)
+    async def _no_server(request: Request, exc: NoServer) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503)
+
+    @app.exception_handler(_BodyTooLarge)
+    async def _body_too_large(request: Request, exc: _BodyTooLarge) -> JSONResponse:
+        return _too_large(max_body)
+
+    @app.exception_handler(AuditrecError)
+    async def _infrastructure(request: Request, exc: AuditrecError) -> JSONResponse:
+        if isinstance(exc, InfrastructureError):
+            what = "database" if isinstance(exc, StoreError) else "event log or API"
+            log.warning("request failed", path=request.url.path, error=_safe(exc))
+            return JSONResponse(
+                {
+                    "detail": f"{what} unavailable, try again: {_safe(exc)}",
+                    "retriable": exc.retriable,
+                },
+                status_code=503,
+                headers={"Retry-After": "1"} if exc.retriable else None,
+            )
+        log.error("request failed", path=request.url.path, error=_safe(exc))
+        return JSONResponse({"detail": "internal error"}, status_code=500)
+
+    # -- health and metrics (never behind a token) -------------------------------------------
+
+    @public.get("/healthz", response_model=Health, summary="The process is alive")
+    async def healthz() -> Health:
+        return Health()
+
+    @public.get(
+        "/readyz",
+        response_model=Readiness,
+        summary="The event log and the database are reachable",
+        responses={503: {"model": Readiness, "description": "A dependency is unreachable."}},
+    )
+    async def readyz() -> JSONResponse:
+        async def check(probe: Callable[[], Awaitable[None]]) -> str:
+            try:
+                await asyncio.wait_for(probe(), READY_TIMEOUT)
+            except TimeoutError:
+                return f"error: no answer within {READY_TIMEOUT:g}s"
+            except Exception as exc:
+                return f"error: {_safe(exc)}"
+            return "ok"
+
+        event_log, database = await asyncio.gather(
+            check(runtime.log.ping), check(runtime.store.ping)
+        )
+        checks = {"event_log": event_log, "database": database}
+        ready = all(v == "ok" for v in checks.values())
+        body = Readiness(status="ready" if ready else "unavailable", checks=checks)
+        return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+
+    @public.get(
+        "/metrics",
+        summary="Prometheus metrics",
+        response_class=Response,
+        responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Metrics."}},
+    )
+    async def metrics() -> Response:
+        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+    # -- audits ------------------------------------------------------------------------------
+
+    @private.get(
+        "/audits/{audit_id}",
+        response_model=AuditStatus,
+        tags=["audits"],
+        summary="The reconciled audit (probes a running audit on demand)",
+        responses={**_R404, **_R422, **_R503},
+    )
+    async def get_audit(
+        audit_id: AuditIdPath,
+        probe: Annotated[
+            bool,
+            Query(
+                description="Probe a running audit whose last observation is older than "
+                "AUDITREC_ON_DEMAND_MIN_INTERVAL, and wait (up to AUDITREC_ON_DEMAND_WAIT) "
+                "for the outcome. `false`: answer from the projection only."
+            ),
+        ] = True,
+    ) -> dict[str, Any]:
+        result = await ops.status(audit_id, probe=probe, inline=False)
+        body = _audit_json(result.row)
+        body["reconciliation"] = (
+            _reconciliation(result.outcome) if result.outcome is not None else None
+        )
+        body["note"] = result.note
+        return body
+
+    @private.get(
+        "/audits",
+        response_model=AuditPage,
+        tags=["audits"],
+        summary="Audits, newest first (keyset pagination)",
+        responses={**_R422, **_R503},
+    )
+    async def list_audits(
+        status: Literal["running", "completed", "failed"] | None = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        cursor: Annotated[
+            str | None,
+            Query(max_length=1024, description="`next_cursor` of the previous page."),
+        ] = None,
+    ) -> dict[str, Any]:
+        after = decode_cursor(cursor) if cursor else None
+        rows = await runtime.store.list_audits(status=status, limit=limit + 1, after=after)
+        page = rows[:limit]
+        more = len(rows) > limit
+        return {
+            "audits": [_audit_json(r) for r in page],
+            "next_cursor": encode_cursor(page[-1]) if more and page else None,
+        }
+
+    @private.get(
+        "/audits/{audit_id}/events",
+        response_model=AuditHistory,
+        tags=["audits"],
+        summary="The audit's history: each event, state before → after, the rule that fired",
+        responses={**_R404, **_R422, **_R503},
+    )
+    async def audit_events(audit_id: AuditIdPath) -> dict[str, Any]:
+        history = await runtime.store.history(audit_id)
+        if not history:
+            raise NotFound(f"unknown audit {audit_id!r}")
+        steps = explain([h.event for h in history], runtime.policy)
+        row = await runtime.store.get(audit_id)
+        events = []
+        for entry, step in zip(history, steps, strict=True):
+            item: dict[str, Any] = dict(step.as_dict())
+            item["causation_id"] = (
+                str(entry.event.causation_id) if entry.event.causation_id else None
+            )
+            item["data"] = entry.event.data.model_dump(mode="json")
+            if entry.position is not None:
+                topic, partition, offset = entry.position
+                item["position"] = {"topic": topic, "partition": partition, "offset": offset}
+            events.append(item)
+        return {"audit_id": audit_id, "status": row.status if row else None, "events": events}
+
+    # -- events and sweeps -------------------------------------------------------------------
+
+    @private.post(
+        "/events",
+        status_code=202,
+        response_model=Accepted,
+        tags=["events"],
+        summary="Publish lifecycle events (one envelope or a list)",
+        description=(
+            "Every item is validated before anything is published: one invalid item rejects "
+            "the submission (422) with one line per problem, `item N: …` (N is the 0-based "
+            "index; a single envelope is item 0). `event_id`, `occurred_at`, "
+            "`schema_version` and `producer` may be omitted. "
+            f"Bodies above {max_body} bytes are refused (413)."
+        ),
+        responses={
+            413: {"model": Message, "description": "Body too large."},
+            **_R422,
+            **_R503,
+        },
+        openapi_extra=_EVENTS_BODY,
+    )
+    async def post_events(request: Request) -> Accepted:
+        body = await _read_body(request, max_body)
+        try:
+            raw = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+            raise InvalidInput("body is not JSON", [f"body: not valid JSON ({reason})"]) from None
+        items = raw if isinstance(raw, list) else [raw]
+        if not items:
+            raise InvalidInput("empty list", ["body: an empty list; send at least one event"])
+        events = validate_items(items, label="item", producer="auditrec-api")
+        ids = await ops.publish(events)
+        log.info("events published", count=len(ids))
+        return Accepted(accepted=len(ids), event_ids=ids)
+
+    @private.post(
+        "/sweep",
+        response_model=SweepSummary,
+        tags=["operations"],
+        summary="Run one watchdog tick and wait for its outcomes",
+        responses={
+            503: {"model": Message, "description": "No `auditrec serve` runs the pipeline."}
+        },
+    )
+    async def sweep(
+        dry_run: Annotated[
+            bool, Query(description="Only list the candidates; probe nothing.")
+        ] = False,
+    ) -> dict[str, Any]:
+        summary = (await ops.sweep(dry_run=dry_run, inline=False)).as_dict()
+        for key in ("failed", "would_fail", "probe_errors"):
+            summary[key] = {str(k): v for k, v in summary[key].items()}
+        return summary
+
+    # -- docs (behind the token like everything else) ----------------------------------------
+
+    @private.get("/openapi.json", include_in_schema=False)
+    async def openapi_json() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @private.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="auditrec API")
+
+    app.include_router(public)
+    app.include_router(private)
+
+    base_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = base_openapi()
+            schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+            for name, value in _event_input_schemas().items():
+                schemas.setdefault(name, value)
+        return app.openapi_schema  # type: ignore[return-value]
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app

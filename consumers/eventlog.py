@@ -25,6 +25,7 @@ from typing import Any, Self
 from pydantic import BaseModel, ValidationError
 
 from statemachine.events import (
+    CURRENT_VERSION,
     EVENT_ADAPTER,
     EVENT_TYPES,
     PROBE_ADAPTER,
@@ -144,6 +145,12 @@ def describe(exc: ValidationError) -> str:
 
 def decode(value: bytes) -> AuditEvent:
     """A lifecycle event from a record's bytes, or :class:`DecodeError` with the reason."""
+    try:  # fast path: current-version JSON parsed and validated in one pass
+        event = EVENT_ADAPTER.validate_json(value)
+        if event.schema_version == CURRENT_VERSION[event.type]:
+            return event
+    except ValidationError:
+        pass
     raw = _loads(value)
     try:
         return EVENT_ADAPTER.validate_python(raw)

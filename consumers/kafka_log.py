@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -35,7 +36,12 @@ from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
+from aiokafka.errors import (
+    KafkaError,
+    MessageSizeTooLargeError,
+    TopicAlreadyExistsError,
+    for_code,
+)
 from aiokafka.helpers import create_ssl_context
 from aiokafka.partitioner import murmur2
 from aiokafka.structs import ConsumerRecord
@@ -90,11 +96,21 @@ def _translate(what: str) -> Iterator[None]:
         raise _error(exc, what) from exc
 
 
-def _record(msg: ConsumerRecord[bytes, bytes]) -> Record:
-    key = msg.key.decode("utf-8", "replace") if msg.key is not None else None
-    headers = tuple((k, v if v is not None else b"") for k, v in msg.headers)
-    value = msg.value if msg.value is not None else b""
-    return Record(msg.topic, msg.partition, msg.offset, key, value, headers, msg.timestamp)
+def _record(msg: ConsumerRecord[bytes, bytes]) -> Record:  # hot path: keep it lean
+    key, value, headers = msg.key, msg.value, msg.headers
+    for _, v in headers:
+        if v is None:  # a header without value (other producers): b""
+            headers = tuple((k, v or b"") for k, v in headers)
+            break
+    return Record(
+        msg.topic,
+        msg.partition,
+        msg.offset,
+        None if key is None else key.decode("utf-8", "replace"),
+        b"" if value is None else value,
+        headers,
+        msg.timestamp,
+    )
 
 
 class KafkaEventLog(EventLog):
@@ -309,7 +325,7 @@ class KafkaEventLog(EventLog):
         )
 
     def partition_for(self, key: str, partitions: int) -> int:
-        return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+        return _key_hash(key.encode()) % partitions
 
     # -- writing ------------------------------------------------------------------------
 
@@ -391,30 +407,54 @@ class KafkaEventLog(EventLog):
         return KafkaConsumer(self, group, list(topics), on_assign, on_revoke, transactional)
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _key_hash(key: bytes) -> int:
+    """Kafka's default partitioner: murmur2 of the key (audit ids repeat: cached)."""
+    return int(murmur2(key) & 0x7FFFFFFF)
+
+
 async def _send_all(producer: AIOKafkaProducer, records: Sequence[OutRecord]) -> None:
-    """Enqueue every record, then wait for all acknowledgements (batched, not one by one)."""
-    futures: list[asyncio.Future[Any]] = []
+    """Append ``records``: one batch per partition at a time (far faster than a ``send`` per
+    record), then wait for every acknowledgement. Order per partition is kept."""
+    partitions: dict[str, list[int]] = {}
+    building: dict[tuple[str, int], Any] = {}
+    sent: list[tuple[str, int, asyncio.Future[Any]]] = []
     failure: tuple[BaseException, str] | None = None
-    for rec in records:
-        try:
-            fut = await producer.send(
-                rec.topic, rec.value, key=rec.key.encode(), headers=list(rec.headers)
+    limit = producer._max_request_size
+    try:
+        for rec in records:
+            key = rec.key.encode()
+            headers = list(rec.headers)
+            size = len(key) + len(rec.value) + sum(len(k) + len(v) for k, v in headers)
+            if size > limit:
+                raise MessageSizeTooLargeError(f"record of {size} bytes > {limit}")
+            if rec.topic not in partitions:
+                partitions[rec.topic] = sorted(await producer.partitions_for(rec.topic))
+            ids = partitions[rec.topic]
+            tp = (rec.topic, ids[_key_hash(key) % len(ids)])
+            batch = building.get(tp)
+            if batch is None:
+                batch = building[tp] = producer.create_batch()
+            if batch.append(key=key, value=rec.value, timestamp=None, headers=headers) is None:
+                sent.append((*tp, await producer.send_batch(batch, tp[0], partition=tp[1])))
+                batch = building[tp] = producer.create_batch()
+                if batch.append(key=key, value=rec.value, timestamp=None, headers=headers) is None:
+                    raise MessageSizeTooLargeError(f"record of {size} bytes")
+        for (topic, partition), batch in building.items():
+            sent.append(
+                (topic, partition, await producer.send_batch(batch, topic, partition=partition))
             )
-        except (KafkaError, OSError, TimeoutError) as exc:
-            failure = (exc, f"append to {rec.topic} (key {rec.key!r})")
-            break
-        futures.append(fut)
-    results = await asyncio.gather(*futures, return_exceptions=True)
-    if failure is None:
-        for rec, result in zip(records, results, strict=False):
-            if isinstance(result, BaseException):
-                failure = (result, f"append to {rec.topic} (key {rec.key!r})")
-                break
+    except (KafkaError, OSError, TimeoutError) as exc:
+        failure = (exc, f"append to {rec.topic} (key {rec.key!r})")
+    results = await asyncio.gather(*(fut for _, _, fut in sent), return_exceptions=True)
+    for (topic, partition, _), result in zip(sent, results, strict=True):
+        if failure is None and isinstance(result, BaseException):
+            failure = (result, f"append to {topic}/{partition}")
     if failure is not None:
-        exc, what = failure
-        if isinstance(exc, (KafkaError, OSError, TimeoutError)):
-            raise _error(exc, what) from exc
-        raise exc
+        cause, what = failure
+        if isinstance(cause, (KafkaError, OSError, TimeoutError)):
+            raise _error(cause, what) from cause
+        raise cause
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -451,7 +491,7 @@ class KafkaConsumer(Consumer):
         self._callback_error: BaseException | None = None
 
     async def _call(self, callback: AssignCallback | None, tps: Any) -> None:
-        if callback is None:
+        if callback is None or not tps:  # aiokafka also reports empty revocations
             return
         try:
             await callback(self, sorted((tp.topic, tp.partition) for tp in tps))

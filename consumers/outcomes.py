@@ -18,7 +18,7 @@ from typing import Any
 from projections.store import ProjectionStore
 from statemachine.events import AuditEvent, ProbeRequested
 from statemachine.policy import Policy
-from statemachine.rules import judge
+from statemachine.rules import HEALTHY_STATUSES, judge
 from statemachine.state import AuditState, evolve
 
 __all__ = ["Outcome", "Summary", "await_outcomes"]
@@ -85,7 +85,7 @@ async def await_outcomes(
     requests: list[ProbeRequested],
     policy: Policy,
     timeout: float,
-    poll_interval: float = 0.05,
+    poll_interval: float = 0.02,
 ) -> list[Outcome]:
     """One outcome per request, in request order; ``pending`` for what did not arrive in time."""
     outcomes = {str(r.event_id): Outcome(r.audit_id, str(r.event_id)) for r in requests}
@@ -105,8 +105,14 @@ async def await_outcomes(
                     outcome.probe_error = obs.data.reason.value  # type: ignore[union-attr]
                     outcome.reason = obs.data.detail  # type: ignore[union-attr]
                     continue
-                outcome.observed_status = obs.data.status  # type: ignore[union-attr]
-                verdict = judge(await _state_before(store, obs), obs, policy)
+                outcome.observed_status = status = obs.data.status  # type: ignore[union-attr]
+                if status in HEALTHY_STATUSES:
+                    # Healthy statuses never fail an audit; only the instance check needs state.
+                    row = await store.get(obs.audit_id)
+                    before = row.state if row is not None else None
+                else:
+                    before = await _state_before(store, obs)
+                verdict = judge(before, obs, policy)
                 outcome.rule = verdict.rule if verdict else None
                 outcome.reason = verdict.reason if verdict else None
                 if verdict is not None and verdict.failure is not None:

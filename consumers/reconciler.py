@@ -26,7 +26,7 @@ from statemachine.rules import decide
 from statemachine.state import AuditState, evolve
 
 from .component import LogConsumer
-from .eventlog import Consumer, DecodeError, EventLog, OutRecord, decode, encode
+from .eventlog import Consumer, DecodeError, EventLog, OutRecord, Record, decode, encode
 from .metrics import DECISIONS, OVERTURNED
 
 __all__ = ["Reconciler"]
@@ -49,6 +49,14 @@ def _compact(state: AuditState) -> AuditState:
 
 def _own_decision(event: AuditEvent) -> bool:
     return isinstance(event, AuditFailed) and event.data.failed_by is FailedBy.RECONCILER
+
+
+def _may_be_decision(record: Record) -> bool:
+    """Cheap pre-check on the ``event-type`` header (absent header: decode to be sure)."""
+    for key, value in record.headers:
+        if key == "event-type":
+            return value == b"AuditFailed"
+    return True
 
 
 class Reconciler(LogConsumer):
@@ -81,6 +89,8 @@ class Reconciler(LogConsumer):
             states: dict[str, AuditState] = {}
             async for batch in self.log.read(tp[0], tp[1], 0, None):
                 for record in batch:
+                    if record.offset >= start and not _may_be_decision(record):
+                        continue
                     try:
                         event = decode(record.value)
                     except DecodeError:

@@ -317,7 +317,7 @@ class Simulator:
                 headers.setdefault("ratelimit-policy", '"default";q=1200;w=300')
             return _error(429, *_RATE, headers=headers)
         if fault.retry_after is not None:
-            headers.setdefault("retry-after", str(fault.retry_after))
+            headers.setdefault("retry-after", f"{fault.retry_after:g}")
         if fault.kind == "server_error":
             return _error(fault.http_status or 500, *_INTERNAL, headers=headers)
         if fault.kind == "forbidden":

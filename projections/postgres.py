@@ -8,12 +8,12 @@ Deviations from the port's documentation, and what PostgreSQL adds:
   advisory lock, so ``init()`` (also run by ``start()``) is safe twice and from several
   processes at once.
 - Concurrency of :meth:`PostgresStore.apply`: one projector owns a partition (Kafka consumer
-  group) and an audit lives in one partition, so writers normally never meet. They may meet
-  during a rebalance or a rebuild; then correctness does not depend on ownership: the affected
-  rows are locked ``FOR UPDATE`` in ``audit_id`` order (no deadlock between projectors), the
-  redelivery check runs after the locks are held, and a row that a concurrent writer inserted
-  first, or an event it recorded first, aborts the transaction with a *retriable*
-  :class:`StoreError`; the retry then skips what is already applied.
+  group) and an audit lives in one partition, so writers normally never meet, and ``apply``
+  takes no row locks up front. They may meet during a rebalance or a rebuild; correctness does
+  not depend on ownership: a row is written only if it still has the ``version`` it was folded
+  from, a new row only if nobody inserted it meanwhile, and an event only once (unique
+  ``event_id``). A lost race aborts the whole transaction with a *retriable*
+  :class:`StoreError`; the retry reloads and skips what the other writer applied.
 - The watchdog lock is a session advisory lock (``pg_try_advisory_lock``) on a connection held
   for the tick; its key is derived from the schema, so each deployment has its own.
 - ``reset()`` truncates (it briefly blocks readers of the projection).
@@ -131,16 +131,20 @@ CREATE TABLE telemetry_sent (event_id uuid PRIMARY KEY, sent_at timestamptz NOT 
 SCHEMA_VERSION = _MIGRATIONS[-1][0]
 
 _SELECT = f"SELECT {', '.join(ROW_COLUMNS)} FROM audits"
-_LOCK_ROWS = f"{_SELECT} WHERE audit_id = ANY($1::text[]) ORDER BY audit_id FOR UPDATE"
+_LOAD_ROWS = f"{_SELECT} WHERE audit_id = ANY($1::text[])"
 _UNNEST = ", ".join(f"${i}::{ROW_TYPES[c]}[]" for i, c in enumerate(ROW_COLUMNS, 1))
 _INSERT_NEW = (
     f"INSERT INTO audits ({', '.join(ROW_COLUMNS)}) SELECT * FROM unnest({_UNNEST}) "
     "ON CONFLICT (audit_id) DO NOTHING"
 )
-_UPDATE_LOCKED = (
+# Optimistic concurrency: a row is written only if it still has the version it was folded
+# from; `version` counts the audit's events, so it strictly grows with every write.
+_UPDATE_IF_UNCHANGED = (
     "UPDATE audits AS a SET "
     + ", ".join(f"{c} = u.{c}" for c in ROW_COLUMNS if c != "audit_id")
-    + f" FROM unnest({_UNNEST}) AS u({', '.join(ROW_COLUMNS)}) WHERE a.audit_id = u.audit_id"
+    + f" FROM unnest({_UNNEST}, ${len(ROW_COLUMNS) + 1}::bigint[])"
+    + f" AS u({', '.join(ROW_COLUMNS)}, expected)"
+    + " WHERE a.audit_id = u.audit_id AND a.version = u.expected"
 )
 _HISTORY_COLUMNS = (
     "event_id",
@@ -393,41 +397,27 @@ class PostgresStore(ProjectionStore):
         offsets: Mapping[tuple[str, int], int],
         consumer: str,
     ) -> ApplyResult:
+        """One transaction of four to five statements, whatever the batch size: load the
+        affected rows and the already-recorded event ids (``= ANY``), stream the history with
+        binary ``COPY`` while folding (so folding overlaps the server's work), write each
+        changed audit once (one ``UPDATE ... FROM unnest`` guarded by the version the row
+        was folded from, one ``INSERT ... ON CONFLICT DO NOTHING`` for new audits), upsert
+        the offsets. A lost race with another writer is a retriable :class:`StoreError`.
+        """
         now = datetime.now(UTC)
-        audit_ids = sorted({e.audit_id for e, _ in events})
-        event_ids = list({e.event_id for e, _ in events})
         with self._errors(f"apply {len(events)} events"):
             async with self.pool.acquire() as conn, conn.transaction():
-                rows: dict[str, AuditRow] = {}
-                if audit_ids:
-                    for rec in await conn.fetch(_LOCK_ROWS, audit_ids):
-                        row = _decode_row(rec)
-                        rows[row.audit_id] = row
-                # Checked once the rows are locked: a concurrent writer has committed by now.
-                seen: set[uuid.UUID] = set()
-                if event_ids:
-                    seen = {
-                        uuid.UUID(bytes=r[0].bytes)
-                        for r in await conn.fetch(
-                            "SELECT event_id FROM audit_events WHERE event_id = ANY($1::uuid[])",
-                            event_ids,
-                        )
-                    }
-                existing = set(rows)
+                rows, fresh = await self._load(conn, events)
+                folded_from = {audit_id: row.version for audit_id, row in rows.items()}
                 changed: dict[str, AuditRow] = {}
-                history: list[tuple[Any, ...]] = []
-                applied = 0
-                for event, (topic, partition, offset) in events:
-                    if event.event_id in seen:
-                        continue
-                    seen.add(event.event_id)
-                    applied += 1
-                    row = project(rows.get(event.audit_id), event)
-                    rows[event.audit_id] = row
-                    if row.state.exists:
-                        changed[event.audit_id] = row
-                    history.append(
-                        (
+
+                def fold() -> Iterator[tuple[Any, ...]]:
+                    for event, (topic, partition, offset) in fresh:
+                        row = project(rows.get(event.audit_id), event)
+                        rows[event.audit_id] = row
+                        if row.state.exists:
+                            changed[event.audit_id] = row
+                        yield (
                             event.event_id,
                             event.audit_id,
                             event.type,
@@ -439,28 +429,15 @@ class PostgresStore(ProjectionStore):
                             _body(event),
                             now,
                         )
-                    )
-                if history:
+
+                if fresh:
                     await conn.copy_records_to_table(
                         "audit_events",
-                        records=history,
+                        records=fold(),
                         columns=_HISTORY_COLUMNS,
                         schema_name=self.schema,
                     )
-                updates = [_encode_row(r, now) for k, r in changed.items() if k in existing]
-                inserts = [_encode_row(r, now) for k, r in changed.items() if k not in existing]
-                if updates:
-                    await conn.execute(_UPDATE_LOCKED, *_columns(updates, len(ROW_COLUMNS)))
-                if inserts:
-                    status = await conn.execute(
-                        _INSERT_NEW, *_columns(inserts, len(ROW_COLUMNS))
-                    )
-                    if int(status.rsplit(" ", 1)[-1]) != len(inserts):
-                        raise StoreError(
-                            f"PostgreSQL {self._where} (schema {self.schema}): a concurrent "
-                            "writer inserted audits of this batch first; retry",
-                            retriable=True,
-                        )
+                await self._write_rows(conn, changed, folded_from, now)
                 if offsets:
                     keys = list(offsets)
                     await conn.execute(
@@ -470,7 +447,64 @@ class PostgresStore(ProjectionStore):
                         [p for _, p in keys],
                         [offsets[k] for k in keys],
                     )
-        return ApplyResult(applied=applied, skipped=len(events) - applied)
+        return ApplyResult(applied=len(fresh), skipped=len(events) - len(fresh))
+
+    async def _load(
+        self, conn: asyncpg.Connection, events: Sequence[tuple[AuditEvent, Position]]
+    ) -> tuple[dict[str, AuditRow], list[tuple[AuditEvent, Position]]]:
+        """The affected rows, and the events not recorded yet (first of duplicates)."""
+        if not events:
+            return {}, []
+        rows: dict[str, AuditRow] = {}
+        for rec in await conn.fetch(_LOAD_ROWS, list({e.audit_id for e, _ in events})):
+            row = _decode_row(rec)
+            rows[row.audit_id] = row
+        seen = {
+            uuid.UUID(bytes=r[0].bytes)
+            for r in await conn.fetch(
+                "SELECT event_id FROM audit_events WHERE event_id = ANY($1::uuid[])",
+                list({e.event_id for e, _ in events}),
+            )
+        }
+        fresh = []
+        for item in events:
+            if item[0].event_id not in seen:
+                seen.add(item[0].event_id)
+                fresh.append(item)
+        return rows, fresh
+
+    async def _write_rows(
+        self,
+        conn: asyncpg.Connection,
+        changed: Mapping[str, AuditRow],
+        folded_from: Mapping[str, int],
+        now: datetime,
+    ) -> None:
+        updates: list[list[Any]] = []
+        inserts: list[list[Any]] = []
+        for audit_id in sorted(changed):  # one order for every writer
+            values = _encode_row(changed[audit_id], now)
+            if audit_id in folded_from:
+                values.append(folded_from[audit_id])
+                updates.append(values)
+            else:
+                inserts.append(values)
+        written = 0
+        if updates:
+            status = await conn.execute(
+                _UPDATE_IF_UNCHANGED, *_columns(updates, len(ROW_COLUMNS) + 1)
+            )
+            written += int(status.rsplit(" ", 1)[-1])
+        if inserts:
+            status = await conn.execute(_INSERT_NEW, *_columns(inserts, len(ROW_COLUMNS)))
+            written += int(status.rsplit(" ", 1)[-1])
+        if written != len(updates) + len(inserts):
+            raise StoreError(
+                f"PostgreSQL {self._where} (schema {self.schema}): another writer changed "
+                f"{len(updates) + len(inserts) - written} audits of this batch concurrently; "
+                "retry",
+                retriable=True,
+            )
 
     async def stored_offsets(self, consumer: str) -> dict[tuple[str, int], int]:
         with self._errors("read offsets"):

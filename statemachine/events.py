@@ -39,6 +39,7 @@ __all__ = [
     "AuditId",
     "AuditProgressed",
     "AuditStarted",
+    "CURRENT_VERSION",
     "EVENT_ADAPTER",
     "EVENT_TYPES",
     "FailedBy",

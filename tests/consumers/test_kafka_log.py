@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
 
@@ -13,7 +14,15 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
 from consumers.errors import ConfigError, EventLogError
-from consumers.eventlog import Consumer, EventLog, OutRecord, Record, TopicPartition, Topics
+from consumers.eventlog import (
+    AssignCallback,
+    Consumer,
+    EventLog,
+    OutRecord,
+    Record,
+    TopicPartition,
+    Topics,
+)
 from consumers.kafka_log import KafkaEventLog, bootstrap_servers
 from tests.contracts.eventlog import (
     WAIT,
@@ -62,8 +71,6 @@ class TestKafkaEventLog(EventLogContract):
 
 @pytest.fixture
 def topics() -> Topics:
-    import uuid
-
     return Topics(prefix=f"k{uuid.uuid4().hex[:12]}")
 
 
@@ -98,7 +105,7 @@ async def test_an_unreachable_broker_is_a_retriable_error() -> None:
 async def test_init_makes_the_lifecycle_topic_the_event_store(
     log: KafkaEventLog, topics: Topics
 ) -> None:
-    from aiokafka.admin import ConfigResource, ConfigResourceType
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
     assert await log.partitions(topics.lifecycle) == list(range(12))
     assert await log.partitions(topics.probe_requests) == list(range(12))
@@ -186,7 +193,7 @@ async def test_two_members_of_a_group_split_the_partitions(
 ) -> None:
     events: dict[str, list[tuple[str, list[TopicPartition]]]] = defaultdict(list)
 
-    def listener(name: str, kind: str):  # type: ignore[no-untyped-def]
+    def listener(name: str, kind: str) -> AssignCallback:
         async def record(consumer: Consumer, tps: Sequence[TopicPartition]) -> None:
             events[name].append((kind, list(tps)))
 
@@ -208,12 +215,16 @@ async def test_two_members_of_a_group_split_the_partitions(
         assert await until_assigned(one) == []
         assert len(one.assignment()) == 12
         async with two:
+            everything = {(topics.lifecycle, p) for p in range(12)}
+
+            def settled() -> bool:
+                a, b = one.assignment(), two.assignment()
+                return bool(a and b and not a & b and a | b == everything)
+
             deadline = time.monotonic() + WAIT
-            while not (one.assignment() and two.assignment()):
+            while not settled():
                 assert time.monotonic() < deadline, "the group did not rebalance"
                 await asyncio.gather(one.poll(timeout=0.2), two.poll(timeout=0.2))
-            assert one.assignment() | two.assignment() == {(topics.lifecycle, p) for p in range(12)}
-            assert not one.assignment() & two.assignment()
 
             sent = records(topics.lifecycle, [f"audit-{i}" for i in range(30)], 4)
             await log.append(sent)
@@ -224,13 +235,16 @@ async def test_two_members_of_a_group_split_the_partitions(
                 a, b = await asyncio.gather(one.poll(timeout=0.3), two.poll(timeout=0.3))
                 got["one"].extend(a)
                 got["two"].extend(b)
-    assert got["one"] and got["two"]
-    assert {(r.topic, r.partition) for r in got["one"]} <= {
-        tp for _, tps in events["one"] for tp in tps
-    }
-    everything = got["one"] + got["two"]
-    assert sorted(r.value for r in everything) == sorted(r.value for r in sent)  # exactly once
-    assert ("revoke", [(topics.lifecycle, p) for p in range(12)]) in events["one"]
+            a, b = await asyncio.gather(one.poll(timeout=0.3), two.poll(timeout=0.3))
+            assert a == b == []  # nothing twice
+            mine = {"one": one.assignment(), "two": two.assignment()}
+    for name in ("one", "two"):
+        assert got[name], f"member {name} got no record"
+        assert {(r.topic, r.partition) for r in got[name]} <= mine[name]
+        assert [e for e in events[name] if e[0] == "assign"][-1] == ("assign", sorted(mine[name]))
+    both = got["one"] + got["two"]
+    assert sorted(r.value for r in both) == sorted(r.value for r in sent)  # exactly once
+    assert ("revoke", sorted(everything)) in events["one"]  # eager: all, then the new share
     assert events["two"][0][0] == "assign"
 
 

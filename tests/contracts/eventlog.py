@@ -304,7 +304,7 @@ class EventLogContract:
             "seeker", [topics.lifecycle], on_assign=on_assign, on_revoke=on_revoke
         )
         async with consumer:
-            got = []
+            got: list[Record] = []
             deadline = time.monotonic() + WAIT
             while len(got) < 4:
                 assert time.monotonic() < deadline

@@ -56,9 +56,7 @@ def test_each_known_message_is_classified_case_insensitively(text: str, code: st
         ("WorkflowFatalError: The limit of 1024 steps has been reached", None),
     ],
 )
-def test_the_platform_messages_of_the_reference_are_classified(
-    text: str, code: str | None
-) -> None:
+def test_the_platform_messages_of_the_reference_are_classified(text: str, code: str | None) -> None:
     assert classify(text) == code
 
 
@@ -103,8 +101,10 @@ def test_no_match_is_none(text: str | None) -> None:
         (None, None),
         ("", None),
         ("plain string", "plain string"),
-        ({"name": "WorkflowTimeoutError", "message": "Execution timed out"},
-         "WorkflowTimeoutError: Execution timed out"),
+        (
+            {"name": "WorkflowTimeoutError", "message": "Execution timed out"},
+            "WorkflowTimeoutError: Execution timed out",
+        ),
         ({"name": "OnlyName", "message": None}, "OnlyName"),
         ({"name": None, "message": "only message"}, "only message"),
         ({"name": "", "message": ""}, None),
@@ -142,7 +142,7 @@ def test_string_and_object_errors_classify_the_same(error: object) -> None:
     assert decision.data.error_detail == "WorkflowTimeoutError: Execution timed out after 1000ms"
 
 
-# --- what the rules make of "no match" ---------------------------------------------------------------
+# --- what the rules make of "no match" ------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -150,7 +150,9 @@ def test_string_and_object_errors_classify_the_same(error: object) -> None:
 )
 def test_an_unclassified_error_maps_to_the_rules_default(status: str, code: str) -> None:
     _, decision = decide(
-        running(), observed(status, when=at(3), error={"name": "Error", "message": "nope"}), Policy()
+        running(),
+        observed(status, when=at(3), error={"name": "Error", "message": "nope"}),
+        Policy(),
     )
 
     assert decision is not None
@@ -174,10 +176,19 @@ def test_a_classified_error_wins_over_the_rules_default(status: str) -> None:
 
 
 def test_the_error_codes_are_the_design_list_and_the_contract_literal() -> None:
-    design = (
-        "step_timeout oom cpu_limit db_error step_output_too_large workflow_internal "
-        "deploy_reset instance_lost workflow_terminated finalize_lost unknown"
-    ).split()
+    design = [
+        "step_timeout",
+        "oom",
+        "cpu_limit",
+        "db_error",
+        "step_output_too_large",
+        "workflow_internal",
+        "deploy_reset",
+        "instance_lost",
+        "workflow_terminated",
+        "finalize_lost",
+        "unknown",
+    ]
     literal = typing.get_args(AuditFailedData.model_fields["error_code"].annotation)
 
     assert list(ERROR_CODES) == design
@@ -191,7 +202,9 @@ def test_every_classifier_code_is_a_known_error_code() -> None:
     assert all(needle == needle.lower() for needle, _ in _PATTERNS)
 
 
-@pytest.mark.parametrize(("length", "expected"), [(0, 0), (499, 499), (500, 500), (501, 500), (5000, 500)])
+@pytest.mark.parametrize(
+    ("length", "expected"), [(0, 0), (499, 499), (500, 500), (501, 500), (5000, 500)]
+)
 def test_detail_is_truncated_to_at_most_500_characters(length: int, expected: int) -> None:
     text = "y" * length
 

@@ -102,7 +102,7 @@ def rejects(raw: dict[str, Any]) -> ValidationError:
     return caught.value
 
 
-# --- the discriminator ------------------------------------------------------------------------------
+# --- the discriminator ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", list(DATA))
@@ -152,7 +152,7 @@ def test_the_data_must_match_the_type() -> None:
     rejects(envelope("AuditStarted", data=DATA["AuditProgressed"]))
 
 
-# --- unknown fields ---------------------------------------------------------------------------------
+# --- unknown fields -------------------------------------------------------------------------------
 
 
 def test_an_unknown_envelope_field_is_rejected() -> None:
@@ -169,7 +169,7 @@ def test_an_unknown_data_field_is_rejected(kind: str) -> None:
     assert any(e["type"] == "extra_forbidden" for e in error.errors())
 
 
-# --- timestamps ---------------------------------------------------------------------------------------
+# --- timestamps -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -210,7 +210,7 @@ def test_a_timestamp_that_is_not_a_time_is_rejected() -> None:
     rejects(envelope(occurred_at="yesterday"))
 
 
-# --- audit_id -------------------------------------------------------------------------------------------
+# --- audit_id -------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -231,7 +231,7 @@ def test_an_audit_id_outside_the_pattern_is_rejected(audit_id: str) -> None:
     assert error.errors()[0]["loc"] == ("AuditStarted", "audit_id")
 
 
-# --- other fields ---------------------------------------------------------------------------------------
+# --- other fields ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -282,7 +282,7 @@ def test_events_are_immutable() -> None:
         event.audit_id = "other"  # type: ignore[misc]
 
 
-# --- JSON -----------------------------------------------------------------------------------------------
+# --- JSON -----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", list(DATA))
@@ -314,14 +314,16 @@ def test_every_event_survives_a_json_round_trip(kind: str) -> None:
 
 def test_json_timestamps_keep_their_offset() -> None:
     tz = timezone(timedelta(hours=-5))
-    event = EVENT_ADAPTER.validate_python(envelope(occurred_at=datetime(2026, 11, 30, 3, tzinfo=tz)))
+    event = EVENT_ADAPTER.validate_python(
+        envelope(occurred_at=datetime(2026, 11, 30, 3, tzinfo=tz))
+    )
 
     decoded = json.loads(EVENT_ADAPTER.dump_json(event))
 
     assert decoded["occurred_at"] == "2026-11-30T03:00:00-05:00"
 
 
-# --- the error payload -------------------------------------------------------------------------------
+# --- the error payload ----------------------------------------------------------------------------
 
 
 def test_an_error_object_with_name_and_message_is_accepted() -> None:
@@ -339,7 +341,9 @@ def test_an_error_object_with_name_and_message_is_accepted() -> None:
     ids=["string", "message-only", "name-only", "empty-object", "none"],
 )
 def test_an_error_is_a_string_or_a_name_message_object(error: object) -> None:
-    event = EVENT_ADAPTER.validate_json(json.dumps(with_data("WorkflowStatusObserved", error=error)))
+    event = EVENT_ADAPTER.validate_json(
+        json.dumps(with_data("WorkflowStatusObserved", error=error))
+    )
 
     assert isinstance(event, WorkflowStatusObserved)
     if isinstance(error, dict):
@@ -354,7 +358,7 @@ def test_an_error_of_another_shape_is_rejected(error: object) -> None:
     rejects(with_data("WorkflowStatusObserved", error=error))
 
 
-# --- upcasting ------------------------------------------------------------------------------------------
+# --- upcasting ------------------------------------------------------------------------------------
 
 
 def test_upcast_leaves_a_current_version_unchanged() -> None:
@@ -371,7 +375,9 @@ def test_upcast_treats_a_missing_version_as_1() -> None:
 
 
 def test_upcast_rejects_a_newer_schema_version() -> None:
-    with pytest.raises(ValueError, match="schema_version 2 of AuditStarted is newer than supported"):
+    with pytest.raises(
+        ValueError, match="schema_version 2 of AuditStarted is newer than supported"
+    ):
         upcast(envelope(schema_version=2))
 
 
@@ -418,7 +424,7 @@ def test_upcast_without_a_path_up_is_an_error(monkeypatch: pytest.MonkeyPatch) -
         upcast(envelope("AuditFailed"))
 
 
-# --- derived ids ------------------------------------------------------------------------------------------
+# --- derived ids ----------------------------------------------------------------------------------
 
 
 def test_a_derived_id_depends_only_on_cause_and_role() -> None:

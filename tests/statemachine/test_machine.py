@@ -414,7 +414,7 @@ def test_the_table_covers_every_event_type_and_only_known_states() -> None:
         assert row.source in STATES and row.dest in STATES
         assert row.dest != INITIAL
         assert row.guard is None or row.guard in machine.GUARDS
-    assert TERMINAL == {"completed", "failed"}
+    assert {"completed", "failed"} == TERMINAL
 
 
 def test_a_terminal_state_is_left_only_under_a_guard_and_never_back_to_running() -> None:
@@ -425,7 +425,7 @@ def test_a_terminal_state_is_left_only_under_a_guard_and_never_back_to_running()
 
 
 def test_the_index_built_at_import_is_the_validated_table() -> None:
-    assert machine._INDEX == machine._validate()
+    assert machine._validate() == machine._INDEX
     assert sum(len(rows) for rows in machine._INDEX.values()) == len(TRANSITIONS)
 
 
@@ -435,19 +435,19 @@ GOOD = TRANSITIONS
 @pytest.mark.parametrize(
     ("rows", "message"),
     [
-        (GOOD + (Transition("AuditProgressed", "paused", "running", None, "x"),), "unknown state"),
-        (GOOD + (Transition("AuditProgressed", "running", "limbo", None, "x"),), "unknown state"),
-        (GOOD + (Transition("AuditExploded", "running", "failed", None, "x"),), "unknown trigger"),
+        ((*GOOD, Transition("AuditProgressed", "paused", "running", None, "x")), "unknown state"),
+        ((*GOOD, Transition("AuditProgressed", "running", "limbo", None, "x")), "unknown state"),
+        ((*GOOD, Transition("AuditExploded", "running", "failed", None, "x")), "unknown trigger"),
         (
-            GOOD + (Transition("AuditFailed", "failed", "failed", "when_sunny", "x"),),
+            (*GOOD, Transition("AuditFailed", "failed", "failed", "when_sunny", "x")),
             "unknown guard",
         ),
         (
-            GOOD + (Transition("AuditFailed", "running", "completed", None, "x"),),
+            (*GOOD, Transition("AuditFailed", "running", "completed", None, "x")),
             "ambiguous transitions for AuditFailed from running",
         ),
         (
-            GOOD + (Transition("AuditStarted", "completed", "running", None, "x"),),
+            (*GOOD, Transition("AuditStarted", "completed", "running", None, "x")),
             "a terminal state may only be left under a guard",
         ),
         (
@@ -479,7 +479,8 @@ def test_a_bad_table_is_rejected_by_validation(
 def test_a_guarded_row_listed_after_the_unguarded_one_is_ambiguous(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    rows = GOOD + (
+    rows = (
+        *GOOD,
         Transition("AuditFailed", "running", "failed", "failed_by_reconciler", "shadowed"),
     )
     monkeypatch.setattr(machine, "TRANSITIONS", rows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import uuid
 from collections.abc import Sequence
@@ -248,7 +249,7 @@ def test_no_sequence_of_events_moves_a_terminal_audit_back_to_running(
 ) -> None:
     seen = statuses(events)
 
-    for before, after in zip(seen, seen[1:], strict=False):
+    for before, after in itertools.pairwise(seen):
         if before in TERMINAL:
             assert after in TERMINAL
         if before != after:
@@ -282,7 +283,7 @@ def test_an_overturned_audit_is_completed(events: list[AuditEvent], policy: Poli
             assert state.error_code is None and state.failed_by is None
 
 
-# --- evolve and fold --------------------------------------------------------------------------------
+# --- evolve and fold ------------------------------------------------------------------------------
 
 
 @PROPERTY
@@ -319,7 +320,7 @@ def test_folding_in_two_parts_equals_folding_at_once(events: list[AuditEvent], d
     assert fold(tail, fold(head)) == fold(events)
 
 
-# --- the rules ----------------------------------------------------------------------------------------
+# --- the rules ------------------------------------------------------------------------------------
 
 
 @PROPERTY
@@ -408,7 +409,7 @@ def test_a_probe_failure_never_changes_the_lifecycle(events: list[AuditEvent]) -
         state = after
 
 
-# --- versions ----------------------------------------------------------------------------------------
+# --- versions -------------------------------------------------------------------------------------
 
 
 @PROPERTY

@@ -23,7 +23,8 @@ from sm_builders import (
 )
 
 from statemachine.events import AuditFailed, AuditFailureSimulated, WorkflowError, derived_id
-from statemachine.policy import Policy
+from statemachine.explain import explain
+from statemachine.policy import Policy, format_duration, parse_duration
 from statemachine.rules import HEALTHY_STATUSES, PRODUCER, decide, judge
 from statemachine.state import AuditState, evolve, fold
 
@@ -134,12 +135,12 @@ def test_errored_without_an_error_payload_fails_unknown_workflow_instance_errore
 
 
 def test_errored_fails_even_a_brand_new_audit() -> None:
-    verdict, decision = decide(running(), observed("errored", when=T0), POLICY)
+    _, decision = decide(running(), observed("errored", when=T0), POLICY)
 
     assert decision is not None and decision.data.error_code == "unknown"
 
 
-# --- rule 3: terminated ----------------------------------------------------------------------------
+# --- rule 3: terminated ---------------------------------------------------------------------------
 
 
 def test_terminated_without_a_specific_error_fails_workflow_terminated() -> None:
@@ -181,7 +182,9 @@ def test_terminated_with_a_specific_error_fails_with_the_classified_code() -> No
 def test_not_found_younger_than_the_grace_is_no_change() -> None:
     # given an audit started at T0
     # when its instance is not found one second before the grace ends
-    verdict, decision = decide(running(), observed("not_found", when=T0 + GRACE - timedelta(seconds=1)), POLICY)
+    verdict, decision = decide(
+        running(), observed("not_found", when=T0 + GRACE - timedelta(seconds=1)), POLICY
+    )
 
     # then nothing happens yet
     assert verdict is not None and verdict.rule == "instance_lost"
@@ -229,7 +232,9 @@ def test_never_attached_younger_than_the_grace_is_no_change() -> None:
     state = state_of(started(instance=None))
 
     verdict, decision = decide(
-        state, observed("not_attached", when=T0 + GRACE - timedelta(seconds=1), instance=None), POLICY
+        state,
+        observed("not_attached", when=T0 + GRACE - timedelta(seconds=1), instance=None),
+        POLICY,
     )
 
     assert verdict is not None and verdict.rule == "never_attached"
@@ -253,7 +258,7 @@ def test_never_attached_at_the_grace_fails_instance_lost() -> None:
     assert decision.data.reconciled_by.value == "on_demand"
 
 
-# --- rule 6: complete while still running --------------------------------------------------------------
+# --- rule 6: complete while still running ---------------------------------------------------------
 
 
 def test_complete_with_an_end_time_at_least_the_finalize_grace_ago_fails_finalize_lost() -> None:
@@ -344,7 +349,7 @@ def test_the_completion_arriving_in_the_grace_completes_the_audit() -> None:
     assert verdict is not None and verdict.rule == "not_running" and decision is None
 
 
-# --- rule 7: healthy -------------------------------------------------------------------------------
+# --- rule 7: healthy ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -368,7 +373,7 @@ def test_a_healthy_observation_is_recorded_as_last_seen() -> None:
     assert state.last_observed_at == at(7)
 
 
-# --- rule 8: probe failures ------------------------------------------------------------------------
+# --- rule 8: probe failures -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -412,7 +417,7 @@ def test_a_probe_failure_never_changes_a_terminal_audit(history: str) -> None:
     assert evolve(state, probe_failed(when=at(600))).status == state.status
 
 
-# --- what the rules do not judge ----------------------------------------------------------------------
+# --- what the rules do not judge ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("history", list(TERMINAL_HISTORIES), ids=str)
@@ -445,7 +450,7 @@ def test_only_observations_and_probe_failures_are_judged(event) -> None:
     assert decide(running(), event, POLICY) == (None, None)
 
 
-# --- the decision event ----------------------------------------------------------------------------
+# --- the decision event ---------------------------------------------------------------------------
 
 
 def _deadly(**kwargs) -> tuple:
@@ -529,7 +534,7 @@ def test_the_decision_carries_the_evidence_and_the_thresholds_in_force() -> None
 
 def test_the_detail_is_truncated_to_500_characters() -> None:
     message = "Execution timed out " + "x" * 1900
-    verdict, decision = decide(
+    _, decision = decide(
         running(), observed("errored", when=at(3), error={"name": "E", "message": message}), POLICY
     )
 
@@ -609,3 +614,86 @@ def test_shadow_mode_makes_no_decision_where_enforcement_makes_none() -> None:
 
     assert verdict is not None and verdict.rule == "healthy"
     assert decision is None
+
+
+# --- the policy's durations -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("15m", timedelta(minutes=15)),
+        ("90s", timedelta(seconds=90)),
+        ("1h30m", timedelta(hours=1, minutes=30)),
+        ("250ms", timedelta(milliseconds=250)),
+        ("1d", timedelta(days=1)),
+        (" 2H ", timedelta(hours=2)),
+        ("600", timedelta(minutes=10)),
+        (30, timedelta(seconds=30)),
+        (timedelta(minutes=3), timedelta(minutes=3)),
+    ],
+    ids=repr,
+)
+def test_a_duration_is_read_from_units_or_seconds(text: object, expected: timedelta) -> None:
+    assert parse_duration(text) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text", ["", "abc", "5x", "1h 30m", "-5s", -1, True], ids=repr)
+def test_a_bad_duration_is_refused(text: object) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(text)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("delta", "text"),
+    [
+        (timedelta(0), "0s"),
+        (timedelta(minutes=8, seconds=12), "8m12s"),
+        (timedelta(minutes=10), "10m"),
+        (timedelta(seconds=-3), "-3s"),
+        (timedelta(milliseconds=250), "250ms"),
+        (timedelta(hours=1, seconds=1), "1h1s"),
+    ],
+    ids=str,
+)
+def test_a_duration_is_written_compactly(delta: timedelta, text: str) -> None:
+    assert format_duration(delta) == text
+
+
+# --- explain --------------------------------------------------------------------------------------
+
+
+def test_explain_tells_each_step_of_an_overturned_audit() -> None:
+    # given the reconciler failed an audit whose completion then arrived
+    obs_first = observed("complete", when=at(20))
+    obs_late = observed("complete", when=at(30))
+    state = evolve(running(), obs_first)
+    _, decision = decide(state, obs_late, POLICY)
+    assert decision is not None
+    history = [
+        started(),
+        obs_first,
+        obs_late,
+        decision,
+        completed(when=at(31)),
+        started(when=at(32)),
+    ]
+
+    # when it is explained
+    steps = explain(history, POLICY)
+
+    # then each step names its transition and rule
+    assert [(s.before, s.after, s.rule) for s in steps] == [
+        ("none", "running", "transition"),
+        ("running", "running", "finalize_pending"),
+        ("running", "running", "finalize_lost"),
+        ("running", "failed", "transition"),
+        ("failed", "completed", "transition"),
+        ("completed", "completed", "recorded"),
+    ]
+    assert steps[3].reason == (
+        "failed finalize_lost by reconciler: Workflow completed but the audit was never finalized"
+    )
+    assert steps[4].reason.endswith("[failed_by_reconciler]")
+    assert steps[5].reason == "second AuditStarted for a known audit → recorded, not applied"
+    assert steps[2].as_dict()["type"] == "WorkflowStatusObserved"
