@@ -172,11 +172,14 @@ class KafkaEventLog(EventLog):
             self._conn["sasl_plain_username"] = pick(sasl_username, "kafka_sasl_username", None)
             self._conn["sasl_plain_password"] = password
         if "SSL" in protocol:
-            self._conn["ssl_context"] = create_ssl_context(
-                cafile=pick(ssl_cafile, "kafka_ssl_cafile", None),
-                certfile=pick(ssl_certfile, "kafka_ssl_certfile", None),
-                keyfile=pick(ssl_keyfile, "kafka_ssl_keyfile", None),
-            )
+            try:
+                self._conn["ssl_context"] = create_ssl_context(
+                    cafile=pick(ssl_cafile, "kafka_ssl_cafile", None),
+                    certfile=pick(ssl_certfile, "kafka_ssl_certfile", None),
+                    keyfile=pick(ssl_keyfile, "kafka_ssl_keyfile", None),
+                )
+            except OSError as exc:  # ssl.SSLError too
+                raise ConfigError(f"AUDITREC_KAFKA_SSL_*: cannot load TLS files: {exc}") from None
         self._consumer_options = {
             "session_timeout_ms": 10_000,
             "heartbeat_interval_ms": 1_000,
@@ -392,7 +395,7 @@ class KafkaEventLog(EventLog):
         _, admin, _ = self._started()
         try:
             await asyncio.wait_for(admin.describe_topics([]), self.ping_timeout)
-        except (KafkaError, OSError, TimeoutError) as exc:
+        except Exception as exc:  # whatever the driver raises: unreachable
             raise _error(exc, f"ping {','.join(self.bootstrap)}", retriable=True) from exc
 
     def consumer(
@@ -523,9 +526,9 @@ class KafkaConsumer(Consumer):
         if consumer is None:
             return
         try:
-            assigned = consumer.assignment()
+            assigned = self.assignment()
             if assigned and self.on_revoke is not None:  # aiokafka does not call it on stop
-                await self._call(self.on_revoke, assigned)
+                await self.on_revoke(self, sorted(assigned))
         finally:
             self._consumer = None
             self.log._consumers.discard(self)
@@ -566,6 +569,9 @@ class KafkaConsumer(Consumer):
         consumer = self._running()
         positions = {KafkaTP(t, p): o for (t, p), o in offsets.items()}
         where = f"commit group {self.group} at {dict(offsets)}"
+        lost = sorted(set(offsets) - self.assignment())
+        if lost:  # a transaction would not notice (pre-KIP-447): refuse here
+            raise EventLogError(f"Kafka: {where}: {lost} no longer assigned", retriable=False)
         if self.transactional_id is not None and outputs:
             await self._commit_transaction(positions, outputs, where)
             return

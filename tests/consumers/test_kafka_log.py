@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaConnectionError
 
 from consumers.errors import ConfigError, EventLogError
 from consumers.eventlog import (
@@ -24,6 +27,7 @@ from consumers.eventlog import (
     Topics,
 )
 from consumers.kafka_log import KafkaEventLog, bootstrap_servers
+from consumers.settings import load_settings
 from tests.contracts.eventlog import (
     WAIT,
     EventLogContract,
@@ -93,6 +97,29 @@ def test_the_url_names_the_bootstrap_servers() -> None:
     assert "s3cret" not in str(err.value)
 
 
+def test_security_settings_reach_the_clients(tmp_path: Path) -> None:
+    settings = load_settings(
+        kafka_security_protocol="SASL_SSL",
+        kafka_sasl_mechanism="SCRAM-SHA-512",
+        kafka_sasl_username="auditrec",
+        kafka_sasl_password="s3cret",
+        kafka_lifecycle_partitions=6,
+        kafka_replication_factor=3,
+    )
+    log = KafkaEventLog("kafka://k1:9093", Topics(), settings=settings, sasl_username="override")
+    conn = log._conn
+    assert conn["security_protocol"] == "SASL_SSL"
+    assert conn["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert (conn["sasl_plain_username"], conn["sasl_plain_password"]) == ("override", "s3cret")
+    assert isinstance(conn["ssl_context"], ssl.SSLContext)
+    assert (log.lifecycle_partitions, log.replication_factor) == (6, 3)
+    assert [t.num_partitions for t in log._new_topics()] == [6, 6, 3]
+
+    missing = load_settings(kafka_security_protocol="SSL", kafka_ssl_cafile=tmp_path / "ca.pem")
+    with pytest.raises(ConfigError, match="AUDITREC_KAFKA_SSL"):
+        KafkaEventLog("kafka://k1:9093", Topics(), settings=missing)
+
+
 async def test_an_unreachable_broker_is_a_retriable_error() -> None:
     log = KafkaEventLog("kafka://127.0.0.1:9", Topics(prefix="nowhere"), request_timeout_ms=2000)
     with pytest.raises(EventLogError) as err:
@@ -143,30 +170,58 @@ async def test_records_of_an_audit_share_a_partition_and_keep_their_order(
         assert values[key] == [f"v:{key}:{i}".encode() for i in range(25)]
 
 
-async def test_a_failed_transactional_commit_publishes_nothing(
-    log: KafkaEventLog, topics: Topics
+async def test_outputs_of_an_aborted_transaction_stay_invisible(
+    log: KafkaEventLog, topics: Topics, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await log.append(records(topics.probe_requests, ["p-1"], 3, tag="in"))
     worker = log.consumer("txn", [topics.probe_requests], transactional=True)
     async with worker:
         inputs = await drain(worker, 3)
         done = next_offsets(inputs)
-        good = [OutRecord(topics.lifecycle, "p-1", b"out-%d" % i) for i in range(3)]
-        too_large = OutRecord(topics.lifecycle, "p-1", b"x" * 2_000_000)
-        with pytest.raises(EventLogError, match="MessageSizeTooLarge"):
-            await worker.commit(done, [*good, too_large])
-        # aborted: neither the outputs nor the offsets are visible
+        outputs = [OutRecord(topics.lifecycle, "p-1", b"out-%d" % i) for i in range(3)]
+        producer = worker._txn
+        assert producer is not None
+
+        async def broker_goes_away(*args: object) -> None:  # after the outputs were acked
+            raise KafkaConnectionError("connection lost (injected)")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(producer, "send_offsets_to_transaction", broker_goes_away)
+            with pytest.raises(EventLogError, match="injected") as err:
+                await worker.commit(done, outputs)
+        assert err.value.retriable
+        p = log.partition_for("p-1", 12)
+        assert (await log.end_offsets(topics.lifecycle))[p] >= 4  # written, then aborted
         assert await read_all(log, topics.lifecycle) == []
         assert await log.group_offsets("txn", topics.probe_requests) == {}
-        # the consumer recovers: the same commit, retried without the bad record, goes through
-        await worker.commit(done, good)
-    assert [r.value for r in await read_all(log, topics.lifecycle)] == [o.value for o in good]
+
+        await worker.commit(done, outputs)  # the retry goes through, once
+    assert [r.value for r in await read_all(log, topics.lifecycle)] == [o.value for o in outputs]
     assert await log.group_offsets("txn", topics.probe_requests) == {
         p: o for (_, p), o in done.items()
     }
     async with log.consumer("reader", [topics.lifecycle]) as reader:
         seen = await drain(reader, 3)
-    assert [r.value for r in seen] == [o.value for o in good]  # aborted copies skipped
+    assert [r.value for r in seen] == [o.value for o in outputs]  # aborted copies skipped
+
+
+async def test_an_oversized_output_fails_the_commit_and_publishes_nothing(
+    log: KafkaEventLog, topics: Topics
+) -> None:
+    await log.append(records(topics.probe_requests, ["p-2"], 1, tag="in"))
+    async with log.consumer("txn", [topics.probe_requests], transactional=True) as worker:
+        inputs = await drain(worker, 1)
+        good = OutRecord(topics.lifecycle, "p-2", b"fine")
+        too_large = OutRecord(topics.lifecycle, "p-2", b"x" * 2_000_000)
+        with pytest.raises(EventLogError, match="MessageSizeTooLarge") as err:
+            await worker.commit(next_offsets(inputs), [good, too_large])
+        assert not err.value.retriable
+        with pytest.raises(EventLogError, match="MessageSizeTooLarge"):
+            await log.append([good, too_large])
+        assert await read_all(log, topics.lifecycle) == []
+        assert await log.group_offsets("txn", topics.probe_requests) == {}
+        await worker.commit(next_offsets(inputs), [good])
+    assert [r.value for r in await read_all(log, topics.lifecycle)] == [b"fine"]
 
 
 async def test_transactional_outputs_and_offsets_appear_together(

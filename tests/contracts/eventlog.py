@@ -318,6 +318,22 @@ class EventLogContract:
         assert (topics.lifecycle, everything[0].partition) in assigned
         assert calls[-1] == ("revoke", assigned), "on_revoke runs when the consumer stops"
 
+    async def test_on_revoke_can_commit_what_was_finished(
+        self, log: EventLog, topics: Topics
+    ) -> None:
+        await log.append(records(topics.lifecycle, ["revoked"], 5))
+        finished: list[Record] = []
+
+        async def on_revoke(consumer: Consumer, tps: Sequence[TopicPartition]) -> None:
+            await consumer.commit(next_offsets(finished))
+
+        async with log.consumer("tidy", [topics.lifecycle], on_revoke=on_revoke) as consumer:
+            finished.extend(await drain(consumer, 5))
+        last = finished[-1]
+        assert await log.group_offsets("tidy", topics.lifecycle) == {
+            last.partition: last.offset + 1
+        }
+
     async def test_an_error_in_on_assign_is_raised_by_poll(
         self, log: EventLog, topics: Topics
     ) -> None:

@@ -1,0 +1,382 @@
+"""Telemetry over real HTTP: the PostHog SDK's own requests land on a local capture server.
+
+End to end through ``auditrec serve`` (on-demand and watchdog failures, restarts, shadow mode,
+PostHog hanging), and the component alone with short timeouts for retries and giving up.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from consumers.metrics import REGISTRY
+from consumers.operations import Operations
+from consumers.publishing import validate_items
+from consumers.runner import Runtime, Service
+from consumers.settings import load_settings
+from consumers.simulator import SimulatorServer
+from consumers.telemetry import EVENT_NAME, Telemetry
+
+from .conftest import (
+    API_AND_PIPELINE,
+    CaptureServer,
+    LiveServer,
+    envelope,
+    publish,
+    server_settings,
+    started,
+    unique,
+    wait_for,
+)
+
+OOM = {"name": "Error", "message": "Worker exceeded memory limit."}
+EVERYTHING = [*API_AND_PIPELINE, "watchdog", "telemetry"]
+
+
+def counted(result: str) -> float:
+    return REGISTRY.get_sample_value("auditrec_telemetry_total", {"result": result}) or 0.0
+
+
+def telemetry_settled(live: LiveServer) -> None:
+    """Wait until the server's telemetry consumer has read everything and tried every event."""
+    component = live.component("telemetry")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if live.call(component.idle) and not component.pending:
+            return
+        time.sleep(0.05)
+    raise AssertionError("telemetry did not settle")
+
+
+def failure_event(live: LiveServer, audit_id: str) -> dict[str, Any]:
+    with live.client() as client:
+        steps = client.get(f"/audits/{audit_id}/events").json()["events"]
+    [failed] = [s for s in steps if s["type"] == "AuditFailed"]
+    return failed  # type: ignore[no-any-return]
+
+
+def same_instant(a: str, b: str) -> bool:
+    return datetime.fromisoformat(a.replace("Z", "+00:00")) == datetime.fromisoformat(
+        b.replace("Z", "+00:00")
+    )
+
+
+def test_an_on_demand_failure_sends_one_exact_event_and_a_restart_does_not_resend(
+    tmp_path: Path, simulator: SimulatorServer, capture: CaptureServer
+) -> None:
+    settings = server_settings(
+        tmp_path, simulator, posthog_api_key="phc_test_key", posthog_host=capture.url
+    )
+    audit_id = unique("tele")
+    simulator.sim.set_instance(f"wf-{audit_id}", "errored", error=OOM)
+    sent_before = counted("sent")
+
+    with LiveServer(EVERYTHING, **settings) as live:
+        live.wait_pipeline_live()
+        with live.client() as client:
+            publish(
+                client,
+                started(audit_id, organization_id="org-42", started_by_user_id="user-7"),
+                envelope(
+                    "AuditProgressed",
+                    audit_id,
+                    {"current_phase": "crawl", "pages_crawled": 40, "pages_total": 120},
+                ),
+            )
+            wait_for(client, audit_id, lambda r: r["version"] == 2)
+            body = client.get(f"/audits/{audit_id}").json()
+            assert body["status"] == "failed" and body["error_code"] == "oom"
+        [event] = capture.wait_delivered(1)
+        failed = failure_event(live, audit_id)
+        telemetry_settled(live)
+
+    assert event["event"] == EVENT_NAME
+    assert event["path"] == "/batch/"
+    assert event["api_key"] == "phc_test_key"
+    assert event["distinct_id"] == "user-7"
+    assert event["uuid"] == failed["event_id"]
+    assert same_instant(event["timestamp"], failed["occurred_at"])
+    props = event["properties"]
+    assert {k: props[k] for k in (
+        "audit_id", "project_id", "status", "reconciled_by", "error_code", "failed_phase",
+        "pages_crawled", "pages_total",
+    )} == {
+        "audit_id": audit_id, "project_id": f"proj-{audit_id}", "status": "failed",
+        "reconciled_by": "on_demand", "error_code": "oom", "failed_phase": "crawl",
+        "pages_crawled": 40, "pages_total": 120,
+    }  # fmt: skip
+    assert props["$groups"] == {"organization": "org-42"}
+    assert "$process_person_profile" not in props
+    assert counted("sent") == sent_before + 1
+
+    attempts = capture.attempts
+    with LiveServer(EVERYTHING, **settings) as again:  # same event log and database
+        again.wait_pipeline_live()
+        telemetry_settled(again)
+        time.sleep(0.3)
+    assert capture.attempts == attempts
+    assert len(capture.delivered()) == 1
+
+
+def test_a_watchdog_failure_is_sent_and_failures_the_workflow_reported_are_not(
+    tmp_path: Path, simulator: SimulatorServer, capture: CaptureServer
+) -> None:
+    settings = server_settings(
+        tmp_path, simulator, posthog_api_key="phc_test_key", posthog_host=capture.url
+    )
+    dead, by_workflow, done = unique("dead"), unique("wf-reported"), unique("done")
+    simulator.sim.set_instance(f"wf-{dead}", "terminated")
+    with LiveServer(EVERYTHING, **settings) as live:
+        live.wait_pipeline_live()
+        with live.client() as client:
+            publish(
+                client,
+                started(dead, minutes_ago=40, started_by_user_id=None, organization_id=None),
+                started(by_workflow, minutes_ago=40),
+                envelope(
+                    "AuditFailed",
+                    by_workflow,
+                    {"error_code": "oom", "error_detail": "killed", "failed_by": "workflow"},
+                ),
+                started(done, minutes_ago=40),
+                envelope("AuditCompleted", done, {"pages_crawled": 100}),
+                # a reconciler decision on an audit already completed is recorded, not applied
+                envelope(
+                    "AuditFailed",
+                    done,
+                    {
+                        "error_code": "instance_lost",
+                        "error_detail": "late",
+                        "failed_by": "reconciler",
+                        "reconciled_by": "watchdog",
+                    },
+                ),
+            )
+            wait_for(client, done, lambda r: r["version"] == 3)
+            summary = client.post("/sweep").json()
+            assert summary["failed"] == {"workflow_terminated": 1}
+        [event] = capture.wait_delivered(1)
+        telemetry_settled(live)
+        time.sleep(0.3)
+
+    assert len(capture.delivered()) == 1
+    assert event["properties"]["audit_id"] == dead
+    assert event["properties"]["reconciled_by"] == "watchdog"
+    assert event["properties"]["error_code"] == "workflow_terminated"
+    # no user: the audit id, and no person profile; no organization: no group
+    assert event["distinct_id"] == dead
+    assert event["properties"]["$process_person_profile"] is False
+    assert "$groups" not in event["properties"]
+
+
+def test_shadow_mode_sends_nothing(
+    tmp_path: Path, simulator: SimulatorServer, capture: CaptureServer
+) -> None:
+    settings = server_settings(
+        tmp_path, simulator, posthog_api_key="k", posthog_host=capture.url, mode="shadow"
+    )
+    audit_id = unique("shadow")
+    simulator.sim.set_instance(f"wf-{audit_id}", "errored", error=OOM)
+    with LiveServer(EVERYTHING, **settings) as live:
+        live.wait_pipeline_live()
+        with live.client() as client:
+            publish(client, started(audit_id))
+            wait_for(client, audit_id)
+            body = client.get(f"/audits/{audit_id}").json()
+            assert body["status"] == "running"
+            assert body["reconciliation"]["result"] == "would_fail"
+        telemetry_settled(live)
+    assert capture.attempts == 0
+
+
+def test_posthog_hanging_never_delays_reconciliation_and_the_event_follows(
+    tmp_path: Path, simulator: SimulatorServer, capture: CaptureServer
+) -> None:
+    settings = server_settings(tmp_path, simulator, posthog_api_key="k", posthog_host=capture.url)
+    first, second = unique("hang"), unique("hang")
+    for audit_id in (first, second):
+        simulator.sim.set_instance(f"wf-{audit_id}", "errored", error=OOM)
+    capture.mode, capture.hang_seconds = "hang", 1.5
+    with LiveServer(EVERYTHING, **settings) as live:
+        live.wait_pipeline_live()
+        with live.client() as client:
+            publish(client, started(first), started(second))
+            wait_for(client, second)
+            for audit_id in (first, second):
+                began = time.monotonic()
+                assert client.get(f"/audits/{audit_id}").json()["status"] == "failed"
+                assert time.monotonic() - began < 3
+        deadline = time.monotonic() + 10
+        while capture.attempts < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert capture.delivered() == []
+        capture.mode = "ok"
+        events = capture.wait_delivered(2, timeout=20)
+        telemetry_settled(live)
+    assert sorted(e["properties"]["audit_id"] for e in events) == sorted([first, second])
+    assert len(capture.delivered()) == 2
+
+
+# --- the component alone, with short timeouts ----------------------------------------------
+
+
+@pytest.fixture
+async def runtime(tmp_path: Path, capture: CaptureServer) -> AsyncIterator[Runtime]:
+    settings = load_settings(
+        event_log_url=f"sqlite:///{tmp_path}/events.db",
+        database_url=f"sqlite:///{tmp_path}/audits.db",
+        topic_prefix=f"t{uuid.uuid4().hex[:8]}",
+        posthog_api_key="phc_unit",
+        posthog_host=capture.url,
+    )
+    async with Runtime(settings) as rt:
+        yield rt
+
+
+async def fail_audits(rt: Runtime, *audit_ids: str) -> None:
+    """Start each audit and report its workflow errored: the reconciler fails it."""
+    now = datetime.now(UTC)
+    raw = []
+    for audit_id in audit_ids:
+        raw.append(started(audit_id))
+        raw.append(
+            envelope(
+                "WorkflowStatusObserved",
+                audit_id,
+                {
+                    "workflow_instance_id": f"wf-{audit_id}",
+                    "status": "errored",
+                    "error": OOM,
+                    "trigger": "watchdog",
+                    "observed_at": (now + timedelta(seconds=1)).isoformat(),
+                },
+            )
+        )
+    await Operations(rt).publish(validate_items(raw, producer="test"))
+    async with Service(rt, ["reconciler"]) as service:
+        assert await service.drain(timeout=20)
+
+
+def telemetry(rt: Runtime, **options: Any) -> Telemetry:
+    t = Telemetry(
+        rt.log,
+        rt.store,
+        rt.settings,
+        send_timeout=options.pop("send_timeout", 0.5),
+        retry_base=0.05,
+        retry_cap=0.2,
+        **options,
+    )
+    t.poll_timeout = 0.05
+    return t
+
+
+async def step_until(t: Telemetry, done: Callable[[], bool], timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        await t.step()
+
+
+async def committed(rt: Runtime) -> int:
+    offsets = await rt.log.group_offsets(Telemetry.group, rt.topics.lifecycle)
+    return sum(offsets.values())
+
+
+async def test_posthog_down_is_retried_then_delivered_once_and_counted(
+    runtime: Runtime, capture: CaptureServer
+) -> None:
+    await fail_audits(runtime, "down-1", "down-2")
+    capture.mode = "down"
+    retried, sent = counted("retried"), counted("sent")
+    async with telemetry(runtime) as t:
+        await step_until(t, lambda: capture.attempts >= 3)
+        assert capture.delivered() == []
+        assert counted("retried") >= retried + 3
+        assert len(t.pending) == 2
+        # offsets stay before the first undelivered event: a restart would retry it
+        assert await committed(runtime) == t.pending[0].offset
+        capture.mode = "ok"
+        await step_until(t, lambda: not t.pending)
+        assert await t.idle()
+    events = capture.delivered()
+    assert sorted(e["properties"]["audit_id"] for e in events) == ["down-1", "down-2"]
+    assert len({e["uuid"] for e in events}) == 2
+    assert counted("sent") == sent + 2
+    assert await committed(runtime) == sum((await runtime.log.end_offsets(runtime.topics.lifecycle)).values())
+
+
+async def test_a_slow_posthog_times_out_and_is_retried(
+    runtime: Runtime, capture: CaptureServer
+) -> None:
+    await fail_audits(runtime, "slow-1")
+    capture.mode, capture.hang_seconds = "hang", 1.0
+    async with telemetry(runtime, send_timeout=0.2) as t:
+        began = time.monotonic()
+        await t.step()
+        assert time.monotonic() - began < 2.5  # bounded by the send timeout
+        assert capture.delivered() == [] and len(t.pending) == 1
+        capture.mode = "ok"
+        await step_until(t, lambda: not t.pending)
+    assert [e["properties"]["audit_id"] for e in capture.delivered()] == ["slow-1"]
+
+
+async def test_a_restart_does_not_resend_what_was_delivered(
+    runtime: Runtime, capture: CaptureServer
+) -> None:
+    await fail_audits(runtime, "again-1")
+    async with telemetry(runtime) as t:
+        await step_until(t, lambda: t.sent == 1)
+    assert len(capture.delivered()) == 1
+    attempts = capture.attempts
+
+    async with telemetry(runtime) as t2:
+        for _ in range(5):
+            await t2.step()
+        assert await t2.idle()
+    assert capture.attempts == attempts
+
+    # Even re-reading the whole log (offsets lost), what was sent is remembered.
+    skipped = counted("skipped")
+    async with telemetry(runtime) as t3:
+        assert t3.consumer is not None
+        await t3.step()
+        t3.consumer.seek((runtime.topics.lifecycle, 0), 0)
+        t3.partitions.clear()
+        for _ in range(5):
+            await t3.step()
+    assert capture.attempts == attempts
+    assert counted("skipped") == skipped + 1
+
+
+async def test_an_event_is_given_up_after_max_attempts(
+    runtime: Runtime, capture: CaptureServer
+) -> None:
+    await fail_audits(runtime, "lost-1")
+    capture.mode = "down"
+    failed = counted("failed")
+    async with telemetry(runtime, max_attempts=3) as t:
+        await step_until(t, lambda: counted("failed") > failed)
+        assert t.pending == []
+    assert capture.attempts == 3
+    assert counted("failed") == failed + 1
+    assert await committed(runtime) == sum((await runtime.log.end_offsets(runtime.topics.lifecycle)).values())
+
+
+async def test_without_an_api_key_telemetry_cannot_be_built(tmp_path: Path) -> None:
+    from projections.errors import ConfigError
+
+    settings = load_settings(
+        event_log_url=f"sqlite:///{tmp_path}/e.db", database_url=f"sqlite:///{tmp_path}/d.db"
+    )
+    async with Runtime(settings) as rt:
+        with pytest.raises(ConfigError, match="POSTHOG_API_KEY"):
+            Telemetry(rt.log, rt.store, settings)
+        async with Service(rt, ["telemetry"]) as service:
+            assert service.components == {}
