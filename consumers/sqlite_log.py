@@ -9,6 +9,7 @@ processes may share the file: writers serialise on SQLite's write lock (WAL mode
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
@@ -130,7 +131,7 @@ class SQLiteEventLog(EventLog):
                 next_offsets[rec.topic] = 0 if row[0] is None else row[0] + 1
             offset = next_offsets[rec.topic]
             next_offsets[rec.topic] = offset + 1
-            headers = json.dumps([[k, v.decode("utf-8", "replace")] for k, v in rec.headers])
+            headers = json.dumps([[k, base64.b64encode(v).decode()] for k, v in rec.headers])
             rows.append((rec.topic, offset, rec.key, rec.value, headers, now))
         self.conn.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?)", rows)
 
@@ -169,7 +170,7 @@ class SQLiteEventLog(EventLog):
         args.append(limit)
         out = []
         for offset, key, value, headers, ts in self.conn.execute(sql, args):
-            hdrs = tuple((k, v.encode()) for k, v in json.loads(headers))
+            hdrs = tuple((k, base64.b64decode(v)) for k, v in json.loads(headers))
             out.append(Record(topic, 0, offset, key, bytes(value), hdrs, ts))
         return out
 

@@ -1,7 +1,7 @@
 """The audit row (DESIGN §6) and the pure projection ``project(row, event) -> row``.
 
 A row is the audit's :class:`~statemachine.state.AuditState` plus bookkeeping: ``version``
-(events recorded for the audit), ``last_event_id`` and ``updated_at`` (set by the store when
+(events recorded for the audit since its ``AuditStarted``), ``last_event_id`` and ``updated_at`` (set by the store when
 it writes). ``project`` is ``evolve`` plus that bookkeeping, so the table is exactly the fold of
 the log.
 """
@@ -87,9 +87,13 @@ class AuditRow:
 def project(row: AuditRow | None, event: AuditEvent) -> AuditRow:
     """The row after ``event``: pure, total, and equal to ``evolve`` on the state."""
     state = row.state if row is not None else AuditState(audit_id=event.audit_id)
+    after = evolve(state, event)
+    # Events before the audit exists are history only: they do not count, so the row does not
+    # depend on how the log was cut into batches.
+    counted = 1 if after.exists else 0
     return AuditRow(
-        state=evolve(state, event),
-        version=(row.version if row is not None else 0) + 1,
+        state=after,
+        version=(row.version if row is not None else 0) + counted,
         last_event_id=event.event_id,
         updated_at=row.updated_at if row is not None else None,
     )

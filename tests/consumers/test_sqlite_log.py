@@ -28,14 +28,6 @@ class TestSQLiteEventLog(EventLogContract):
 
         return make
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="SQLiteEventLog stores header values as UTF-8 text (decode 'replace'): "
-        "non-UTF-8 header bytes come back as U+FFFD",
-    )
-    async def test_binary_header_values_round_trip(self, log: EventLog, topics: Topics) -> None:
-        await super().test_binary_header_values_round_trip(log, topics)
-
 
 @pytest.fixture
 async def log(tmp_path: Path) -> AsyncIterator[SQLiteEventLog]:

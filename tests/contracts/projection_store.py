@@ -294,12 +294,6 @@ class ProjectionStoreContract:
         for audit_id, row in expected.items():
             assert same_row(stored[audit_id], row), (stored[audit_id], row)
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="the adapters write a row only once the audit exists, so events recorded "
-        "before its AuditStarted count in `version` only when they arrive in the same "
-        "batch: the projection depends on batch boundaries (a rebuild can differ)",
-    )
     async def test_version_does_not_depend_on_batch_boundaries(
         self, store: ProjectionStore
     ) -> None:
