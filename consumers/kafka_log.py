@@ -548,15 +548,14 @@ class KafkaConsumer(Consumer):
     async def poll(self, max_records: int = 1000, timeout: float = 1.0) -> list[Record]:
         consumer = self._running()
         self._raise_callback_error()
-        try:
-            with _translate(f"poll group {self.group} on {self.topics}"):
-                # getmany waits for a rebalance to finish regardless of its timeout
+        with _translate(f"poll group {self.group} on {self.topics}"):
+            try:  # getmany waits for a rebalance to finish regardless of its timeout
                 batches = await asyncio.wait_for(
                     consumer.getmany(timeout_ms=int(timeout * 1000), max_records=max_records),
-                    timeout + 0.5,
+                    None,
                 )
-        except TimeoutError:
-            return []
+            except TimeoutError:
+                return []
         self._raise_callback_error()
         out: list[Record] = []
         for msgs in batches.values():

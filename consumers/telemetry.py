@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -105,6 +106,23 @@ class _Pending:
     attempts: int = 0
 
 
+class _NoTraceback(logging.Filter):
+    """The SDK logs every failed sync send with a traceback; we log the retry ourselves."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and "Error in capture" in record.getMessage()[:40]:
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def _quiet_sdk_errors() -> None:
+    sdk = logging.getLogger("posthog")
+    if not any(isinstance(f, _NoTraceback) for f in sdk.filters):
+        sdk.addFilter(_NoTraceback())
+
+
 def build_client(settings: Settings, *, timeout: float) -> Any:
     """A PostHog client that sends synchronously (``capture`` returns the uuid once PostHog
     answered 200) over the v0 ``/batch/`` protocol, whatever ``POSTHOG_CAPTURE_MODE`` says."""
@@ -118,6 +136,7 @@ def build_client(settings: Settings, *, timeout: float) -> Any:
         "timeout": timeout,
         "max_retries": 0,  # retried here, with backoff, without blocking the consumer
     }
+    _quiet_sdk_errors()
     accepted = inspect.signature(Posthog.__init__).parameters
     if "capture_mode" in accepted:
         options["capture_mode"] = "v0"
@@ -202,7 +221,10 @@ class Telemetry(LogConsumer):
             log.info("partition assigned", partition=tp[1], committed=start, running=len(states))
 
     async def on_revoke(self, consumer: Consumer, partitions: Sequence[TopicPartition]) -> None:
-        await self._commit([])
+        try:
+            await self._commit([])
+        except Exception as exc:  # the next owner re-reads from the last commit: no loss
+            log.warning("commit on revoke failed", error=str(exc))
         gone = set(partitions)
         self.pending = [p for p in self.pending if p.tp not in gone]
         for tp in gone:

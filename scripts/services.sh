@@ -412,6 +412,14 @@ cmd_down() {
     pg_down
 }
 
+cmd_kafka_restart() { # for fault tests: stop our broker and start it again on the same data
+    with_lock
+    [ -n "$(kafka_ours_pid || true)" ] || die "the Kafka broker on $HOST:$KAFKA_PORT was not started by this script"
+    kafka_down
+    kafka_up
+    kafka_wait_ready
+}
+
 cmd_status() {
     local ok=0
     pg_pick_dir
@@ -440,5 +448,8 @@ case "${1:-}" in
     down) cmd_down ;;
     status) cmd_status ;;
     env) print_env ;;
-    *) echo "usage: $0 up|down|status|env" >&2; exit 2 ;;
+    kafka-stop) with_lock; kafka_down ;;
+    kafka-start) with_lock; kafka_up; kafka_wait_ready ;;
+    kafka-restart) cmd_kafka_restart ;;
+    *) echo "usage: $0 up|down|status|env|kafka-stop|kafka-start|kafka-restart" >&2; exit 2 ;;
 esac

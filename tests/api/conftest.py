@@ -62,7 +62,9 @@ class LiveServer:
 
     def start(self) -> LiveServer:
         self.port = free_port()
-        self.settings = load_settings(**{"api_host": "127.0.0.1", "api_port": self.port, **self.overrides})
+        self.settings = load_settings(
+            **{"api_host": "127.0.0.1", "api_port": self.port, **self.overrides}
+        )
         self._ready.clear()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
         self._thread.start()
@@ -91,9 +93,7 @@ class LiveServer:
 
     def _started(self, service: Service) -> bool:
         server = service._api_server
-        if "api" in self.components and (server is None or not server.started):
-            return False
-        return True
+        return "api" not in self.components or (server is not None and server.started)
 
     def call(self, make: Callable[[], Awaitable[T]], timeout: float = 30) -> T:
         """Run a coroutine in the server's event loop (for what HTTP does not show)."""
@@ -137,9 +137,7 @@ class LiveServer:
         self.stop()
 
 
-def server_settings(
-    tmp: Path, simulator: SimulatorServer, **extra: Any
-) -> dict[str, Any]:
+def server_settings(tmp: Path, simulator: SimulatorServer, **extra: Any) -> dict[str, Any]:
     return {
         "event_log_url": f"sqlite:///{tmp}/events.db",
         "database_url": f"sqlite:///{tmp}/audits.db",
@@ -156,7 +154,9 @@ def server_settings(
 # --- building events ------------------------------------------------------------------------
 
 
-def envelope(kind: str, audit_id: str, data: dict[str, Any], *, at: datetime | None = None, **extra: Any) -> dict[str, Any]:
+def envelope(
+    kind: str, audit_id: str, data: dict[str, Any], *, at: datetime | None = None, **extra: Any
+) -> dict[str, Any]:
     body: dict[str, Any] = {"type": kind, "audit_id": audit_id, "producer": "test", "data": data}
     if at is not None:
         body["occurred_at"] = at.isoformat()
@@ -194,7 +194,10 @@ def publish(client: httpx.Client, *events: dict[str, Any]) -> list[str]:
 
 
 def wait_for(
-    client: httpx.Client, audit_id: str, check: Callable[[dict[str, Any]], bool] = lambda r: True, timeout: float = 10
+    client: httpx.Client,
+    audit_id: str,
+    check: Callable[[dict[str, Any]], bool] = lambda r: True,
+    timeout: float = 10,
 ) -> dict[str, Any]:
     """The audit (not probed) once the projection shows it and ``check`` holds."""
     deadline = time.monotonic() + timeout
@@ -249,7 +252,9 @@ class CaptureServer:
                 with capture._lock:
                     capture.requests.append({"path": self.path, "body": doc})
                     for event in doc.get("batch", []):
-                        capture.events.append({**event, "api_key": doc.get("api_key"), "path": self.path})
+                        capture.events.append(
+                            {**event, "api_key": doc.get("api_key"), "path": self.path}
+                        )
                 self._answer(200, {"status": 1})
 
             def _answer(self, status: int, body: dict[str, Any]) -> None:

@@ -54,7 +54,7 @@ def lifecycle_end(live: LiveServer) -> int:
 
 # --- GET /audits/{id}: on-demand reconciliation per workflow state and fault -----------------
 
-ERRORED_OOM = {"name": "Error", "message": "Worker exceeded memory limit."}
+ERRORED_OOM: dict[str, str | None] = {"name": "Error", "message": "Worker exceeded memory limit."}
 NOW = object()
 LONG_AGO = object()
 
@@ -334,47 +334,47 @@ def test_history_explains_each_event_like_replay(
 def test_list_paginates_newest_first_with_an_opaque_cursor(
     tmp_path: Path, simulator: SimulatorServer
 ) -> None:
-    with LiveServer(["api", "projector"], **server_settings(tmp_path, simulator)) as live:
-        with live.client() as client:
-            ids = [f"page-{i}" for i in range(7)]
-            publish(client, *[started(a, minutes_ago=10 * (i + 1)) for i, a in enumerate(ids)])
-            publish(
-                client,
-                envelope("AuditCompleted", "page-2", {"pages_crawled": 100}),
-                envelope("AuditCompleted", "page-5", {}),
-            )
-            wait_for(client, "page-5", lambda r: r["status"] == "completed")
-            wait_for(client, "page-2", lambda r: r["status"] == "completed")
+    settings = server_settings(tmp_path, simulator)
+    with LiveServer(["api", "projector"], **settings) as live, live.client() as client:
+        ids = [f"page-{i}" for i in range(7)]
+        publish(client, *[started(a, minutes_ago=10 * (i + 1)) for i, a in enumerate(ids)])
+        publish(
+            client,
+            envelope("AuditCompleted", "page-2", {"pages_crawled": 100}),
+            envelope("AuditCompleted", "page-5", {}),
+        )
+        wait_for(client, "page-5", lambda r: r["status"] == "completed")
+        wait_for(client, "page-2", lambda r: r["status"] == "completed")
 
-            seen: list[str] = []
-            cursor = None
-            pages = 0
-            while True:
-                params: dict[str, Any] = {"limit": 3}
-                if cursor:
-                    params["cursor"] = cursor
-                body = client.get("/audits", params=params).json()
-                seen += [a["audit_id"] for a in body["audits"]]
-                pages += 1
-                cursor = body["next_cursor"]
-                if cursor is None:
-                    break
-            assert seen == ids  # page-0 started last: newest first
-            assert pages == 3
+        seen: list[str] = []
+        cursor = None
+        pages = 0
+        while True:
+            params: dict[str, Any] = {"limit": 3}
+            if cursor:
+                params["cursor"] = cursor
+            body = client.get("/audits", params=params).json()
+            seen += [a["audit_id"] for a in body["audits"]]
+            pages += 1
+            cursor = body["next_cursor"]
+            if cursor is None:
+                break
+        assert seen == ids  # page-0 started last: newest first
+        assert pages == 3
 
-            done = client.get("/audits", params={"status": "completed"}).json()
-            assert [a["audit_id"] for a in done["audits"]] == ["page-2", "page-5"]
-            assert done["next_cursor"] is None
-            exact = client.get("/audits", params={"limit": 7}).json()
-            assert len(exact["audits"]) == 7 and exact["next_cursor"] is None
+        done = client.get("/audits", params={"status": "completed"}).json()
+        assert [a["audit_id"] for a in done["audits"]] == ["page-2", "page-5"]
+        assert done["next_cursor"] is None
+        exact = client.get("/audits", params={"limit": 7}).json()
+        assert len(exact["audits"]) == 7 and exact["next_cursor"] is None
 
-            for bad in ("not-a-cursor", base64.urlsafe_b64encode(b'["x", 1]').decode(), "%%%"):
-                response = client.get("/audits", params={"cursor": bad})
-                assert response.status_code == 422
-                assert any("cursor" in line for line in response.json()["detail"])
-            assert client.get("/audits", params={"status": "bogus"}).status_code == 422
-            assert client.get("/audits", params={"limit": 0}).status_code == 422
-            assert client.get("/audits", params={"limit": 1001}).status_code == 422
+        for bad in ("not-a-cursor", base64.urlsafe_b64encode(b'["x", 1]').decode(), "%%%"):
+            response = client.get("/audits", params={"cursor": bad})
+            assert response.status_code == 422
+            assert any("cursor" in line for line in response.json()["detail"])
+        assert client.get("/audits", params={"status": "bogus"}).status_code == 422
+        assert client.get("/audits", params={"limit": 0}).status_code == 422
+        assert client.get("/audits", params={"limit": 1001}).status_code == 422
 
 
 # --- POST /events ------------------------------------------------------------------------
@@ -475,17 +475,17 @@ def test_sweep_returns_its_summary_when_the_outcomes_are_in(
 def test_without_a_pipeline_sweep_is_503_and_status_says_why(
     tmp_path: Path, simulator: SimulatorServer
 ) -> None:
-    with LiveServer(["api", "projector"], **server_settings(tmp_path, simulator)) as live:
-        with live.client() as client:
-            audit_id = unique("alone")
-            publish(client, started(audit_id))
-            wait_for(client, audit_id)
-            sweep = client.post("/sweep")
-            assert sweep.status_code == 503
-            assert "auditrec serve" in sweep.json()["detail"]
-            body = client.get(f"/audits/{audit_id}").json()
-            assert body["status"] == "running" and body["reconciliation"] is None
-            assert "not reconciled" in body["note"]
+    settings = server_settings(tmp_path, simulator)
+    with LiveServer(["api", "projector"], **settings) as live, live.client() as client:
+        audit_id = unique("alone")
+        publish(client, started(audit_id))
+        wait_for(client, audit_id)
+        sweep = client.post("/sweep")
+        assert sweep.status_code == 503
+        assert "auditrec serve" in sweep.json()["detail"]
+        body = client.get(f"/audits/{audit_id}").json()
+        assert body["status"] == "running" and body["reconciliation"] is None
+        assert "not reconciled" in body["note"]
 
 
 # --- health, readiness, metrics, docs -----------------------------------------------------
@@ -529,9 +529,13 @@ def test_readyz_names_what_is_unreachable(tmp_path: Path, simulator: SimulatorSe
 
 def test_openapi_and_docs(client: httpx.Client) -> None:
     schema = client.get("/openapi.json").json()
-    assert {"/audits/{audit_id}", "/audits", "/audits/{audit_id}/events", "/events", "/sweep"} <= set(
-        schema["paths"]
-    )
+    assert {
+        "/audits/{audit_id}",
+        "/audits",
+        "/audits/{audit_id}/events",
+        "/events",
+        "/sweep",
+    } <= set(schema["paths"])
     body = schema["paths"]["/events"]["post"]["requestBody"]["content"]["application/json"]
     assert "EventEnvelope" in str(body["schema"])
     assert "AuditStarted" in schema["components"]["schemas"]
@@ -567,14 +571,17 @@ def guarded(
 
 @pytest.mark.parametrize(("method", "path"), GUARDED)
 @pytest.mark.parametrize(
-    "authorization", [None, "Bearer wrong", "Bearer tok-alph", "Basic dG9rLWFscGhhOg==", "tok-alpha"]
+    "authorization",
+    [None, "Bearer wrong", "Bearer tok-alph", "Basic dG9rLWFscGhhOg==", "tok-alpha"],
 )
 def test_every_route_but_health_and_metrics_needs_a_token(
     guarded: LiveServer, method: str, path: str, authorization: str | None
 ) -> None:
     headers = {"authorization": authorization} if authorization else {}
     with httpx.Client(base_url=guarded.url) as client:
-        response = client.request(method, path, headers=headers, json=[] if method == "POST" else None)
+        response = client.request(
+            method, path, headers=headers, json=[] if method == "POST" else None
+        )
     assert response.status_code == 401
     assert response.headers["www-authenticate"] == "Bearer"
     assert "tok-" not in response.text
@@ -614,7 +621,9 @@ def test_bodies_beyond_the_limit_are_413_and_publish_nothing(guarded: LiveServer
                 yield (b"," if i else b"") + httpx.Response(200, json=item).content
             yield b"]"
 
-        streamed = client.post("/events", content=chunks(), headers={"content-type": "application/json"})
+        streamed = client.post(
+            "/events", content=chunks(), headers={"content-type": "application/json"}
+        )
         assert streamed.status_code == 413
         small = client.post("/events", json=big[:1])
         assert small.status_code == 202

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 import schemathesis
-from schemathesis import GenerationMode
 from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -96,7 +96,7 @@ def test_no_server_errors(api_schema: Any, method: str, path: str, mode: Generat
         derandomize=True,
         database=None,
     )
-    def run(case: schemathesis.Case) -> None:
+    def run(case: Any) -> None:
         case.call_and_validate(headers=headers, timeout=15, checks=CHECKS)
 
     run()

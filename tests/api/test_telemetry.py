@@ -35,7 +35,7 @@ from .conftest import (
     wait_for,
 )
 
-OOM = {"name": "Error", "message": "Worker exceeded memory limit."}
+OOM: dict[str, str | None] = {"name": "Error", "message": "Worker exceeded memory limit."}
 EVERYTHING = [*API_AND_PIPELINE, "watchdog", "telemetry"]
 
 
@@ -309,7 +309,9 @@ async def test_posthog_down_is_retried_then_delivered_once_and_counted(
     assert sorted(e["properties"]["audit_id"] for e in events) == ["down-1", "down-2"]
     assert len({e["uuid"] for e in events}) == 2
     assert counted("sent") == sent + 2
-    assert await committed(runtime) == sum((await runtime.log.end_offsets(runtime.topics.lifecycle)).values())
+    assert await committed(runtime) == sum(
+        (await runtime.log.end_offsets(runtime.topics.lifecycle)).values()
+    )
 
 
 async def test_a_slow_posthog_times_out_and_is_retried(
@@ -366,7 +368,9 @@ async def test_an_event_is_given_up_after_max_attempts(
         assert t.pending == []
     assert capture.attempts == 3
     assert counted("failed") == failed + 1
-    assert await committed(runtime) == sum((await runtime.log.end_offsets(runtime.topics.lifecycle)).values())
+    assert await committed(runtime) == sum(
+        (await runtime.log.end_offsets(runtime.topics.lifecycle)).values()
+    )
 
 
 async def test_without_an_api_key_telemetry_cannot_be_built(tmp_path: Path) -> None:

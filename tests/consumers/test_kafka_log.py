@@ -317,3 +317,32 @@ async def test_a_consumer_resumes_after_its_last_transactional_commit(
     finally:
         await other.stop()
     assert [r.value for r in rest] == [r.value for r in inputs[4:]]
+
+
+async def test_poll_returns_after_its_timeout_while_the_group_rebalances(
+    log: KafkaEventLog, topics: Topics
+) -> None:
+    revoking = asyncio.Event()
+    revoked = asyncio.Event()
+
+    async def slow_revoke(consumer: Consumer, tps: Sequence[TopicPartition]) -> None:
+        if not revoking.is_set():
+            revoking.set()
+            await asyncio.sleep(2.0)  # e.g. committing a large batch
+            revoked.set()
+
+    async with log.consumer("slow", [topics.lifecycle], on_revoke=slow_revoke) as one:
+        await until_assigned(one)
+        two = log.consumer("slow", [topics.lifecycle])
+        joining = asyncio.create_task(two.start())  # makes the group rebalance
+        try:
+            durations = []
+            while not revoked.is_set():
+                began = time.monotonic()
+                assert await one.poll(timeout=0.3) == []
+                durations.append(time.monotonic() - began)
+            assert revoking.is_set() and len(durations) >= 3, durations
+            assert max(durations) < 1.0, durations  # the rebalance did not hold poll up
+            await joining
+        finally:
+            await two.stop()
