@@ -24,6 +24,9 @@ problems for 422 (each naming the item, parameter or field), a sentence otherwis
 errors are summarised, never echoed with credentials.
 """
 
+# No `from __future__ import annotations`: FastAPI must evaluate the endpoints' annotations,
+# some of which (the token dependency) refer to names local to build_app.
+
 import asyncio
 import base64
 import binascii
@@ -67,7 +70,6 @@ __all__ = ["AUDIT_ID_PATTERN", "BodyLimit", "build_app", "decode_cursor", "encod
 log = structlog.get_logger("auditrec.api")
 
 AUDIT_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
-PUBLIC_PATHS = ("/healthz", "/readyz", "/metrics")
 READY_TIMEOUT = 3.0
 AuditIdPath = Annotated[
     str,

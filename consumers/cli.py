@@ -160,7 +160,9 @@ def serve(ctx: click.Context, only: str | None, until_idle: bool, host: str | No
         names = [n for n in names if n != "api"]
 
     async def work() -> int:
-        async with Runtime(settings) as rt, Service(rt, names) as service:
+        rt = Runtime(settings)
+        await rt.start(wait=300.0)
+        async with rt, Service(rt, names) as service:
             if until_idle:
                 drained = await service.run_until_idle()
                 return 0 if drained else 1

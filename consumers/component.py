@@ -8,6 +8,7 @@ calls it in a loop, retries retriable infrastructure errors with bounded backoff
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from types import TracebackType
@@ -66,6 +67,9 @@ class LogConsumer(Component):
         self.topic_names = list(topics)
         self.consumer: Consumer | None = None
         self.dead_lettered = 0
+        # Held from the moment a batch is polled until it is committed; a revocation waits
+        # for it, so partitions change hands only between batches.
+        self.batch_lock = asyncio.Lock()
 
     async def start(self) -> None:
         if self.consumer is not None:
@@ -74,7 +78,7 @@ class LogConsumer(Component):
             self.group,
             self.topic_names,
             on_assign=self.on_assign,
-            on_revoke=self.on_revoke,
+            on_revoke=self._revoked,
             transactional=self.transactional,
         )
         await self.consumer.start()
@@ -89,6 +93,10 @@ class LogConsumer(Component):
 
     async def on_revoke(self, consumer: Consumer, partitions: Sequence[tuple[str, int]]) -> None:
         pass
+
+    async def _revoked(self, consumer: Consumer, partitions: Sequence[tuple[str, int]]) -> None:
+        async with self.batch_lock:
+            await self.on_revoke(consumer, partitions)
 
     async def poll(self) -> list[Record]:
         assert self.consumer is not None, f"{self.name} is not started"

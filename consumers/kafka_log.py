@@ -552,7 +552,7 @@ class KafkaConsumer(Consumer):
             try:  # getmany waits for a rebalance to finish regardless of its timeout
                 batches = await asyncio.wait_for(
                     consumer.getmany(timeout_ms=int(timeout * 1000), max_records=max_records),
-                    None,
+                    timeout + 0.5,
                 )
             except TimeoutError:
                 return []

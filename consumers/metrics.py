@@ -67,7 +67,7 @@ OVERTURNED = Counter(
 )
 TELEMETRY = Counter(
     "auditrec_telemetry",
-    "PostHog events by result (sent, failed, skipped).",
+    "PostHog events by result (sent, retried, failed: given up, skipped: already sent).",
     ["result"],
     registry=REGISTRY,
 )

@@ -76,21 +76,26 @@ class Operations:
             raise NotFound(f"unknown audit {audit_id!r}")
         if not probe or row.status != "running":
             return StatusResult(row, probed=False)
+        task = self._inflight.get(audit_id)
+        if task is not None:  # a probe of this audit is under way: share its outcome
+            return await asyncio.shield(task)
         s = self.rt.settings
         now = self.rt.now()
         interval = s.on_demand_min_interval.total_seconds()
         last = row.state.last_observed_at
+        self._forget_requests_older_than(interval)
         recent = self._requested.get(audit_id)
-        if (last is not None and (now - last).total_seconds() < interval) or (
-            recent is not None and time.monotonic() - recent < interval
-        ):
+        if (last is not None and (now - last).total_seconds() < interval) or recent is not None:
             return StatusResult(row, probed=False, note="observed recently; not probed again")
-        task = self._inflight.get(audit_id)
-        if task is None:
-            task = asyncio.create_task(self._probe_now(row, inline))
-            self._inflight[audit_id] = task
-            task.add_done_callback(lambda _t: self._inflight.pop(audit_id, None))
+        task = asyncio.create_task(self._probe_now(row, inline))
+        self._inflight[audit_id] = task
+        task.add_done_callback(lambda _t: self._inflight.pop(audit_id, None))
         return await asyncio.shield(task)
+
+    def _forget_requests_older_than(self, interval: float) -> None:
+        cutoff = time.monotonic() - interval
+        for audit_id in [a for a, at in self._requested.items() if at < cutoff]:
+            del self._requested[audit_id]
 
     async def _probe_now(self, row: AuditRow, inline: bool) -> StatusResult:
         live = await self.pipeline_live()

@@ -29,7 +29,7 @@ from statemachine.events import (
 )
 
 from .component import LogConsumer
-from .eventlog import DecodeError, EventLog, OutRecord, decode_probe, describe, encode
+from .eventlog import DecodeError, EventLog, OutRecord, Record, decode_probe, describe, encode
 from .metrics import PROBE_BUDGET_LEFT, PROBES
 from .workflows import InstanceStatus, ProbeFailure, WorkflowsClient
 
@@ -64,6 +64,10 @@ class Probe(LogConsumer):
         records = await self.poll()
         if not records:
             return 0
+        async with self.batch_lock:
+            return await self._handle(records)
+
+    async def _handle(self, records: list[Record]) -> int:
         assert self.consumer is not None
         dlq: list[OutRecord] = []
         requests: list[ProbeRequested] = []

@@ -16,7 +16,7 @@ from projections.store import Position, ProjectionStore
 from statemachine.events import AuditEvent
 
 from .component import LogConsumer
-from .eventlog import Consumer, EventLog, OutRecord
+from .eventlog import Consumer, EventLog, OutRecord, Record
 from .metrics import EVENTS_PROJECTED
 
 __all__ = ["Projector"]
@@ -43,6 +43,10 @@ class Projector(LogConsumer):
         records = await self.poll()
         if not records:
             return 0
+        async with self.batch_lock:
+            return await self._handle(records)
+
+    async def _handle(self, records: list[Record]) -> int:
         assert self.consumer is not None
         dlq: list[OutRecord] = []
         batch: list[tuple[AuditEvent, Position]] = []

@@ -121,6 +121,10 @@ class Reconciler(LogConsumer):
         records = await self.poll()
         if not records:
             return 0
+        async with self.batch_lock:
+            return await self._handle(records)
+
+    async def _handle(self, records: list[Record]) -> int:
         assert self.consumer is not None
         outputs: list[OutRecord] = []
         dlq: list[OutRecord] = []

@@ -68,16 +68,35 @@ class Runtime:
             raise ConfigError(str(exc)) from None
         self.policy = settings.policy()
         self._client: Any = None
+        self._started = False
         self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
-    async def start(self, *, init: bool = True) -> None:
-        await self.log.start()
-        await self.store.start()
-        if init:
-            await self.log.init()
-            await self.store.init()
+    async def start(self, *, init: bool = True, wait: float = 0.0) -> None:
+        """Connect (and create topics/tables). With ``wait`` > 0, retriable failures (the
+        broker or the database not up yet) are retried with backoff for that many seconds."""
+        if self._started:
+            return
+        deadline = time.monotonic() + wait
+        backoff = 0.5
+        while True:
+            try:
+                await self.log.start()
+                await self.store.start()
+                if init:
+                    await self.log.init()
+                    await self.store.init()
+                self._started = True
+                return
+            except Exception as exc:
+                await self.stop()
+                if not getattr(exc, "retriable", False) or time.monotonic() + backoff > deadline:
+                    raise
+                log.warning("not ready; retrying", error=str(exc), retry_in=backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
 
     async def stop(self) -> None:
+        self._started = False
         if self._client is not None:
             await self._client.stop()
             self._client = None
