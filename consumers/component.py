@@ -99,8 +99,16 @@ class LogConsumer(Component):
             await self.on_revoke(consumer, partitions)
 
     async def poll(self) -> list[Record]:
+        """A batch: what arrives within ``poll_timeout``, topped up with what is already
+        fetched, up to ``max_records`` (larger batches mean fewer commits)."""
         assert self.consumer is not None, f"{self.name} is not started"
-        return await self.consumer.poll(self.max_records, self.poll_timeout)
+        records = await self.consumer.poll(self.max_records, self.poll_timeout)
+        while records and len(records) < self.max_records:
+            more = await self.consumer.poll(self.max_records - len(records), 0.0)
+            if not more:
+                break
+            records.extend(more)
+        return records
 
     def decode(self, record: Record, dlq: list[OutRecord]) -> AuditEvent | None:
         """The record's event, or ``None`` after queueing it for the dead-letter topic."""

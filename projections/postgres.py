@@ -95,7 +95,7 @@ CREATE TABLE audits (
     version bigint NOT NULL,
     last_event_id uuid,
     updated_at timestamptz
-);
+) WITH (fillfactor = 80);  -- room on each page for HOT updates: a row changes many times
 -- The watchdog: status = 'running' AND started_at < $1
 --   ORDER BY last_observed_at NULLS FIRST, started_at, audit_id LIMIT $2
 CREATE INDEX audits_watchdog ON audits (last_observed_at NULLS FIRST, started_at, audit_id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from datetime import datetime
 from functools import reduce
 
@@ -60,6 +60,23 @@ class AuditState:
     @property
     def exists(self) -> bool:
         return self.status != INITIAL
+
+
+_FIELDS = tuple(f.name for f in fields(AuditState))
+_FIELD_SET = frozenset(_FIELDS)
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def replace(state: AuditState, **changes: object) -> AuditState:
+    """``dataclasses.replace`` without re-running ``__init__`` (twice as fast; evolve is hot)."""
+    assert _FIELD_SET.issuperset(changes), f"unknown fields: {set(changes) - _FIELD_SET}"
+    new = _new(AuditState)
+    for name in _FIELDS:
+        _set(new, name, changes[name] if name in changes else getattr(state, name))
+    return new
 
 
 def _observed(state: AuditState, event: AuditEvent) -> AuditState:

@@ -1,0 +1,279 @@
+"""Benchmark: lifecycle events per second through the projector and the reconciler on
+Kafka + PostgreSQL, next to the raw rate at which aiokafka alone consumes the same topic and
+the raw rate at which PostgreSQL ``COPY`` accepts the same rows — all in one run, each phase in
+its own process (so each one's peak memory is its own).
+
+    python bench/pipeline.py [--events 200000] [--partitions 12]
+
+Targets: projector and reconciler ≥ 25 % of the raw consume rate; ``rebuild`` ≥ 40 %.
+Needs ``make services-up`` (Kafka on 127.0.0.1:9092, PostgreSQL on 127.0.0.1:5432).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+KAFKA = os.environ.get("AUDITREC_TEST_KAFKA", "127.0.0.1:9092")
+PG = os.environ.get("AUDITREC_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def _events(n: int) -> list[Any]:
+    from statemachine.events import EVENT_ADAPTER
+
+    t0 = datetime(2026, 11, 30, 6, tzinfo=UTC)
+    out = []
+    audits = n // 5
+    for i in range(audits):
+        a = f"audit-{i:08d}"
+        wf = f"wf-{uuid.UUID(int=i)}"
+        base = {"audit_id": a, "producer": "crawler"}
+
+        def ev(kind: str, minutes: int, data: dict[str, Any], **extra: Any) -> Any:
+            return EVENT_ADAPTER.validate_python(
+                {**base, **extra, "event_id": str(uuid.uuid4()), "type": kind,
+                 "occurred_at": t0 + timedelta(minutes=minutes), "data": data}
+            )
+
+        out.append(ev("AuditStarted", 0, {"project_id": f"p-{i % 977}", "organization_id": f"o-{i % 101}",
+                                          "started_by_user_id": f"u-{i % 4099}",
+                                          "start_url": f"https://site-{i}.example.com/",
+                                          "workflow_instance_id": wf, "pages_total": 400}))
+        out.append(ev("AuditProgressed", 1, {"current_phase": "crawl", "pages_crawled": 10}))
+        obs = t0 + timedelta(minutes=30)
+        status = "errored" if i % 4 == 0 else "running"
+        out.append(ev("WorkflowStatusObserved", 30, {
+            "workflow_instance_id": wf, "status": status, "trigger": "watchdog",
+            "error": {"name": "Error", "message": "Worker exceeded memory limit"} if status == "errored" else None,
+            "observed_at": obs.isoformat()}))
+        out.append(ev("AuditProgressed", 31, {"current_phase": "analyze", "pages_crawled": 200}))
+        out.append(ev("AuditCompleted", 40, {"pages_crawled": 400}))
+    return out
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def runtime_log(prefix: str, partitions: int) -> Any:
+    from consumers.eventlog import Topics
+    from consumers.kafka_log import KafkaEventLog
+
+    return KafkaEventLog(f"kafka://{KAFKA}", Topics(prefix), lifecycle_partitions=partitions)
+
+
+async def phase_produce(prefix: str, n: int, partitions: int) -> dict[str, Any]:
+    from consumers.eventlog import encode
+
+    log = runtime_log(prefix, partitions)
+    async with log:
+        await log.init()
+        events = _events(n)
+        t = time.perf_counter()
+        for i in range(0, len(events), 20_000):
+            await log.append([encode(log.topics.lifecycle, e) for e in events[i : i + 20_000]])
+        return {"events": len(events), "rate": len(events) / (time.perf_counter() - t)}
+
+
+async def phase_raw_consume(prefix: str, n: int, partitions: int) -> dict[str, Any]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    topic = f"{prefix}.lifecycle.v1"
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=KAFKA, enable_auto_commit=False, isolation_level="read_committed",
+        max_partition_fetch_bytes=8 * 1024 * 1024, fetch_max_bytes=64 * 1024 * 1024,
+    )
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        count = 0
+        t = time.perf_counter()
+        while any(await _behind(consumer, tps, ends)):
+            batch = await consumer.getmany(timeout_ms=1000, max_records=10_000)
+            for records in batch.values():
+                count += len(records)
+        elapsed = time.perf_counter() - t
+    finally:
+        await consumer.stop()
+    return {"events": count, "rate": count / elapsed}
+
+
+async def _behind(consumer: Any, tps: list[Any], ends: dict[Any, int]) -> list[bool]:
+    return [await consumer.position(tp) < ends[tp] for tp in tps]
+
+
+async def phase_raw_copy(prefix: str, n: int, partitions: int) -> dict[str, Any]:
+    import asyncpg
+
+    from consumers.eventlog import encode
+
+    events = _events(n)
+    now = datetime.now(UTC)
+    rows = [
+        (e.event_id, e.audit_id, e.type, e.occurred_at, e.causation_id, "t", 0, i,
+         encode("t", e).value.decode(), now)
+        for i, e in enumerate(events)
+    ]
+    conn = await asyncpg.connect(PG)
+    try:
+        await conn.execute(
+            "CREATE UNLOGGED TABLE IF NOT EXISTS bench_copy (event_id uuid, audit_id text, type text,"
+            " occurred_at timestamptz, causation_id uuid, topic text, partition int, \"offset\" bigint,"
+            " body jsonb, recorded_at timestamptz)"
+        )
+        await conn.execute("TRUNCATE bench_copy")
+        t = time.perf_counter()
+        for i in range(0, len(rows), 5000):
+            await conn.copy_records_to_table("bench_copy", records=rows[i : i + 5000])
+        elapsed = time.perf_counter() - t
+        await conn.execute("DROP TABLE bench_copy")
+    finally:
+        await conn.close()
+    return {"events": len(rows), "rate": len(rows) / elapsed}
+
+
+async def _drain(component: Any, total: int, counter: Any) -> float:
+    t = time.perf_counter()
+    quiet = 0
+    while counter() < total:
+        handled = await component.step()
+        quiet = 0 if handled else quiet + 1
+        if quiet > 40:
+            raise RuntimeError(f"stalled at {counter()} of {total}")
+    return time.perf_counter() - t
+
+
+async def phase_projector(prefix: str, n: int, partitions: int) -> dict[str, Any]:
+    from consumers.projector import Projector
+    from projections.postgres import PostgresStore
+
+    log = runtime_log(prefix, partitions)
+    store = PostgresStore(PG, schema=prefix)
+    async with log, store:
+        await store.init()
+        projector = Projector(log, store)
+        async with projector:
+            elapsed = await _drain(projector, n, lambda: projector.applied)
+        return {"events": projector.applied, "rate": projector.applied / elapsed}
+
+
+async def phase_rebuild(prefix: str, n: int, partitions: int) -> dict[str, Any]:
+    from consumers.rebuild import rebuild_projection
+    from consumers.runner import Runtime
+    from consumers.settings import load_settings
+    from projections.postgres import PostgresStore
+
+    settings = load_settings(event_log_url=f"kafka://{KAFKA}", database_url=PG, topic_prefix=prefix)
+    rt = Runtime(settings)
+    rt.log = runtime_log(prefix, partitions)
+    rt.store = PostgresStore(PG, schema=prefix)
+    async with rt:
+        t = time.perf_counter()
+        applied = await rebuild_projection(rt)
+        elapsed = time.perf_counter() - t
+    return {"events": applied, "rate": applied / elapsed}
+
+
+async def phase_reconciler(prefix: str, n: int, partitions: int) -> dict[str, Any]:
+    from consumers.reconciler import Reconciler
+    from statemachine.policy import Policy
+
+    log = runtime_log(prefix, partitions)
+    async with log:
+        reconciler = Reconciler(log, Policy())
+        seen = 0
+
+        async with reconciler:
+            consumer = reconciler.consumer
+            assert consumer is not None
+            original = reconciler._handle
+
+            async def counting(records: list[Any]) -> int:
+                nonlocal seen  # the input events, not the decisions it reads back
+                seen += sum(1 for r in records if dict(r.headers).get("producer") != b"x")
+                return await original(records)
+
+            reconciler._handle = counting  # type: ignore[method-assign]
+            elapsed = await _drain(reconciler, n, lambda: seen)
+        return {"events": seen, "rate": seen / elapsed, "decisions": reconciler.decided}
+
+
+PHASES = {
+    "produce": phase_produce,
+    "raw-consume": phase_raw_consume,
+    "raw-copy": phase_raw_copy,
+    "projector": phase_projector,
+    "reconciler": phase_reconciler,
+    "rebuild": phase_rebuild,
+}
+
+
+def run_phase(name: str, prefix: str, n: int, partitions: int) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--phase", name, "--prefix", prefix, "--events", str(n),
+         "--partitions", str(partitions)],
+        capture_output=True, text=True, timeout=1800,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"phase {name} failed:\n{out.stderr[-4000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+async def drop_schema(prefix: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(PG)
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{prefix}" CASCADE')
+    finally:
+        await conn.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--partitions", type=int, default=12)
+    parser.add_argument("--phase")
+    parser.add_argument("--prefix")
+    args = parser.parse_args()
+    if args.phase:
+        import logging
+
+        logging.disable(logging.WARNING)
+        result = asyncio.run(PHASES[args.phase](args.prefix, args.events, args.partitions))
+        result["peak_mb"] = round(peak_mb(), 1)
+        print(json.dumps(result))
+        return
+    prefix = f"bench{uuid.uuid4().hex[:8]}"
+    n = args.events - args.events % 5
+    print(f"pipeline benchmark: {n} lifecycle events, {args.partitions} partitions, prefix {prefix}")
+    results = {}
+    try:
+        for name in ("produce", "raw-consume", "raw-copy", "projector", "reconciler", "rebuild"):
+            results[name] = r = run_phase(name, prefix, n, args.partitions)
+            print(f"  {name:<12} {r['rate']:>10,.0f} events/s   peak {r['peak_mb']:>6.1f} MB"
+                  + (f"   ({r['decisions']} decisions)" if "decisions" in r else ""), flush=True)
+    finally:
+        asyncio.run(drop_schema(prefix))
+    raw = results["raw-consume"]["rate"]
+    print("ratios to the raw aiokafka consume rate:")
+    for name, target in (("projector", 0.25), ("reconciler", 0.25), ("rebuild", 0.40)):
+        ratio = results[name]["rate"] / raw
+        print(f"  {name:<12} {ratio:6.1%}  (target ≥ {target:.0%}) {'ok' if ratio >= target else 'BELOW TARGET'}")
+    print(f"  raw COPY     {results['raw-copy']['rate'] / raw:6.1%} of raw consume")
+
+
+if __name__ == "__main__":
+    main()
