@@ -77,7 +77,7 @@ class LogConsumer(Component):
         self.consumer = self.log.consumer(
             self.group,
             self.topic_names,
-            on_assign=self.on_assign,
+            on_assign=self._assigned,
             on_revoke=self._revoked,
             transactional=self.transactional,
         )
@@ -97,6 +97,10 @@ class LogConsumer(Component):
     async def _revoked(self, consumer: Consumer, partitions: Sequence[tuple[str, int]]) -> None:
         async with self.batch_lock:
             await self.on_revoke(consumer, partitions)
+
+    async def _assigned(self, consumer: Consumer, partitions: Sequence[tuple[str, int]]) -> None:
+        async with self.batch_lock:
+            await self.on_assign(consumer, partitions)
 
     async def poll(self) -> list[Record]:
         """A batch: what arrives within ``poll_timeout``, topped up with what is already
@@ -130,6 +134,18 @@ class LogConsumer(Component):
             reason=reason,
         )
         dlq.append(dead_letter(self.log.topics, record, self.group, reason))
+
+    async def commit(
+        self, records: Sequence[Record], outputs: dict[tuple[str, int], list[OutRecord]]
+    ) -> None:
+        """Commit each input partition's offset with the outputs derived from it, all
+        partitions concurrently (a transactional commit covers one input partition)."""
+        assert self.consumer is not None
+        consumer = self.consumer
+        offsets = self.next_offsets(records)
+        await asyncio.gather(
+            *(consumer.commit({tp: nxt}, outputs.get(tp, ())) for tp, nxt in offsets.items())
+        )
 
     @staticmethod
     def next_offsets(records: Sequence[Record]) -> dict[tuple[str, int], int]:

@@ -14,16 +14,17 @@ Deviations and choices (the port is documented in ``eventlog.py``):
 - Rebalancing is eager: every rebalance revokes all of a member's partitions (``on_revoke``)
   and then assigns the new set (``on_assign``). An exception in either callback is raised by
   the next :meth:`Consumer.poll`.
-- A ``transactional`` consumer owns a transactional producer whose ``transactional_id`` is
-  ``"{client_id}-{group}-{random}"``: unique per consumer instance, so a restarted process
-  never fences its predecessor, and a transaction left open by a crash is aborted by the
-  broker after ``transaction_timeout_ms`` (read_committed readers of its output partitions
-  wait until then). aiokafka's ``send_offsets_to_transaction`` sends only the group id
-  (pre-KIP-447): a zombie member (dropped from the group, still running) is not fenced by
-  the group generation and may commit a duplicate of its last outputs. :meth:`commit`
-  refuses offsets of partitions this member no longer holds, which narrows that window to
-  a member that has not yet noticed a rebalance; derived events have deterministic ids
-  (DESIGN §2), so a duplicate that slips through has no effect downstream.
+- A ``transactional`` consumer owns one transactional producer per assigned input partition,
+  with the stable ``transactional_id`` ``"{client_id}-{group}-{topic}-{partition}"`` (the
+  classic exactly-once design before KIP-447, which aiokafka's group-id-only
+  ``send_offsets_to_transaction`` does not support). A new owner of a partition starts its
+  producer *before* its ``on_assign`` reads committed offsets: that fences the previous owner
+  (a crashed or zombie member can no longer commit) and makes the broker finish or abort the
+  previous owner's open transaction first. So whoever rebuilds from the committed offsets sees
+  every committed output, and no output is committed twice. A transactional commit therefore
+  covers exactly one input partition (``commit`` refuses more); components commit per
+  partition, concurrently. :meth:`commit` also refuses offsets of partitions this member no
+  longer holds.
 - Non-transactional :meth:`Consumer.commit` appends the outputs, then commits the offsets:
   a crash in between redelivers the inputs (at-least-once, like any Kafka consumer).
 - :meth:`KafkaEventLog.append` builds one batch per partition instead of a ``send`` per
@@ -37,7 +38,6 @@ import asyncio
 import contextlib
 import functools
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -473,8 +473,14 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
         await self.owner._call(self.owner.on_revoke, revoked)
+        await self.owner._drop_producers(revoked)
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
+        try:
+            await self.owner._fence(assigned)
+        except Exception as exc:  # raised by the next poll()
+            self.owner._callback_error = exc
+            return
         await self.owner._call(self.owner.on_assign, assigned)
 
 
@@ -493,12 +499,24 @@ class KafkaConsumer(Consumer):
         self.topics = topics
         self.on_assign = on_assign
         self.on_revoke = on_revoke
-        self.transactional_id = (
-            f"{log.client_id}-{group}-{uuid.uuid4().hex[:12]}" if transactional else None
-        )
+        self.transactional = transactional
         self._consumer: AIOKafkaConsumer | None = None
-        self._txn: AIOKafkaProducer | None = None
+        self._txns: dict[TopicPartition, AIOKafkaProducer] = {}
         self._callback_error: BaseException | None = None
+
+    def transactional_id(self, tp: TopicPartition) -> str:
+        return f"{self.log.client_id}-{self.group}-{tp[0]}-{tp[1]}"
+
+    async def _fence(self, assigned: Any) -> None:
+        """Start the producers of newly assigned partitions (fencing their previous owners)."""
+        if not self.transactional:
+            return
+        tps = [(tp.topic, tp.partition) for tp in assigned]
+        await asyncio.gather(*(self._transactional_producer(tp) for tp in tps))
+
+    async def _drop_producers(self, revoked: Any) -> None:
+        producers = [self._txns.pop((tp.topic, tp.partition), None) for tp in revoked]
+        await self.log._close(*producers)
 
     async def _call(self, callback: AssignCallback | None, tps: Any) -> None:
         if callback is None or not tps:  # aiokafka also reports empty revocations
@@ -518,13 +536,11 @@ class KafkaConsumer(Consumer):
         self._consumer = consumer  # the group may assign partitions during start()
         try:
             with _translate(f"start consumer of group {self.group} on {self.topics}"):
-                if self.transactional_id is not None:
-                    await self._transactional_producer()
                 await consumer.start()
         except BaseException:
             self._consumer = None
-            await log._close(consumer, self._txn)
-            self._txn = None
+            txns, self._txns = list(self._txns.values()), {}
+            await log._close(consumer, *txns)
             raise
         log._consumers.add(self)
 
@@ -539,8 +555,8 @@ class KafkaConsumer(Consumer):
         finally:
             self._consumer = None
             self.log._consumers.discard(self)
-            txn, self._txn = self._txn, None
-            await self.log._close(txn, consumer)
+            txns, self._txns = list(self._txns.values()), {}
+            await self.log._close(*txns, consumer)
 
     def _running(self) -> AIOKafkaConsumer:
         if self._consumer is None:
@@ -578,8 +594,14 @@ class KafkaConsumer(Consumer):
         lost = sorted(set(offsets) - self.assignment())
         if lost:  # a transaction would not notice (pre-KIP-447): refuse here
             raise EventLogError(f"Kafka: {where}: {lost} no longer assigned", retriable=False)
-        if self.transactional_id is not None and outputs:
-            await self._commit_transaction(positions, outputs, where)
+        if self.transactional and outputs:
+            if len(offsets) != 1:
+                raise EventLogError(
+                    f"Kafka: {where}: a transactional commit covers exactly one input partition",
+                    retriable=False,
+                )
+            [tp] = offsets
+            await self._commit_transaction(tp, positions, outputs, where)
             return
         if outputs:
             await self.log.append(outputs)
@@ -587,25 +609,31 @@ class KafkaConsumer(Consumer):
             with _translate(where):
                 await consumer.commit(positions)
 
-    async def _transactional_producer(self) -> AIOKafkaProducer:
-        if self._txn is None:
+    async def _transactional_producer(self, tp: TopicPartition) -> AIOKafkaProducer:
+        producer = self._txns.get(tp)
+        if producer is None:
             producer = self.log._new_producer(
-                transactional_id=self.transactional_id,
+                transactional_id=self.transactional_id(tp),
                 transaction_timeout_ms=self.log.transaction_timeout_ms,
             )
             try:
-                await producer.start()
+                with _translate(f"start transactional producer for {tp[0]}/{tp[1]}"):
+                    await producer.start()
             except BaseException:
                 await self.log._close(producer)
                 raise
-            self._txn = producer
-        return self._txn
+            self._txns[tp] = producer
+        return producer
 
     async def _commit_transaction(
-        self, positions: dict[KafkaTP, int], outputs: Sequence[OutRecord], where: str
+        self,
+        tp: TopicPartition,
+        positions: dict[KafkaTP, int],
+        outputs: Sequence[OutRecord],
+        where: str,
     ) -> None:
         with _translate(where):
-            producer = await self._transactional_producer()
+            producer = await self._transactional_producer(tp)
         try:
             with _translate(where):
                 await producer.begin_transaction()
@@ -614,10 +642,10 @@ class KafkaConsumer(Consumer):
                     await producer.send_offsets_to_transaction(positions, self.group)
                 await producer.commit_transaction()
         except BaseException:
-            await self._abort(producer)
+            await self._abort(tp, producer)
             raise
 
-    async def _abort(self, producer: AIOKafkaProducer) -> None:
+    async def _abort(self, tp: TopicPartition, producer: AIOKafkaProducer) -> None:
         """Abort the open transaction; a producer that cannot is replaced on next use."""
         state = producer._txn_manager.state.name
         if state == "READY":  # nothing open (e.g. begin failed before sending)
@@ -628,8 +656,8 @@ class KafkaConsumer(Consumer):
             timeout = self.log.request_timeout_ms / 1000
             await asyncio.wait_for(producer.abort_transaction(), timeout)
         except BaseException:  # the broker aborts it after transaction_timeout_ms
-            if self._txn is producer:
-                self._txn = None
+            if self._txns.get(tp) is producer:
+                del self._txns[tp]
             await self.log._close(producer)
 
     def seek(self, tp: TopicPartition, offset: int) -> None:

@@ -68,32 +68,30 @@ class Probe(LogConsumer):
             return await self._handle(records)
 
     async def _handle(self, records: list[Record]) -> int:
-        assert self.consumer is not None
-        dlq: list[OutRecord] = []
-        requests: list[ProbeRequested] = []
+        outputs: dict[tuple[str, int], list[OutRecord]] = {}
+        requests: list[tuple[tuple[str, int], ProbeRequested]] = []
         now = self.clock()
         for record in records:
+            tp = (record.topic, record.partition)
+            out = outputs.setdefault(tp, [])
             try:
                 request = decode_probe(record.value)
             except DecodeError as exc:
-                self.dead_letter(record, str(exc), dlq)
+                self.dead_letter(record, str(exc), out)
                 continue
             if now - request.occurred_at > self.max_age:
                 log.info("probe request expired", audit_id=request.audit_id)
                 continue
-            requests.append(request)
-        by_instance: dict[str | None, list[ProbeRequested]] = {}
-        for request in requests:
-            by_instance.setdefault(request.data.workflow_instance_id, []).append(request)
-        results = await asyncio.gather(
-            *(self._probe(instance) for instance in by_instance), return_exceptions=False
-        )
-        outputs: list[OutRecord] = []
+            requests.append((tp, request))
+        by_instance: dict[str | None, list[tuple[tuple[str, int], ProbeRequested]]] = {}
+        for item in requests:
+            by_instance.setdefault(item[1].data.workflow_instance_id, []).append(item)
+        results = await asyncio.gather(*(self._probe(instance) for instance in by_instance))
         lifecycle = self.log.topics.lifecycle
         for (instance, group), (result, observed_at) in zip(
             by_instance.items(), results, strict=True
         ):
-            for request in group:
+            for tp, request in group:
                 try:
                     event = self._observation(request, instance, result, observed_at)
                 except ValidationError as exc:
@@ -101,10 +99,10 @@ class Probe(LogConsumer):
                         ProbeFailureReason.INVALID_RESPONSE, None, f"unusable answer: {describe(exc)}"
                     )
                     event = self._observation(request, instance, failure, observed_at)
-                outputs.append(encode(lifecycle, event))
+                outputs[tp].append(encode(lifecycle, event))
+                self.probed += 1
         PROBE_BUDGET_LEFT.set(self.client.budget_left)
-        await self.consumer.commit(self.next_offsets(records), outputs + dlq)
-        self.probed += len(outputs)
+        await self.commit(records, outputs)
         return len(records)
 
     async def _probe(

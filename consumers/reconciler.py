@@ -68,6 +68,8 @@ class Reconciler(LogConsumer):
         super().__init__(event_log, [event_log.topics.lifecycle])
         self.policy = policy
         self.partitions: dict[tuple[str, int], dict[str, AuditState]] = {}
+        # Next offset to process per partition (what this instance has committed).
+        self.positions: dict[tuple[str, int], int] = {}
         self.decided = 0
 
     @property
@@ -84,8 +86,19 @@ class Reconciler(LogConsumer):
 
     async def on_assign(self, consumer: Consumer, partitions: Sequence[tuple[str, int]]) -> None:
         committed = await consumer.committed()
+        for tp in list(self.partitions):  # states of partitions that went elsewhere
+            if tp not in partitions:
+                del self.partitions[tp]
+                self.positions.pop(tp, None)
         for tp in partitions:
             start = committed.get(tp, 0)
+            mine = self.positions.get(tp)
+            if tp in self.partitions and mine is not None and start <= mine:
+                # Ours before the rebalance and nobody moved it since: the live state is
+                # exact (the committed offset we read may even lag our last commit).
+                consumer.seek(tp, mine)
+                log.info("partition kept", partition=tp[1], position=mine)
+                continue
             states: dict[str, AuditState] = {}
             async for batch in self.log.read(tp[0], tp[1], 0, None):
                 for record in batch:
@@ -98,12 +111,13 @@ class Reconciler(LogConsumer):
                     if record.offset < start or _own_decision(event):
                         self._fold(states, event)
             self.partitions[tp] = states
+            self.positions[tp] = start
             consumer.seek(tp, start)
             log.info("partition assigned", partition=tp[1], committed=start, audits=len(states))
 
     async def on_revoke(self, consumer: Consumer, partitions: Sequence[tuple[str, int]]) -> None:
-        for tp in partitions:
-            self.partitions.pop(tp, None)
+        # States are kept until the next assignment shows whether the partition stays here.
+        log.info("partitions revoked", partitions=[p for _, p in partitions])
 
     @staticmethod
     def _fold(states: dict[str, AuditState], event: AuditEvent) -> AuditState:
@@ -125,15 +139,18 @@ class Reconciler(LogConsumer):
             return await self._handle(records)
 
     async def _handle(self, records: list[Record]) -> int:
-        assert self.consumer is not None
-        outputs: list[OutRecord] = []
-        dlq: list[OutRecord] = []
+        outputs: dict[tuple[str, int], list[OutRecord]] = {}
         lifecycle = self.log.topics.lifecycle
         for record in records:
-            event = self.decode(record, dlq)
+            tp = (record.topic, record.partition)
+            if tp not in self.partitions or record.offset < self.positions.get(tp, 0):
+                continue  # fetched before this partition's assignment settled: redelivered
+            self.positions[tp] = record.offset + 1
+            out = outputs.setdefault(tp, [])
+            event = self.decode(record, out)
             if event is None:
                 continue
-            states = self.partitions.setdefault((record.topic, record.partition), {})
+            states = self.partitions.setdefault(tp, {})
             before = states.get(event.audit_id)
             verdict, decision = decide(before, event, self.policy)
             after = self._fold(states, event)
@@ -149,7 +166,7 @@ class Reconciler(LogConsumer):
                 OVERTURNED.inc()
                 log.info("failure overturned", audit_id=event.audit_id, rule="overturn")
             if decision is not None:
-                outputs.append(encode(lifecycle, decision))
+                out.append(encode(lifecycle, decision))
                 self._fold(states, decision)
                 self.decided += 1
                 log.info(
@@ -160,5 +177,5 @@ class Reconciler(LogConsumer):
                     reason=verdict.reason if verdict else None,
                     decision_id=str(decision.event_id),
                 )
-        await self.consumer.commit(self.next_offsets(records), outputs + dlq)
+        await self.commit(records, outputs)
         return len(records)

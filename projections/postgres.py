@@ -140,7 +140,9 @@ _STAGE = "auditrec_stage"
 _STAGE_COLUMNS = (*ROW_COLUMNS, "expected")
 _CREATE_STAGE = (
     f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} ("
-    + ", ".join(f"{c} {ROW_TYPES[c]}" for c in ROW_COLUMNS)
+    + ", ".join(f"{c} {ROW_TYPES[c]}" for c in ROW_COLUMNS).replace(
+        "audit_id text", 'audit_id text COLLATE "C"'
+    )
     + ", expected bigint) ON COMMIT DELETE ROWS"
 )
 # Optimistic concurrency: a row is written only if it still has the version it was folded
@@ -184,6 +186,13 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 # cannot connect now), lock not available, system errors (58), read-only after a failover.
 _RETRIABLE_PREFIXES = ("08", "40", "53", "57", "58")
 _RETRIABLE_STATES = frozenset({"55P03", "25006"})
+_DRIVER_ERRORS = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+    OSError,
+    TimeoutError,
+)
 # A concurrent writer recorded the same event / inserted the same audit first.
 _CONCURRENT_WRITE = frozenset({"audit_events_event_id_key", "audits_pkey"})
 
@@ -193,16 +202,18 @@ def _advisory_key(purpose: str, schema: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+_PASSWORD = re.compile(r"^[a-z]+://[^:/@]*:([^@/]*)@", re.IGNORECASE)
+
+
 def _describe(url: str) -> tuple[str, str | None]:
     """``host:port/db`` for error messages (never user or password), and the password."""
+    found = _PASSWORD.match(url)
+    password = unquote(found.group(1)) if found and found.group(1) else None
     try:
         parts = urlsplit(url)
-        password = unquote(parts.password) if parts.password else None
-        host = parts.hostname or "localhost"
-        port = parts.port or 5432
-        return f"{host}:{port}{parts.path or '/'}", password
+        return f"{parts.hostname or 'localhost'}:{parts.port or 5432}{parts.path or '/'}", password
     except ValueError:
-        return "postgresql://…", None
+        return "postgresql://…", password
 
 
 def _clean(value: str) -> str:
@@ -236,6 +247,11 @@ def _without_nul(values: tuple[Any, ...]) -> tuple[Any, ...]:
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.execute(_CREATE_STAGE)
+
+
+def _terminate(conn: asyncpg.Connection) -> None:
+    with contextlib.suppress(Exception):  # a connection the pool already dropped
+        conn.terminate()
 
 
 def _decode_row(rec: Sequence[Any]) -> AuditRow:
@@ -307,13 +323,14 @@ class PostgresStore(ProjectionStore):
             | asyncpg.exceptions.InternalClientError,
         ):
             retriable = True
-        detail = f"{type(exc).__name__}: {exc}"
-        if self._password:
-            detail = detail.replace(self._password, "***")
+        detail = self._redact(f"{type(exc).__name__}: {exc}")
         raise StoreError(
             f"PostgreSQL {self._where} (schema {self.schema}): {what}: {detail}",
             retriable=retriable,
         ) from exc
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._password, "***") if self._password else text
 
     @contextlib.contextmanager
     def _errors(self, what: str) -> Iterator[None]:
@@ -321,7 +338,7 @@ class PostgresStore(ProjectionStore):
             yield
         except StoreError:
             raise
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+        except _DRIVER_ERRORS as exc:
             self._fail(what, exc)
 
     @property
@@ -337,17 +354,24 @@ class PostgresStore(ProjectionStore):
             if self._pool is not None:
                 return
             with self._errors("connect"):
-                pool = await asyncpg.create_pool(
-                    self._url,
-                    min_size=self._min_size,
-                    max_size=self._max_size,
-                    command_timeout=self._command_timeout,
-                    server_settings={
-                        "search_path": f'"{self.schema}"',
-                        "application_name": "auditrec",
-                    },
-                    init=_init_connection,
-                )
+                try:
+                    pool = await asyncpg.create_pool(
+                        self._url,
+                        min_size=self._min_size,
+                        max_size=self._max_size,
+                        command_timeout=self._command_timeout,
+                        server_settings={
+                            "search_path": f'"{self.schema}"',
+                            "application_name": "auditrec",
+                        },
+                        init=_init_connection,
+                    )
+                except ValueError as exc:  # a malformed URL: say so without echoing it
+                    raise StoreError(
+                        f"PostgreSQL {self._where}: invalid database URL "
+                        f"({self._redact(str(exc))})",
+                        retriable=False,
+                    ) from None
             self._pool = pool
             try:
                 await self._migrate()
@@ -393,15 +417,11 @@ class PostgresStore(ProjectionStore):
             "version integer PRIMARY KEY, "
             "applied_at timestamptz NOT NULL DEFAULT now())"
         )
-        current = await conn.fetchval(
-            "SELECT coalesce(max(version), 0) FROM schema_migrations"
-        )
+        current = await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations")
         for version, ddl in _MIGRATIONS:
             if version > current:
                 await conn.execute(ddl)
-                await conn.execute(
-                    "INSERT INTO schema_migrations (version) VALUES ($1)", version
-                )
+                await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", version)
                 current = version
         return int(current)
 
@@ -513,7 +533,7 @@ class PostgresStore(ProjectionStore):
         # event can put one in a row.
         staged = [
             _encode_row(changed[audit_id], now, folded_from.get(audit_id))
-            for audit_id in sorted(changed)  # one order for every writer
+            for audit_id in sorted(changed)
         ]
         if nul:
             staged = [_without_nul(values) for values in staged]
@@ -629,7 +649,7 @@ class PostgresStore(ProjectionStore):
             recs = await self.pool.fetch("SELECT status, count(*) FROM audits GROUP BY status")
         return {s: n for s, n in recs}
 
-    async def iter_rows(self, batch: int = 1000) -> AsyncIterator[AuditRow]:  # type: ignore[override]
+    async def iter_rows(self, batch: int = 1000) -> AsyncIterator[AuditRow]:
         """Keyset batches: no connection or transaction is held between batches."""
         last = ""
         while True:
@@ -660,12 +680,15 @@ class PostgresStore(ProjectionStore):
             try:
                 if held:
                     await conn.fetchval("SELECT pg_advisory_unlock($1)", self.watchdog_key)
+            except Exception:
+                _terminate(conn)  # whatever went wrong, ending the session releases its locks
             except BaseException:
-                # The session is in an unknown state: close it, which releases the lock.
-                conn.terminate()
+                _terminate(conn)
                 raise
             finally:
-                await self.pool.release(conn)
+                # A session the server ended is already back in the pool.
+                with contextlib.suppress(Exception):
+                    await self.pool.release(conn)
 
     async def heartbeat(self, process: str, components: Sequence[str], now: datetime) -> None:
         if not components:
@@ -716,7 +739,9 @@ class PostgresStore(ProjectionStore):
         try:
             key = uuid.UUID(str(event_id))
         except ValueError:
-            raise StoreError(f"telemetry event id {event_id!r} is not a UUID", retriable=False)
+            raise StoreError(
+                f"telemetry event id {event_id!r} is not a UUID", retriable=False
+            ) from None
         with self._errors("mark telemetry sent"):
             await self.pool.execute(
                 "INSERT INTO telemetry_sent (event_id, sent_at) VALUES ($1, $2) "

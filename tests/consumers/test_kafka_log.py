@@ -179,7 +179,7 @@ async def test_outputs_of_an_aborted_transaction_stay_invisible(
         inputs = await drain(worker, 3)
         done = next_offsets(inputs)
         outputs = [OutRecord(topics.lifecycle, "p-1", b"out-%d" % i) for i in range(3)]
-        producer = worker._txn
+        producer = worker._txns[next(iter(done))]
         assert producer is not None
 
         async def broker_goes_away(*args: object) -> None:  # after the outputs were acked

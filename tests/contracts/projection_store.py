@@ -65,15 +65,15 @@ def _env(audit_id: str, when: datetime, **extra: Any) -> dict[str, Any]:
     }
 
 
-def started(audit_id: str, when: datetime = T0, instance: str | None = "wf-1", **data: Any):
+def started(
+    audit_id: str, when: datetime = T0, instance: str | None = "wf-1", **data: Any
+) -> AuditStarted:
     payload = {"project_id": "p-1", "workflow_instance_id": instance, **data}
     return AuditStarted(**_env(audit_id, when), data=payload)
 
 
 def attached(audit_id: str, instance: str, when: datetime = T0) -> WorkflowInstanceAttached:
-    return WorkflowInstanceAttached(
-        **_env(audit_id, when), data={"workflow_instance_id": instance}
-    )
+    return WorkflowInstanceAttached(**_env(audit_id, when), data={"workflow_instance_id": instance})
 
 
 def progressed(audit_id: str, when: datetime = T0, **data: Any) -> AuditProgressed:
@@ -116,9 +116,7 @@ def observed(
         "observed_at": when,
         **data,
     }
-    return WorkflowStatusObserved(
-        **_env(audit_id, when, causation_id=causation_id), data=payload
-    )
+    return WorkflowStatusObserved(**_env(audit_id, when, causation_id=causation_id), data=payload)
 
 
 def probe_failed(
@@ -433,15 +431,13 @@ class ProjectionStoreContract:
                 assert_utc(entry.recorded_at)
         assert await store.history("a-unknown") == []
 
-    async def test_caused_by_finds_the_recorded_consequences(
-        self, store: ProjectionStore
-    ) -> None:
+    async def test_caused_by_finds_the_recorded_consequences(self, store: ProjectionStore) -> None:
         cause_1, cause_2, cause_3 = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
         look = observed("a-1", "running", at(20), causation_id=cause_1)
         other = observed("a-2", "running", at(21), causation_id=cause_2)
         gave_up = probe_failed("a-1", at(22), causation_id=cause_1)
         unrelated = observed("a-1", "running", at(23), causation_id=cause_3)
-        events = [started("a-1"), started("a-2"), look, other, gave_up, unrelated]
+        events: list[AuditEvent] = [started("a-1"), started("a-2"), look, other, gave_up, unrelated]
         await store.apply(positioned(events), {}, CONSUMER)
         assert await store.caused_by([str(cause_1), str(cause_2)]) == [look, other, gave_up]
         assert await store.caused_by([str(uuid.uuid4())]) == []
@@ -450,7 +446,7 @@ class ProjectionStoreContract:
     async def test_list_audits_newest_first_with_status_filter(
         self, store: ProjectionStore
     ) -> None:
-        events = [
+        events: list[AuditEvent] = [
             started("a-1", at(1)),
             started("a-2", at(2)),
             started("a-3", at(3)),
@@ -473,9 +469,7 @@ class ProjectionStoreContract:
         self, store: ProjectionStore
     ) -> None:
         # 23 audits, many sharing a start time; some completed
-        events: list[AuditEvent] = [
-            started(f"a-{i:02d}", at(i // 3)) for i in range(23)
-        ]
+        events: list[AuditEvent] = [started(f"a-{i:02d}", at(i // 3)) for i in range(23)]
         events += [completed(f"a-{i:02d}", at(30)) for i in range(0, 23, 4)]
         await store.apply(positioned(events), {}, CONSUMER)
         for status in (None, "running"):
@@ -499,7 +493,7 @@ class ProjectionStoreContract:
         assert len(await store.list_audits(status="running", limit=1000)) == 17
 
     async def test_stale_running_order_limit_and_filters(self, store: ProjectionStore) -> None:
-        events = [
+        events: list[AuditEvent] = [
             started("never-old", at(0)),
             started("never-young", at(10)),
             started("seen-late", at(1)),
@@ -538,7 +532,7 @@ class ProjectionStoreContract:
 
     async def test_count_by_status(self, store: ProjectionStore) -> None:
         assert await store.count_by_status() == {}
-        events = [
+        events: list[AuditEvent] = [
             started("a-1"),
             started("a-2"),
             started("a-3"),
@@ -634,9 +628,7 @@ class ProjectionStoreContract:
         }
         await store.forget_process("host-unknown")  # no error
 
-    async def test_telemetry_sent_is_remembered_idempotently(
-        self, store: ProjectionStore
-    ) -> None:
+    async def test_telemetry_sent_is_remembered_idempotently(self, store: ProjectionStore) -> None:
         one, two, three = (str(uuid.uuid4()) for _ in range(3))
         assert await store.telemetry_sent([one, two]) == set()
         await store.mark_telemetry_sent(one, at(1))

@@ -18,6 +18,7 @@ import pytest
 from projections.errors import StoreError
 from projections.postgres import SCHEMA_VERSION, PostgresStore
 from projections.store import ProjectionStore, open_store
+from statemachine.events import AuditEvent
 from tests.contracts.projection_store import (
     CONSUMER,
     MakeStore,
@@ -153,6 +154,15 @@ async def test_an_unreachable_server_is_retriable_and_the_password_stays_secret(
     await store.stop()  # after a failed start: no error
 
 
+async def test_a_malformed_url_is_not_retriable_and_not_echoed() -> None:
+    store = PostgresStore("postgresql://u:s3cr3t-pw@127.0.0.1:notaport/db")
+    with pytest.raises(StoreError) as info:
+        await store.start()
+    assert info.value.retriable is False
+    assert "invalid database URL" in str(info.value)
+    assert "s3cr3t-pw" not in str(info.value)
+
+
 async def test_a_wrong_query_is_not_retriable(pg: PostgresStore) -> None:
     with pytest.raises(StoreError) as info:
         await pg.list_audits(limit=-1)
@@ -208,6 +218,24 @@ async def test_the_watchdog_lock_is_a_session_advisory_lock_never_leaked(
     assert await _advisory_locks(pg) == 0
 
 
+async def test_a_lost_lock_session_ends_the_tick_quietly(pg: PostgresStore, pg_url: str) -> None:
+    async with pg.watchdog_lock() as held:
+        assert held is True
+        holder = await pg.pool.fetchval(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 "
+            "AND ((classid::bigint << 32) | objid::bigint) = $1",
+            pg.watchdog_key,
+        )
+        killer = await asyncpg.connect(pg_url)
+        try:
+            assert await killer.fetchval("SELECT pg_terminate_backend($1)", holder)
+        finally:
+            await killer.close()
+    async with PostgresStore(pg_url, schema=pg.schema) as other, other.watchdog_lock() as free:
+        assert free is True
+    await pg.ping()  # the pool replaced the lost connection
+
+
 # -- concurrent projectors ------------------------------------------------------------------
 
 
@@ -216,7 +244,7 @@ async def test_two_projectors_on_the_same_audits_never_corrupt_rows(
 ) -> None:
     """A rebalance can hand a partition over while the old owner still applies a batch."""
     ids = [f"a-{i:03d}" for i in range(200)]
-    events = [started(a, at(0)) for a in ids]
+    events: list[AuditEvent] = [started(a, at(0)) for a in ids]
     for step in range(1, 6):
         events += [progressed(a, at(step), pages_crawled=step) for a in ids]
     events += [observed(a, "running", at(10)) for a in ids[::3]]
@@ -289,7 +317,7 @@ async def test_the_watchdog_query_uses_its_partial_index_on_50k_rows(pg: Postgre
 async def test_apply_throughput(pg: PostgresStore) -> None:
     """20k events in batches of 5k (2,000 audits, 10 events each); prints events/s."""
     audits = [f"a-{i:05d}" for i in range(2000)]
-    events = [started(a, at(0), pages_total=100) for a in audits]
+    events: list[AuditEvent] = [started(a, at(0), pages_total=100) for a in audits]
     for step in range(1, 9):
         events += [progressed(a, at(step), pages_crawled=step) for a in audits]
     events += [observed(a, "running", at(9)) for a in audits]
