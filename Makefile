@@ -31,7 +31,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/mypy statemachine
+	$(BIN)/mypy statemachine projections consumers
 
 format: venv
 	$(BIN)/ruff format .

@@ -40,19 +40,25 @@ def events(n: int) -> list:
         audit = f"audit-{uuid.UUID(int=i)}"
         out.append(
             AuditStarted(
-                event_id=uuid.uuid4(), audit_id=audit, occurred_at=t0 + timedelta(seconds=i),
+                event_id=uuid.uuid4(),
+                audit_id=audit,
+                occurred_at=t0 + timedelta(seconds=i),
                 producer="crawler",
                 data=AuditStartedData(
-                    project_id=f"proj-{i % 5000:05d}", organization_id=f"org-{i % 700:04d}",
+                    project_id=f"proj-{i % 5000:05d}",
+                    organization_id=f"org-{i % 700:04d}",
                     started_by_user_id=f"user-{i % 20000:06d}",
                     start_url=f"https://site-{i}.example.com/",
-                    workflow_instance_id=f"wf-{uuid.UUID(int=i)}", pages_total=500,
+                    workflow_instance_id=f"wf-{uuid.UUID(int=i)}",
+                    pages_total=500,
                 ),
             )
         )
         out.append(
             AuditProgressed(
-                event_id=uuid.uuid4(), audit_id=audit, occurred_at=t0 + timedelta(seconds=i + 60),
+                event_id=uuid.uuid4(),
+                audit_id=audit,
+                occurred_at=t0 + timedelta(seconds=i + 60),
                 producer="crawler",
                 data=AuditProgressedData(current_phase="crawl", pages_crawled=i % 500),
             )

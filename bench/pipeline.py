@@ -40,21 +40,48 @@ def _events(n: int) -> list[Any]:
 
         def ev(kind: str, minutes: int, data: dict[str, Any], **extra: Any) -> Any:
             return EVENT_ADAPTER.validate_python(
-                {**base, **extra, "event_id": str(uuid.uuid4()), "type": kind,
-                 "occurred_at": t0 + timedelta(minutes=minutes), "data": data}
+                {
+                    **base,
+                    **extra,
+                    "event_id": str(uuid.uuid4()),
+                    "type": kind,
+                    "occurred_at": t0 + timedelta(minutes=minutes),
+                    "data": data,
+                }
             )
 
-        out.append(ev("AuditStarted", 0, {"project_id": f"p-{i % 977}", "organization_id": f"o-{i % 101}",
-                                          "started_by_user_id": f"u-{i % 4099}",
-                                          "start_url": f"https://site-{i}.example.com/",
-                                          "workflow_instance_id": wf, "pages_total": 400}))
+        out.append(
+            ev(
+                "AuditStarted",
+                0,
+                {
+                    "project_id": f"p-{i % 977}",
+                    "organization_id": f"o-{i % 101}",
+                    "started_by_user_id": f"u-{i % 4099}",
+                    "start_url": f"https://site-{i}.example.com/",
+                    "workflow_instance_id": wf,
+                    "pages_total": 400,
+                },
+            )
+        )
         out.append(ev("AuditProgressed", 1, {"current_phase": "crawl", "pages_crawled": 10}))
         obs = t0 + timedelta(minutes=30)
         status = "errored" if i % 4 == 0 else "running"
-        out.append(ev("WorkflowStatusObserved", 30, {
-            "workflow_instance_id": wf, "status": status, "trigger": "watchdog",
-            "error": {"name": "Error", "message": "Worker exceeded memory limit"} if status == "errored" else None,
-            "observed_at": obs.isoformat()}))
+        out.append(
+            ev(
+                "WorkflowStatusObserved",
+                30,
+                {
+                    "workflow_instance_id": wf,
+                    "status": status,
+                    "trigger": "watchdog",
+                    "error": {"name": "Error", "message": "Worker exceeded memory limit"}
+                    if status == "errored"
+                    else None,
+                    "observed_at": obs.isoformat(),
+                },
+            )
+        )
         out.append(ev("AuditProgressed", 31, {"current_phase": "analyze", "pages_crawled": 200}))
         out.append(ev("AuditCompleted", 40, {"pages_crawled": 400}))
     return out
@@ -89,8 +116,11 @@ async def phase_raw_consume(prefix: str, n: int, partitions: int) -> dict[str, A
 
     topic = f"{prefix}.lifecycle.v1"
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=KAFKA, enable_auto_commit=False, isolation_level="read_committed",
-        max_partition_fetch_bytes=8 * 1024 * 1024, fetch_max_bytes=64 * 1024 * 1024,
+        bootstrap_servers=KAFKA,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        max_partition_fetch_bytes=8 * 1024 * 1024,
+        fetch_max_bytes=64 * 1024 * 1024,
     )
     await consumer.start()
     try:
@@ -122,15 +152,25 @@ async def phase_raw_copy(prefix: str, n: int, partitions: int) -> dict[str, Any]
     events = _events(n)
     now = datetime.now(UTC)
     rows = [
-        (e.event_id, e.audit_id, e.type, e.occurred_at, e.causation_id, "t", 0, i,
-         encode("t", e).value.decode(), now)
+        (
+            e.event_id,
+            e.audit_id,
+            e.type,
+            e.occurred_at,
+            e.causation_id,
+            "t",
+            0,
+            i,
+            encode("t", e).value.decode(),
+            now,
+        )
         for i, e in enumerate(events)
     ]
     conn = await asyncpg.connect(PG)
     try:
         await conn.execute(
             "CREATE UNLOGGED TABLE IF NOT EXISTS bench_copy (event_id uuid, audit_id text, type text,"
-            " occurred_at timestamptz, causation_id uuid, topic text, partition int, \"offset\" bigint,"
+            ' occurred_at timestamptz, causation_id uuid, topic text, partition int, "offset" bigint,'
             " body jsonb, recorded_at timestamptz)"
         )
         await conn.execute("TRUNCATE bench_copy")
@@ -222,9 +262,21 @@ PHASES = {
 
 def run_phase(name: str, prefix: str, n: int, partitions: int) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, __file__, "--phase", name, "--prefix", prefix, "--events", str(n),
-         "--partitions", str(partitions)],
-        capture_output=True, text=True, timeout=1800,
+        [
+            sys.executable,
+            __file__,
+            "--phase",
+            name,
+            "--prefix",
+            prefix,
+            "--events",
+            str(n),
+            "--partitions",
+            str(partitions),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     if out.returncode != 0:
         raise SystemExit(f"phase {name} failed:\n{out.stderr[-4000:]}")
@@ -258,20 +310,27 @@ def main() -> None:
         return
     prefix = f"bench{uuid.uuid4().hex[:8]}"
     n = args.events - args.events % 5
-    print(f"pipeline benchmark: {n} lifecycle events, {args.partitions} partitions, prefix {prefix}")
+    print(
+        f"pipeline benchmark: {n} lifecycle events, {args.partitions} partitions, prefix {prefix}"
+    )
     results = {}
     try:
         for name in ("produce", "raw-consume", "raw-copy", "projector", "reconciler", "rebuild"):
             results[name] = r = run_phase(name, prefix, n, args.partitions)
-            print(f"  {name:<12} {r['rate']:>10,.0f} events/s   peak {r['peak_mb']:>6.1f} MB"
-                  + (f"   ({r['decisions']} decisions)" if "decisions" in r else ""), flush=True)
+            print(
+                f"  {name:<12} {r['rate']:>10,.0f} events/s   peak {r['peak_mb']:>6.1f} MB"
+                + (f"   ({r['decisions']} decisions)" if "decisions" in r else ""),
+                flush=True,
+            )
     finally:
         asyncio.run(drop_schema(prefix))
     raw = results["raw-consume"]["rate"]
     print("ratios to the raw aiokafka consume rate:")
     for name, target in (("projector", 0.25), ("reconciler", 0.25), ("rebuild", 0.40)):
         ratio = results[name]["rate"] / raw
-        print(f"  {name:<12} {ratio:6.1%}  (target ≥ {target:.0%}) {'ok' if ratio >= target else 'BELOW TARGET'}")
+        print(
+            f"  {name:<12} {ratio:6.1%}  (target ≥ {target:.0%}) {'ok' if ratio >= target else 'BELOW TARGET'}"
+        )
     print(f"  raw COPY     {results['raw-copy']['rate'] / raw:6.1%} of raw consume")
 
 

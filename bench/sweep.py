@@ -26,7 +26,9 @@ from consumers.simulator import SimulatorServer
 from statemachine.events import AuditStarted, AuditStartedData
 
 
-async def one_sweep(n: int, latency_ms: float, concurrency: int, budget: int, window: float) -> tuple[float, dict]:
+async def one_sweep(
+    n: int, latency_ms: float, concurrency: int, budget: int, window: float
+) -> tuple[float, dict]:
     with tempfile.TemporaryDirectory() as tmp:
         async with SimulatorServer() as server:
             server.sim.latency_ms = latency_ms
@@ -48,7 +50,9 @@ async def one_sweep(n: int, latency_ms: float, concurrency: int, budget: int, wi
                 await ops.publish(
                     [
                         AuditStarted(
-                            event_id=uuid.uuid4(), audit_id=f"a-{i}", occurred_at=started,
+                            event_id=uuid.uuid4(),
+                            audit_id=f"a-{i}",
+                            occurred_at=started,
                             producer="bench",
                             data=AuditStartedData(project_id="p", workflow_instance_id=f"wf-{i}"),
                         )
@@ -83,16 +87,24 @@ async def main() -> None:
     parser.add_argument("--skip-sequential", action="store_true")
     args = parser.parse_args()
     n, lat = args.audits, args.latency_ms / 1000
-    elapsed, summary = await one_sweep(n, args.latency_ms, args.concurrency, args.budget, args.window)
+    elapsed, summary = await one_sweep(
+        n, args.latency_ms, args.concurrency, args.budget, args.window
+    )
     b = bound(n, lat, args.concurrency, args.budget, args.window)
-    print(f"sweep of {n} stale audits, {args.latency_ms:g} ms per request, concurrency {args.concurrency}")
-    print(f"  probed {summary['probed']}, healthy {summary['healthy']}, pending {summary['pending']}")
+    print(
+        f"sweep of {n} stale audits, {args.latency_ms:g} ms per request, concurrency {args.concurrency}"
+    )
+    print(
+        f"  probed {summary['probed']}, healthy {summary['healthy']}, pending {summary['pending']}"
+    )
     print(f"  wall time      {elapsed:6.2f} s")
     print(f"  bound          {b:6.2f} s  = max({n}×{lat:g}/{args.concurrency}, rate term)")
     print(f"  ratio          {elapsed / b:6.2f}  (target ≤ 1.20)")
     if not args.skip_sequential:
         seq, _ = await one_sweep(n, args.latency_ms, 1, args.budget, args.window)
-        print(f"  sequential     {seq:6.2f} s  (concurrency 1, same run) → speed-up {seq / elapsed:.1f}×")
+        print(
+            f"  sequential     {seq:6.2f} s  (concurrency 1, same run) → speed-up {seq / elapsed:.1f}×"
+        )
 
 
 if __name__ == "__main__":

@@ -71,7 +71,11 @@ def _audits_table(rows: list[AuditRow]) -> Table:
         table.add_column(col)
     for row in rows:
         s = row.state
-        pages = f"{s.pages_crawled or 0}/{s.pages_total}" if s.pages_total else str(s.pages_crawled or "")
+        pages = (
+            f"{s.pages_crawled or 0}/{s.pages_total}"
+            if s.pages_total
+            else str(s.pages_crawled or "")
+        )
         table.add_row(
             s.audit_id,
             s.status + (" (overturned)" if s.overturned else ""),
@@ -93,12 +97,20 @@ async def _with_runtime(settings: Settings, fn: Callable[[Any], Awaitable[T]]) -
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--event-log-url", envvar="AUDITREC_EVENT_LOG_URL", help="sqlite:///path or kafka://host:9092")
-@click.option("--database-url", envvar="AUDITREC_DATABASE_URL", help="sqlite:///path or postgresql://…")
-@click.option("--log-level", envvar="AUDITREC_LOG_LEVEL", default=None, help="DEBUG, INFO, WARNING…")
+@click.option(
+    "--event-log-url", envvar="AUDITREC_EVENT_LOG_URL", help="sqlite:///path or kafka://host:9092"
+)
+@click.option(
+    "--database-url", envvar="AUDITREC_DATABASE_URL", help="sqlite:///path or postgresql://…"
+)
+@click.option(
+    "--log-level", envvar="AUDITREC_LOG_LEVEL", default=None, help="DEBUG, INFO, WARNING…"
+)
 @click.version_option(package_name="auditrec")
 @click.pass_context
-def main(ctx: click.Context, event_log_url: str | None, database_url: str | None, log_level: str | None) -> None:
+def main(
+    ctx: click.Context, event_log_url: str | None, database_url: str | None, log_level: str | None
+) -> None:
     """auditrec keeps an audit table honest: it reconciles audits whose workflows died."""
     ctx.ensure_object(dict)["overrides"] = {
         "event_log_url": event_log_url,
@@ -120,13 +132,19 @@ def init(ctx: click.Context, as_json: bool) -> None:
     async def work(rt: Any) -> dict[str, Any]:
         created = await rt.log.init()
         version = await rt.store.init()
-        return {"topics_created": created, "topics": list(rt.topics.all()), "schema_version": version}
+        return {
+            "topics_created": created,
+            "topics": list(rt.topics.all()),
+            "schema_version": version,
+        }
 
     result = _run(_with_runtime_noinit(settings, work))
     if as_json:
         _print_json(result)
     else:
-        out.print(f"topics: {', '.join(result['topics'])} (created: {len(result['topics_created'])})")
+        out.print(
+            f"topics: {', '.join(result['topics'])} (created: {len(result['topics_created'])})"
+        )
         out.print(f"projection schema version {result['schema_version']}")
 
 
@@ -142,13 +160,19 @@ async def _with_runtime_noinit(settings: Settings, fn: Callable[[Any], Awaitable
 
 
 @main.command()
-@click.option("--only", help="Comma-separated components: projector,reconciler,probe,watchdog,telemetry,api")
-@click.option("--until-idle", is_flag=True, help="Drain all work (one watchdog tick included), then exit.")
+@click.option(
+    "--only", help="Comma-separated components: projector,reconciler,probe,watchdog,telemetry,api"
+)
+@click.option(
+    "--until-idle", is_flag=True, help="Drain all work (one watchdog tick included), then exit."
+)
 @click.option("--host", help="API host (AUDITREC_API_HOST).")
 @click.option("--port", type=int, help="API port (AUDITREC_API_PORT).")
 @click.pass_context
 @handle_errors
-def serve(ctx: click.Context, only: str | None, until_idle: bool, host: str | None, port: int | None) -> None:
+def serve(
+    ctx: click.Context, only: str | None, until_idle: bool, host: str | None, port: int | None
+) -> None:
     """Run the components (all by default)."""
     from .runner import Runtime, Service, parse_components
 
@@ -209,7 +233,9 @@ def status(ctx: click.Context, audit_id: str, no_probe: bool, inline: bool, as_j
 
     settings = _settings(ctx)
     result = _run(
-        _with_runtime(settings, lambda rt: Operations(rt).status(audit_id, probe=not no_probe, inline=inline))
+        _with_runtime(
+            settings, lambda rt: Operations(rt).status(audit_id, probe=not no_probe, inline=inline)
+        )
     )
     if result.note:
         err.print(f"note: {result.note}", markup=False)
@@ -237,7 +263,9 @@ def status(ctx: click.Context, audit_id: str, no_probe: bool, inline: bool, as_j
 def audits(ctx: click.Context, status_: str | None, limit: int, as_json: bool) -> None:
     """List audits from the projection, newest first."""
     settings = _settings(ctx)
-    rows = _run(_with_runtime(settings, lambda rt: rt.store.list_audits(status=status_, limit=limit)))
+    rows = _run(
+        _with_runtime(settings, lambda rt: rt.store.list_audits(status=status_, limit=limit))
+    )
     if as_json:
         _print_json([row_dict(r) for r in rows])
     else:
@@ -246,7 +274,9 @@ def audits(ctx: click.Context, status_: str | None, limit: int, as_json: bool) -
 
 @main.command()
 @click.option("--dry-run", is_flag=True, help="Only list the candidates.")
-@click.option("--inline", is_flag=True, help="Without a running serve, run the pipeline in this process.")
+@click.option(
+    "--inline", is_flag=True, help="Without a running serve, run the pipeline in this process."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 @handle_errors
@@ -255,7 +285,9 @@ def sweep(ctx: click.Context, dry_run: bool, inline: bool, as_json: bool) -> Non
     from .operations import Operations
 
     settings = _settings(ctx)
-    summary = _run(_with_runtime(settings, lambda rt: Operations(rt).sweep(dry_run=dry_run, inline=inline)))
+    summary = _run(
+        _with_runtime(settings, lambda rt: Operations(rt).sweep(dry_run=dry_run, inline=inline))
+    )
     data = summary.as_dict()
     if as_json:
         _print_json(data)
@@ -320,7 +352,9 @@ def rebuild(ctx: click.Context, yes: bool) -> None:
     settings = _settings(ctx)
     if not yes and sys.stdin.isatty():
         click.confirm("Empty the audits table and rebuild it from the log?", abort=True)
-    count = _run(_with_runtime(settings, lambda rt: rebuild_projection(rt, progress=sys.stderr.isatty())))
+    count = _run(
+        _with_runtime(settings, lambda rt: rebuild_projection(rt, progress=sys.stderr.isatty()))
+    )
     out.print(f"rebuilt the projection from {count} event(s)")
 
 
@@ -331,7 +365,12 @@ def diagram() -> None:
 
 
 @main.command()
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="Write one file per type.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write one file per type.",
+)
 def schema(out_dir: Path | None) -> None:
     """JSON Schemas of all event types."""
     schemas = {name: cls.model_json_schema() for name, cls in EVENT_TYPES.items()}
@@ -345,7 +384,12 @@ def schema(out_dir: Path | None) -> None:
 
 
 @main.command()
-@click.option("--dir", "work_dir", type=click.Path(file_okay=False, path_type=Path), help="Where to keep the demo's files (default: a temporary folder).")
+@click.option(
+    "--dir",
+    "work_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where to keep the demo's files (default: a temporary folder).",
+)
 @handle_errors
 def demo(work_dir: Path | None) -> None:
     """A scripted end-to-end run on the embedded default with the built-in simulator."""
@@ -358,13 +402,17 @@ def demo(work_dir: Path | None) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8787, show_default=True)
 @click.option("--token", envvar="AUDITREC_SIMULATOR_TOKEN", help="Require this bearer token.")
-@click.option("--seed", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="JSON seed file.")
+@click.option(
+    "--seed", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="JSON seed file."
+)
 @handle_errors
 def simulate_workflows(host: str, port: int, token: str | None, seed: Path | None) -> None:
     """Run the Cloudflare Workflows API simulator."""
     from .simulator import run_simulator
 
-    err.print(f"Workflows API simulator on http://{host}:{port}/client/v4 (control API under /_sim/)")
+    err.print(
+        f"Workflows API simulator on http://{host}:{port}/client/v4 (control API under /_sim/)"
+    )
     run_simulator(host, port, token, seed)
 
 

@@ -86,14 +86,27 @@ def _events(now: datetime) -> list[AuditEvent]:
         )
         if audit_id == "demo-done":
             events.append(
-                _event("AuditCompleted", audit_id, started + timedelta(minutes=30), {"pages_crawled": 250})
+                _event(
+                    "AuditCompleted",
+                    audit_id,
+                    started + timedelta(minutes=30),
+                    {"pages_crawled": 250},
+                )
             )
     return events
 
 
 def _table(rows: list[AuditRow], title: str) -> Table:
     table = Table(title=title, title_justify="left", box=None, pad_edge=False)
-    for col in ("audit_id", "status", "phase", "error_code", "failed_by", "reconciled_by", "last observed"):
+    for col in (
+        "audit_id",
+        "status",
+        "phase",
+        "error_code",
+        "failed_by",
+        "reconciled_by",
+        "last observed",
+    ):
         table.add_column(col)
     for row in sorted(rows, key=lambda r: r.audit_id):
         s = row.state
@@ -127,7 +140,13 @@ async def run_demo(work_dir: Path | None, out: Console) -> int:
                 end = None
                 if status in ("complete", "errored", "terminated"):
                     end = now - timedelta(minutes=max(1, minutes // 3))
-                sim.set_instance(f"wf-{audit_id}", status, error=error, start=now - timedelta(minutes=minutes), end=end)
+                sim.set_instance(
+                    f"wf-{audit_id}",
+                    status,
+                    error=error,
+                    start=now - timedelta(minutes=minutes),
+                    end=end,
+                )
             sim.set_fault("wf-demo-flaky", "server_error")
             settings = load_settings(
                 event_log_url=f"sqlite:///{work_dir}/events.db",
@@ -158,7 +177,16 @@ async def run_demo(work_dir: Path | None, out: Console) -> int:
                 out.print(_table(await rt.store.list_audits(limit=100), "\nafter the sweep"))
 
                 out.print("\nthe crawler of demo-finalize reports completion at last:")
-                await ops.publish([_event("AuditCompleted", "demo-finalize", datetime.now(UTC), {"pages_crawled": 250})])
+                await ops.publish(
+                    [
+                        _event(
+                            "AuditCompleted",
+                            "demo-finalize",
+                            datetime.now(UTC),
+                            {"pages_crawled": 250},
+                        )
+                    ]
+                )
                 async with Service(rt, PIPELINE) as service:
                     await service.drain()
                 row = await rt.store.get("demo-finalize")

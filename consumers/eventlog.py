@@ -15,6 +15,7 @@ Records are bytes; :func:`encode` and :func:`decode` translate events, and
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -137,8 +138,11 @@ def describe(exc: ValidationError) -> str:
             message = "must be 1-128 characters of [A-Za-z0-9._:-]"
         elif err["type"] == "union_tag_invalid":
             where = "type"
-            message = f"unknown event type {err['input'].get('type')!r}" if isinstance(
-                err.get("input"), dict) else message
+            message = (
+                f"unknown event type {err['input'].get('type')!r}"
+                if isinstance(err.get("input"), dict)
+                else message
+            )
         parts.append(f"{where}: {message}")
     return "; ".join(parts)
 
@@ -177,10 +181,8 @@ def dead_letter(topics: Topics, record: Record, consumer: str, error: str) -> Ou
         "error": error[:2000],
         "original_base64": base64.b64encode(record.value).decode(),
     }
-    try:
+    with contextlib.suppress(UnicodeDecodeError):
         body["original"] = record.value.decode()
-    except UnicodeDecodeError:
-        pass
     return OutRecord(
         topic=topics.dead_letter,
         key=record.key or f"{record.topic}:{record.partition}:{record.offset}",

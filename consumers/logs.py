@@ -21,7 +21,16 @@ def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
     if not isinstance(numeric, int):
         numeric = logging.INFO
     logging.basicConfig(level=numeric, stream=sys.stderr, format="%(message)s", force=True)
-    for noisy in ("aiokafka", "kafka", "httpx", "httpcore", "uvicorn.access", "asyncio", "posthog", "backoff"):
+    for noisy in (
+        "aiokafka",
+        "kafka",
+        "httpx",
+        "httpcore",
+        "uvicorn.access",
+        "asyncio",
+        "posthog",
+        "backoff",
+    ):
         logging.getLogger(noisy).setLevel(max(numeric, logging.WARNING))
     structlog.configure(
         processors=[

@@ -70,7 +70,9 @@ class Operations:
 
     # -- status -----------------------------------------------------------------------------
 
-    async def status(self, audit_id: str, *, probe: bool = True, inline: bool = False) -> StatusResult:
+    async def status(
+        self, audit_id: str, *, probe: bool = True, inline: bool = False
+    ) -> StatusResult:
         row = await self.rt.store.get(audit_id)
         if row is None:
             raise NotFound(f"unknown audit {audit_id!r}")

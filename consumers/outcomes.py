@@ -102,8 +102,8 @@ async def await_outcomes(
                 outcome = outcomes[key]
                 if obs.type == "WorkflowProbeFailed":
                     outcome.result = "probe_error"
-                    outcome.probe_error = obs.data.reason.value  # type: ignore[union-attr]
-                    outcome.reason = obs.data.detail  # type: ignore[union-attr]
+                    outcome.probe_error = obs.data.reason.value
+                    outcome.reason = obs.data.detail
                     continue
                 outcome.observed_status = status = obs.data.status  # type: ignore[union-attr]
                 if status in HEALTHY_STATUSES:
@@ -119,13 +119,16 @@ async def await_outcomes(
                     outcome.error_code = verdict.failure.error_code
                     waiting_decision[str(obs.event_id)] = outcome
                 else:
-                    outcome.result = "healthy" if verdict and verdict.rule == "healthy" else "unchanged"
+                    outcome.result = (
+                        "healthy" if verdict and verdict.rule == "healthy" else "unchanged"
+                    )
         if waiting_decision:
             for decision in await store.caused_by(list(waiting_decision)):
                 if decision.type not in _DECISIONS:
                     continue
-                outcome = waiting_decision.pop(str(decision.causation_id), None)
-                if outcome is not None:
+                decided = waiting_decision.pop(str(decision.causation_id), None)
+                if decided is not None:
+                    outcome = decided
                     outcome.result = "failed" if decision.type == "AuditFailed" else "would_fail"
                     outcome.error_code = decision.data.error_code  # type: ignore[union-attr]
         for obs_id, outcome in list(waiting_decision.items()):

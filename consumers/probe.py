@@ -96,7 +96,9 @@ class Probe(LogConsumer):
                     event = self._observation(request, instance, result, observed_at)
                 except ValidationError as exc:
                     failure = ProbeFailure(
-                        ProbeFailureReason.INVALID_RESPONSE, None, f"unusable answer: {describe(exc)}"
+                        ProbeFailureReason.INVALID_RESPONSE,
+                        None,
+                        f"unusable answer: {describe(exc)}",
                     )
                     event = self._observation(request, instance, failure, observed_at)
                 outputs[tp].append(encode(lifecycle, event))
@@ -105,9 +107,7 @@ class Probe(LogConsumer):
         await self.commit(records, outputs)
         return len(records)
 
-    async def _probe(
-        self, instance: str | None
-    ) -> tuple[InstanceStatus | ProbeFailure, datetime]:
+    async def _probe(self, instance: str | None) -> tuple[InstanceStatus | ProbeFailure, datetime]:
         if instance is None:
             return InstanceStatus("not_attached", None, None), self.clock()
         result = await self.client.get_instance(instance)
@@ -132,24 +132,26 @@ class Probe(LogConsumer):
         }
         if isinstance(result, InstanceStatus):
             if result.status not in KNOWN_STATUSES:
-                log.warning("unknown workflow status", audit_id=request.audit_id, status=result.status)
+                log.warning(
+                    "unknown workflow status", audit_id=request.audit_id, status=result.status
+                )
                 result = InstanceStatus("unknown", result.error, result.ended_at)
             error = result.error
             if isinstance(error, dict):
                 error = {k: error.get(k) for k in ("name", "message")}
             return WorkflowStatusObserved(
-                **common,  # type: ignore[arg-type]
+                **common,
                 data=WorkflowStatusObservedData(
                     workflow_instance_id=instance,
-                    status=result.status,  # type: ignore[arg-type]
-                    error=error,  # type: ignore[arg-type]
+                    status=result.status,
+                    error=error,
                     workflow_ended_at=result.ended_at,
                     trigger=request.data.trigger,
                     observed_at=observed_at,
                 ),
             )
         return WorkflowProbeFailed(
-            **common,  # type: ignore[arg-type]
+            **common,
             data=WorkflowProbeFailedData(
                 workflow_instance_id=instance,
                 reason=result.reason,

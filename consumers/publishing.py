@@ -83,7 +83,9 @@ def validate_items(
     return events
 
 
-def parse_json_lines(lines: Iterable[str], *, producer: str = "auditrec-publish") -> list[AuditEvent]:
+def parse_json_lines(
+    lines: Iterable[str], *, producer: str = "auditrec-publish"
+) -> list[AuditEvent]:
     """JSON Lines → events. Blank lines and ``#`` comments are skipped; line numbers are 1-based."""
     events: list[AuditEvent] = []
     problems: list[str] = []

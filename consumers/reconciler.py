@@ -75,7 +75,10 @@ class Reconciler(LogConsumer):
     @property
     def running(self) -> int:
         return sum(
-            1 for states in self.partitions.values() for s in states.values() if s.status == "running"
+            1
+            for states in self.partitions.values()
+            for s in states.values()
+            if s.status == "running"
         )
 
     def state(self, audit_id: str) -> AuditState | None:

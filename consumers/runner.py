@@ -274,7 +274,9 @@ class Service:
         await asyncio.gather(*pending, return_exceptions=True)
         for task in done:
             if not task.cancelled() and task.exception() is not None:
-                log.error("task ended with an error", task=task.get_name(), error=str(task.exception()))
+                log.error(
+                    "task ended with an error", task=task.get_name(), error=str(task.exception())
+                )
 
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -327,5 +329,5 @@ class Service:
             app, host=s.api_host, port=s.api_port, log_level="warning", lifespan="off"
         )
         self._api_server = uvicorn.Server(config)
-        self._api_server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        self._api_server.install_signal_handlers = lambda: None
         await self._api_server.serve()

@@ -161,7 +161,10 @@ class SQLiteEventLog(EventLog):
         return await self._run(work)
 
     def _fetch(self, topic: str, start: int, end: int | None, limit: int) -> list[Record]:
-        sql = 'SELECT "offset", key, value, headers, ts FROM records WHERE topic = ? AND "offset" >= ?'
+        sql = (
+            'SELECT "offset", key, value, headers, ts FROM records '
+            'WHERE topic = ? AND "offset" >= ?'
+        )
         args: list[Any] = [topic, start]
         if end is not None:
             sql += ' AND "offset" < ?'

@@ -1,7 +1,8 @@
 """The audit row (DESIGN §6) and the pure projection ``project(row, event) -> row``.
 
 A row is the audit's :class:`~statemachine.state.AuditState` plus bookkeeping: ``version``
-(events recorded for the audit since its ``AuditStarted``), ``last_event_id`` and ``updated_at`` (set by the store when
+(events recorded for the audit since its ``AuditStarted``), ``last_event_id`` and
+``updated_at`` (set by the store when
 it writes). ``project`` is ``evolve`` plus that bookkeeping, so the table is exactly the fold of
 the log.
 """

@@ -268,7 +268,8 @@ class SQLiteStore(ProjectionStore):
         after: tuple[datetime, str] | None = None,
     ) -> list[AuditRow]:
         def work() -> list[AuditRow]:
-            where, args = [], []
+            where: list[str] = []
+            args: list[Any] = []
             if status is not None:
                 where.append("status = ?")
                 args.append(status)
@@ -304,7 +305,7 @@ class SQLiteStore(ProjectionStore):
         ids = list(causation_ids)
 
         def work() -> list[AuditEvent]:
-            out = []
+            out: list[AuditEvent] = []
             for chunk in _chunks(ids):
                 marks = ", ".join("?" for _ in chunk)
                 cur = self.db.conn.execute(
@@ -335,7 +336,7 @@ class SQLiteStore(ProjectionStore):
 
         return await self.db.run(work)
 
-    async def iter_rows(self) -> AsyncIterator[AuditRow]:  # type: ignore[override]
+    async def iter_rows(self) -> AsyncIterator[AuditRow]:
         last = ""
         while True:
             batch = await self.db.run(

@@ -32,6 +32,11 @@ from pydantic import (
 )
 
 __all__ = [
+    "CURRENT_VERSION",
+    "EVENT_ADAPTER",
+    "EVENT_TYPES",
+    "LIFECYCLE_TYPES",
+    "PROBE_ADAPTER",
     "AuditCompleted",
     "AuditEvent",
     "AuditFailed",
@@ -39,12 +44,7 @@ __all__ = [
     "AuditId",
     "AuditProgressed",
     "AuditStarted",
-    "CURRENT_VERSION",
-    "EVENT_ADAPTER",
-    "EVENT_TYPES",
     "FailedBy",
-    "LIFECYCLE_TYPES",
-    "PROBE_ADAPTER",
     "ProbeFailureReason",
     "ProbeRequested",
     "ReconciledBy",

@@ -65,7 +65,7 @@ def _fail(
     if d.workflow_instance_id:
         evidence["workflow_instance_id"] = d.workflow_instance_id
     return AuditFailedData(
-        error_code=code,  # type: ignore[arg-type]
+        error_code=code,
         error_detail=truncate(detail),
         failed_phase=state.current_phase,
         failed_by=FailedBy.RECONCILER,

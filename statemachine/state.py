@@ -142,22 +142,30 @@ def evolve(state: AuditState, event: AuditEvent) -> AuditState:
             last_observed_status=None,
         )
     if isinstance(event, AuditProgressed):
-        d = event.data
+        progress = event.data
         return replace(
             state,
-            current_phase=_intern(d.current_phase) if d.current_phase else state.current_phase,
-            pages_crawled=d.pages_crawled if d.pages_crawled is not None else state.pages_crawled,
-            pages_total=d.pages_total if d.pages_total is not None else state.pages_total,
+            current_phase=_intern(progress.current_phase)
+            if progress.current_phase
+            else state.current_phase,
+            pages_crawled=progress.pages_crawled
+            if progress.pages_crawled is not None
+            else state.pages_crawled,
+            pages_total=progress.pages_total
+            if progress.pages_total is not None
+            else state.pages_total,
         )
     if isinstance(event, AuditCompleted):
-        d = event.data
+        done = event.data
         overturn = state.status == "failed"
         return replace(
             state,
             status="completed",
-            pages_crawled=d.pages_crawled if d.pages_crawled is not None else state.pages_crawled,
-            pages_total=d.pages_total if d.pages_total is not None else state.pages_total,
-            completed_at=d.completed_at or event.occurred_at,
+            pages_crawled=done.pages_crawled
+            if done.pages_crawled is not None
+            else state.pages_crawled,
+            pages_total=done.pages_total if done.pages_total is not None else state.pages_total,
+            completed_at=done.completed_at or event.occurred_at,
             overturned=state.overturned or overturn,
             error_code=None if overturn else state.error_code,
             error_detail=None if overturn else state.error_detail,
@@ -166,15 +174,17 @@ def evolve(state: AuditState, event: AuditEvent) -> AuditState:
             reconciled_by=None if overturn else state.reconciled_by,
         )
     if isinstance(event, AuditFailed):
-        d = event.data
+        failure = event.data
         return replace(
             state,
             status="failed",
-            error_code=d.error_code,
-            error_detail=d.error_detail,
-            failed_phase=d.failed_phase if d.failed_phase is not None else state.current_phase,
-            failed_by=d.failed_by.value,
-            reconciled_by=d.reconciled_by.value if d.reconciled_by else None,
+            error_code=failure.error_code,
+            error_detail=failure.error_detail,
+            failed_phase=failure.failed_phase
+            if failure.failed_phase is not None
+            else state.current_phase,
+            failed_by=failure.failed_by.value,
+            reconciled_by=failure.reconciled_by.value if failure.reconciled_by else None,
             completed_at=event.occurred_at,
         )
     # Observations, probe failures and simulated failures keep the status.

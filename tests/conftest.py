@@ -76,7 +76,12 @@ def _database_url(admin_url: str, name: str) -> str:
     return f"{base}/{name}"
 
 
-@pytest.fixture(params=["sqlite", pytest.param("kafka+postgres", marks=[pytest.mark.kafka, pytest.mark.postgres])])
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("kafka+postgres", marks=[pytest.mark.kafka, pytest.mark.postgres]),
+    ]
+)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     """Each end-to-end test runs on both backend pairs."""
     prefix = f"t{uuid.uuid4().hex[:10]}"
@@ -92,6 +97,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     admin = postgres_url()
     asyncio.run(_create_database(admin, prefix))
     try:
-        yield Backend("kafka+postgres", f"kafka://{bootstrap}", _database_url(admin, prefix), prefix)
+        yield Backend(
+            "kafka+postgres", f"kafka://{bootstrap}", _database_url(admin, prefix), prefix
+        )
     finally:
         asyncio.run(_drop_database(admin, prefix))

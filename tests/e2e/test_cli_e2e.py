@@ -22,8 +22,13 @@ from tests.conftest import Backend
 AUDITREC = str(Path(sys.executable).with_name("auditrec"))
 
 
-def run(backend: Backend, *args: str, env: dict[str, str], input: str | None = None,
-        timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run(
+    backend: Backend,
+    *args: str,
+    env: dict[str, str],
+    input: str | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [AUDITREC, *args], env=env, input=input, capture_output=True, text=True, timeout=timeout
     )
@@ -31,8 +36,13 @@ def run(backend: Backend, *args: str, env: dict[str, str], input: str | None = N
 
 def envelope(kind: str, audit_id: str, at: datetime, **data: Any) -> str:
     return json.dumps(
-        {"type": kind, "audit_id": audit_id, "occurred_at": at.isoformat(), "producer": "crawler",
-         "data": data}
+        {
+            "type": kind,
+            "audit_id": audit_id,
+            "occurred_at": at.isoformat(),
+            "producer": "crawler",
+            "data": data,
+        }
     )
 
 
@@ -51,21 +61,44 @@ def scenario(simulator: SimulatorServer) -> tuple[str, dict[str, tuple[str, str 
     now = datetime.now(UTC)
     old = now - timedelta(hours=2)
     sim = simulator.sim
-    sim.set_instance("wf-oom", "errored", error={"name": "Error", "message": "Worker exceeded memory limit"})
+    sim.set_instance(
+        "wf-oom", "errored", error={"name": "Error", "message": "Worker exceeded memory limit"}
+    )
     sim.set_instance("wf-healthy", "running")
     sim.set_instance("wf-done-late", "complete", end=now - timedelta(minutes=30))
     sim.set_instance("wf-term", "terminated")
     lines = [
-        envelope("AuditStarted", "a-oom", old, project_id="p1", workflow_instance_id="wf-oom",
-                 started_by_user_id="u1", organization_id="o1"),
-        envelope("AuditProgressed", "a-oom", old + timedelta(minutes=1), current_phase="crawl",
-                 pages_crawled=12),
-        envelope("AuditStarted", "a-healthy", old, project_id="p1", workflow_instance_id="wf-healthy"),
-        envelope("AuditStarted", "a-finalize", old, project_id="p1", workflow_instance_id="wf-done-late"),
+        envelope(
+            "AuditStarted",
+            "a-oom",
+            old,
+            project_id="p1",
+            workflow_instance_id="wf-oom",
+            started_by_user_id="u1",
+            organization_id="o1",
+        ),
+        envelope(
+            "AuditProgressed",
+            "a-oom",
+            old + timedelta(minutes=1),
+            current_phase="crawl",
+            pages_crawled=12,
+        ),
+        envelope(
+            "AuditStarted", "a-healthy", old, project_id="p1", workflow_instance_id="wf-healthy"
+        ),
+        envelope(
+            "AuditStarted", "a-finalize", old, project_id="p1", workflow_instance_id="wf-done-late"
+        ),
         envelope("AuditStarted", "a-term", old, project_id="p1", workflow_instance_id="wf-term"),
         envelope("AuditStarted", "a-expired", old, project_id="p1", workflow_instance_id="wf-gone"),
-        envelope("AuditStarted", "a-young", now - timedelta(minutes=2), project_id="p1",
-                 workflow_instance_id="wf-young"),
+        envelope(
+            "AuditStarted",
+            "a-young",
+            now - timedelta(minutes=2),
+            project_id="p1",
+            workflow_instance_id="wf-young",
+        ),
         envelope("AuditStarted", "a-done", old, project_id="p1", workflow_instance_id="wf-x"),
         envelope("AuditCompleted", "a-done", old + timedelta(minutes=20), pages_crawled=5),
     ]
@@ -111,7 +144,10 @@ def test_publish_serve_sweep_audits_status_replay(
     log_file = (tmp_path / "serve.log").open("w")
     serve = subprocess.Popen(
         [AUDITREC, "serve", "--only", "projector,reconciler,probe"],
-        env=env, stdout=log_file, stderr=subprocess.STDOUT, text=True,
+        env=env,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         wait_for(lambda: len(audits(backend, env)) == 7)
@@ -123,24 +159,49 @@ def test_publish_serve_sweep_audits_status_replay(
 
         # then the dead audits are failed with their codes, in the summary and in the table
         assert summary["candidates"] == 5  # every stale running audit; not the young or done one
-        assert summary["failed"] == {"oom": 1, "finalize_lost": 1, "workflow_terminated": 1,
-                                     "instance_lost": 1}
+        assert summary["failed"] == {
+            "oom": 1,
+            "finalize_lost": 1,
+            "workflow_terminated": 1,
+            "instance_lost": 1,
+        }
         assert summary["healthy"] == 1
         assert summary["pending"] == 0
         rows = audits(backend, env)
         for audit_id, (status, code) in expected.items():
-            assert (rows[audit_id]["status"], rows[audit_id]["error_code"]) == (status, code), audit_id
+            assert (rows[audit_id]["status"], rows[audit_id]["error_code"]) == (status, code), (
+                audit_id
+            )
         oom = rows["a-oom"]
         assert oom["failed_by"] == "reconciler"
         assert oom["reconciled_by"] == "watchdog"
         assert oom["failed_phase"] == "crawl"
         assert oom["last_observed_status"] == "errored"
-        assert set(oom) >= {"audit_id", "project_id", "organization_id", "started_by_user_id",
-                            "start_url", "workflow_instance_id", "status", "current_phase",
-                            "pages_crawled", "pages_total", "started_at", "completed_at",
-                            "error_code", "error_detail", "failed_phase", "failed_by",
-                            "reconciled_by", "last_observed_status", "last_observed_at",
-                            "overturned", "version", "last_event_id", "updated_at"}
+        assert set(oom) >= {
+            "audit_id",
+            "project_id",
+            "organization_id",
+            "started_by_user_id",
+            "start_url",
+            "workflow_instance_id",
+            "status",
+            "current_phase",
+            "pages_crawled",
+            "pages_total",
+            "started_at",
+            "completed_at",
+            "error_code",
+            "error_detail",
+            "failed_phase",
+            "failed_by",
+            "reconciled_by",
+            "last_observed_status",
+            "last_observed_at",
+            "overturned",
+            "version",
+            "last_event_id",
+            "updated_at",
+        }
 
         # and status on a running audit probes it on demand (the young one: not_found, too young)
         simulator.sim.delete_instance("wf-young")
@@ -167,7 +228,11 @@ def test_publish_serve_sweep_audits_status_replay(
         assert replay.returncode == 0, replay.stderr
         steps = json.loads(replay.stdout)
         assert [s["type"] for s in steps] == [
-            "AuditStarted", "AuditProgressed", "WorkflowStatusObserved", "AuditFailed"]
+            "AuditStarted",
+            "AuditProgressed",
+            "WorkflowStatusObserved",
+            "AuditFailed",
+        ]
         assert steps[2]["rule"] == "errored" and steps[2]["after"] == "running"
         assert steps[3]["before"] == "running" and steps[3]["after"] == "failed"
     finally:
@@ -190,8 +255,14 @@ def test_publish_rejects_a_file_with_any_invalid_line_and_publishes_nothing(
         '{"type": "AuditStarted", "audit_id": "a 2", "data": {"project_id": "p"}}',
         envelope("AuditStarted", "a-3", now, project_id="p"),
         "{not json",
-        json.dumps({"type": "AuditStarted", "audit_id": "a-5", "occurred_at": "2026-11-30T08:00:00",
-                    "data": {"project_id": "p"}}),
+        json.dumps(
+            {
+                "type": "AuditStarted",
+                "audit_id": "a-5",
+                "occurred_at": "2026-11-30T08:00:00",
+                "data": {"project_id": "p"},
+            }
+        ),
         json.dumps({"type": "Nope", "audit_id": "a-6", "data": {}}),
     ]
     path = tmp_path / "bad.jsonl"

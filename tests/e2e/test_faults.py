@@ -28,7 +28,7 @@ from consumers.settings import load_settings
 from projections.errors import EventLogError
 from projections.row import AuditRow, project
 from projections.store import open_store
-from statemachine.events import AuditEvent, EVENT_ADAPTER
+from statemachine.events import EVENT_ADAPTER, AuditEvent
 from tests.conftest import Backend, _create_database, _database_url, _drop_database
 from tests.services import kafka_bootstrap, postgres_url
 
@@ -37,26 +37,46 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow]
 
 
-@pytest.fixture(params=["sqlite", pytest.param("kafka+postgres", marks=[pytest.mark.kafka, pytest.mark.postgres])])
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("kafka+postgres", marks=[pytest.mark.kafka, pytest.mark.postgres]),
+    ]
+)
 def fault_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     prefix = f"f{uuid.uuid4().hex[:10]}"
     if request.param == "sqlite":
-        yield Backend("sqlite", f"sqlite:///{tmp_path}/events.db", f"sqlite:///{tmp_path}/audits.db", prefix)
+        yield Backend(
+            "sqlite", f"sqlite:///{tmp_path}/events.db", f"sqlite:///{tmp_path}/audits.db", prefix
+        )
         return
     admin = postgres_url()
     bootstrap = kafka_bootstrap()
     asyncio.run(_create_database(admin, prefix))
     try:
-        yield Backend("kafka+postgres", f"kafka://{bootstrap}", _database_url(admin, prefix), prefix,
-                      env={"AUDITREC_KAFKA_LIFECYCLE_PARTITIONS": "6"})
+        yield Backend(
+            "kafka+postgres",
+            f"kafka://{bootstrap}",
+            _database_url(admin, prefix),
+            prefix,
+            env={"AUDITREC_KAFKA_LIFECYCLE_PARTITIONS": "6"},
+        )
     finally:
         asyncio.run(_drop_database(admin, prefix))
 
 
-def _event(kind: str, audit_id: str, at: datetime, data: dict[str, Any], producer: str = "crawler") -> AuditEvent:
+def _event(
+    kind: str, audit_id: str, at: datetime, data: dict[str, Any], producer: str = "crawler"
+) -> AuditEvent:
     return EVENT_ADAPTER.validate_python(
-        {"event_id": str(uuid.uuid4()), "type": kind, "audit_id": audit_id, "occurred_at": at,
-         "producer": producer, "data": data}
+        {
+            "event_id": str(uuid.uuid4()),
+            "type": kind,
+            "audit_id": audit_id,
+            "occurred_at": at,
+            "producer": producer,
+            "data": data,
+        }
     )
 
 
@@ -74,23 +94,53 @@ def stream(audits: int, seed: int = 7) -> tuple[list[AuditEvent], set[str]]:
         a = f"a-{i:05d}"
         wf = f"wf-{i:05d}"
         evs = [
-            _event("AuditStarted", a, t0, {"project_id": "p", "workflow_instance_id": wf,
-                                            "started_by_user_id": "u"}),
-            _event("AuditProgressed", a, t0 + timedelta(minutes=1), {"current_phase": "crawl",
-                                                                       "pages_crawled": i % 50}),
+            _event(
+                "AuditStarted",
+                a,
+                t0,
+                {"project_id": "p", "workflow_instance_id": wf, "started_by_user_id": "u"},
+            ),
+            _event(
+                "AuditProgressed",
+                a,
+                t0 + timedelta(minutes=1),
+                {"current_phase": "crawl", "pages_crawled": i % 50},
+            ),
         ]
         obs_at = t0 + timedelta(minutes=30)
         if i % 3 == 0:
             must_fail.add(a)
             for k in range(2):
-                evs.append(_event("WorkflowStatusObserved", a, obs_at + timedelta(seconds=k), {
-                    "workflow_instance_id": wf, "status": "errored", "trigger": "watchdog",
-                    "error": {"name": "Error", "message": "Worker exceeded memory limit"},
-                    "observed_at": (obs_at + timedelta(seconds=k)).isoformat()}, "auditrec-probe"))
+                evs.append(
+                    _event(
+                        "WorkflowStatusObserved",
+                        a,
+                        obs_at + timedelta(seconds=k),
+                        {
+                            "workflow_instance_id": wf,
+                            "status": "errored",
+                            "trigger": "watchdog",
+                            "error": {"name": "Error", "message": "Worker exceeded memory limit"},
+                            "observed_at": (obs_at + timedelta(seconds=k)).isoformat(),
+                        },
+                        "auditrec-probe",
+                    )
+                )
         elif i % 3 == 1:
-            evs.append(_event("WorkflowStatusObserved", a, obs_at, {
-                "workflow_instance_id": wf, "status": "running", "trigger": "watchdog",
-                "observed_at": obs_at.isoformat()}, "auditrec-probe"))
+            evs.append(
+                _event(
+                    "WorkflowStatusObserved",
+                    a,
+                    obs_at,
+                    {
+                        "workflow_instance_id": wf,
+                        "status": "running",
+                        "trigger": "watchdog",
+                        "observed_at": obs_at.isoformat(),
+                    },
+                    "auditrec-probe",
+                )
+            )
         else:
             evs.append(_event("AuditCompleted", a, obs_at, {"pages_crawled": 50}))
         per_audit.append(evs)
@@ -115,8 +165,12 @@ class Proc:
 
     def start(self) -> None:
         log = self.log_path.open("ab")
-        self.p = subprocess.Popen([AUDITREC, "serve", "--only", self.only], env=self.env,
-                                  stdout=log, stderr=subprocess.STDOUT)
+        self.p = subprocess.Popen(
+            [AUDITREC, "serve", "--only", self.only],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         log.close()
 
     def kill(self) -> None:
@@ -154,7 +208,11 @@ async def publish(log: EventLog, events: list[AuditEvent], chunk: int, pause: fl
 async def read_log(backend: Backend) -> list[AuditEvent]:
     topics = Topics(backend.topic_prefix)
     settings = load_settings(event_log_url=backend.event_log_url, database_url=backend.database_url)
-    log = open_event_log(backend.event_log_url, topics, **({"settings": settings} if backend.name != "sqlite" else {}))
+    log = open_event_log(
+        backend.event_log_url,
+        topics,
+        **({"settings": settings} if backend.name != "sqlite" else {}),
+    )
     out: list[AuditEvent] = []
     async with log:
         for p in await log.partitions(topics.lifecycle):
@@ -187,7 +245,9 @@ def check(backend: Backend, must_fail: set[str], audits: int) -> None:
     dup = [i for i, n in ids.items() if n > 1]
     assert not dup, f"{len(dup)} events appear more than once in the log"
     decisions = Counter(
-        e.audit_id for e in log if e.type == "AuditFailed" and e.data.failed_by.value == "reconciler"  # type: ignore[union-attr]
+        e.audit_id
+        for e in log
+        if e.type == "AuditFailed" and e.data.failed_by.value == "reconciler"  # type: ignore[union-attr]
     )
     assert set(decisions) == must_fail
     assert set(decisions.values()) == {1}, "an audit was decided more than once"
@@ -200,8 +260,13 @@ def check(backend: Backend, must_fail: set[str], audits: int) -> None:
 
 
 def finish(env: dict[str, str]) -> None:
-    done = subprocess.run([AUDITREC, "serve", "--until-idle", "--only", "projector,reconciler"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [AUDITREC, "serve", "--until-idle", "--only", "projector,reconciler"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -211,7 +276,10 @@ def test_sigkill_of_projector_and_reconciler_loses_and_duplicates_nothing(
     audits = 1500
     events, must_fail = stream(audits)
     env = fault_backend.environ(AUDITREC_LOG_FORMAT="json")
-    assert subprocess.run([AUDITREC, "init"], env=env, capture_output=True, timeout=120).returncode == 0
+    assert (
+        subprocess.run([AUDITREC, "init"], env=env, capture_output=True, timeout=120).returncode
+        == 0
+    )
     projector = Proc(env, "projector", tmp_path / "projector.log")
     reconciler = Proc(env, "reconciler", tmp_path / "reconciler.log")
     projector.start()
@@ -220,10 +288,14 @@ def test_sigkill_of_projector_and_reconciler_loses_and_duplicates_nothing(
 
     async def run() -> None:
         topics = Topics(fault_backend.topic_prefix)
-        settings = load_settings(event_log_url=fault_backend.event_log_url,
-                                 database_url=fault_backend.database_url)
-        log = open_event_log(fault_backend.event_log_url, topics,
-                             **({"settings": settings} if fault_backend.name != "sqlite" else {}))
+        settings = load_settings(
+            event_log_url=fault_backend.event_log_url, database_url=fault_backend.database_url
+        )
+        log = open_event_log(
+            fault_backend.event_log_url,
+            topics,
+            **({"settings": settings} if fault_backend.name != "sqlite" else {}),
+        )
         async with log:
             task = asyncio.create_task(publish(log, events, chunk=250, pause=0.3))
             while not task.done():
@@ -249,18 +321,28 @@ def test_sigkill_of_projector_and_reconciler_loses_and_duplicates_nothing(
 
 @pytest.mark.kafka
 @pytest.mark.postgres
-def test_two_reconcilers_in_one_group_share_partitions_without_a_double_decision(tmp_path: Path) -> None:
+def test_two_reconcilers_in_one_group_share_partitions_without_a_double_decision(
+    tmp_path: Path,
+) -> None:
     admin = postgres_url()
     bootstrap = kafka_bootstrap()
     prefix = f"g{uuid.uuid4().hex[:10]}"
     asyncio.run(_create_database(admin, prefix))
-    backend = Backend("kafka+postgres", f"kafka://{bootstrap}", _database_url(admin, prefix), prefix,
-                      env={"AUDITREC_KAFKA_LIFECYCLE_PARTITIONS": "6"})
+    backend = Backend(
+        "kafka+postgres",
+        f"kafka://{bootstrap}",
+        _database_url(admin, prefix),
+        prefix,
+        env={"AUDITREC_KAFKA_LIFECYCLE_PARTITIONS": "6"},
+    )
     try:
         audits = 900
         events, must_fail = stream(audits, seed=3)
         env = backend.environ(AUDITREC_LOG_FORMAT="json")
-        assert subprocess.run([AUDITREC, "init"], env=env, capture_output=True, timeout=120).returncode == 0
+        assert (
+            subprocess.run([AUDITREC, "init"], env=env, capture_output=True, timeout=120).returncode
+            == 0
+        )
         procs = [Proc(env, "reconciler", tmp_path / f"r{i}.log") for i in range(2)]
         projector = Proc(env, "projector", tmp_path / "p.log")
         for p in (*procs, projector):
@@ -268,7 +350,9 @@ def test_two_reconcilers_in_one_group_share_partitions_without_a_double_decision
 
         async def run() -> None:
             topics = Topics(prefix)
-            settings = load_settings(event_log_url=backend.event_log_url, database_url=backend.database_url)
+            settings = load_settings(
+                event_log_url=backend.event_log_url, database_url=backend.database_url
+            )
             async with open_event_log(backend.event_log_url, topics, settings=settings) as log:
                 await publish(log, events, chunk=150, pause=0.4)
 
@@ -278,7 +362,9 @@ def test_two_reconcilers_in_one_group_share_partitions_without_a_double_decision
         finally:
             codes = [p.stop() for p in (*procs, projector)]
         assert codes == [0, 0, 0]
-        assigned = [(tmp_path / f"r{i}.log").read_text().count("partition assigned") for i in range(2)]
+        assigned = [
+            (tmp_path / f"r{i}.log").read_text().count("partition assigned") for i in range(2)
+        ]
         assert all(n > 0 for n in assigned), f"both reconcilers should own partitions: {assigned}"
         finish(env)
         check(backend, must_fail, audits)
@@ -291,31 +377,52 @@ def test_two_reconcilers_in_one_group_share_partitions_without_a_double_decision
 def test_a_broker_restart_mid_stream_loses_nothing(tmp_path: Path) -> None:
     admin = postgres_url()
     bootstrap = kafka_bootstrap()
-    status = subprocess.run(["bash", str(ROOT / "scripts/services.sh"), "status"], capture_output=True, text=True)
+    status = subprocess.run(
+        ["bash", str(ROOT / "scripts/services.sh"), "status"], capture_output=True, text=True
+    )
     if "(ours" not in status.stdout.split("kafka:")[-1]:
-        pytest.skip("the broker was not started by scripts/services.sh, so it cannot be restarted here")
+        pytest.skip(
+            "the broker was not started by scripts/services.sh, so it cannot be restarted here"
+        )
     prefix = f"b{uuid.uuid4().hex[:10]}"
     asyncio.run(_create_database(admin, prefix))
-    backend = Backend("kafka+postgres", f"kafka://{bootstrap}", _database_url(admin, prefix), prefix,
-                      env={"AUDITREC_KAFKA_LIFECYCLE_PARTITIONS": "3"})
+    backend = Backend(
+        "kafka+postgres",
+        f"kafka://{bootstrap}",
+        _database_url(admin, prefix),
+        prefix,
+        env={"AUDITREC_KAFKA_LIFECYCLE_PARTITIONS": "3"},
+    )
     try:
         audits = 600
         events, must_fail = stream(audits, seed=5)
         env = backend.environ(AUDITREC_LOG_FORMAT="json")
-        assert subprocess.run([AUDITREC, "init"], env=env, capture_output=True, timeout=120).returncode == 0
-        procs = [Proc(env, "projector", tmp_path / "p.log"), Proc(env, "reconciler", tmp_path / "r.log")]
+        assert (
+            subprocess.run([AUDITREC, "init"], env=env, capture_output=True, timeout=120).returncode
+            == 0
+        )
+        procs = [
+            Proc(env, "projector", tmp_path / "p.log"),
+            Proc(env, "reconciler", tmp_path / "r.log"),
+        ]
         for p in procs:
             p.start()
 
         async def run() -> None:
             topics = Topics(prefix)
-            settings = load_settings(event_log_url=backend.event_log_url, database_url=backend.database_url)
+            settings = load_settings(
+                event_log_url=backend.event_log_url, database_url=backend.database_url
+            )
             async with open_event_log(backend.event_log_url, topics, settings=settings) as log:
                 task = asyncio.create_task(publish(log, events, chunk=100, pause=0.25))
                 await asyncio.sleep(1.5)
                 restart = await asyncio.create_subprocess_exec(
-                    "bash", str(ROOT / "scripts/services.sh"), "kafka-restart",
-                    stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+                    "bash",
+                    str(ROOT / "scripts/services.sh"),
+                    "kafka-restart",
+                    stdout=asyncio.subprocess.DEVNULL,
+                    stderr=asyncio.subprocess.PIPE,
+                )
                 _, err = await restart.communicate()
                 assert restart.returncode == 0, err.decode()[-2000:]
                 await task
