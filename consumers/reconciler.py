@@ -144,10 +144,12 @@ class Reconciler(LogConsumer):
     async def _handle(self, records: list[Record]) -> int:
         outputs: dict[tuple[str, int], list[OutRecord]] = {}
         lifecycle = self.log.topics.lifecycle
+        skipped = 0
         for record in records:
             tp = (record.topic, record.partition)
             if tp not in self.partitions or record.offset < self.positions.get(tp, 0):
-                continue  # fetched before this partition's assignment settled: redelivered
+                skipped += 1  # fetched before this partition's assignment settled
+                continue
             self.positions[tp] = record.offset + 1
             out = outputs.setdefault(tp, [])
             event = self.decode(record, out)
@@ -180,5 +182,7 @@ class Reconciler(LogConsumer):
                     reason=verdict.reason if verdict else None,
                     decision_id=str(decision.event_id),
                 )
+        if skipped:
+            log.info("records skipped: fetched before the assignment settled", count=skipped)
         await self.commit(records, outputs)
         return len(records)

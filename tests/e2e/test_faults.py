@@ -259,15 +259,16 @@ def check(backend: Backend, must_fail: set[str], audits: int) -> None:
     assert {a for a, r in rows.items() if r.status == "failed"} == must_fail
 
 
-def finish(env: dict[str, str]) -> None:
-    done = subprocess.run(
-        [AUDITREC, "serve", "--until-idle", "--only", "projector,reconciler"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+def finish(env: dict[str, str], log_path: Path) -> None:
+    with log_path.open("w") as out:
+        done = subprocess.run(
+            [AUDITREC, "serve", "--until-idle", "--only", "projector,reconciler"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=300,
+        )
+    assert done.returncode == 0, log_path.read_text()[-3000:]
 
 
 def test_sigkill_of_projector_and_reconciler_loses_and_duplicates_nothing(
@@ -298,9 +299,10 @@ def test_sigkill_of_projector_and_reconciler_loses_and_duplicates_nothing(
         )
         async with log:
             task = asyncio.create_task(publish(log, events, chunk=250, pause=0.3))
+            victims = [reconciler, projector]
             while not task.done():
                 await asyncio.sleep(rng.uniform(0.4, 1.5))
-                victim = rng.choice([projector, reconciler])
+                victim = victims[(projector.kills + reconciler.kills) % 2]
                 victim.kill()
                 victim.start()
             await task
@@ -315,7 +317,7 @@ def test_sigkill_of_projector_and_reconciler_loses_and_duplicates_nothing(
         for p in (projector, reconciler):
             if p.p is not None and p.p.poll() is None:
                 p.p.kill()
-    finish(env)
+    finish(env, tmp_path / "finish.log")
     check(fault_backend, must_fail, audits)
 
 
@@ -366,7 +368,7 @@ def test_two_reconcilers_in_one_group_share_partitions_without_a_double_decision
             (tmp_path / f"r{i}.log").read_text().count("partition assigned") for i in range(2)
         ]
         assert all(n > 0 for n in assigned), f"both reconcilers should own partitions: {assigned}"
-        finish(env)
+        finish(env, tmp_path / "finish.log")
         check(backend, must_fail, audits)
     finally:
         asyncio.run(_drop_database(admin, prefix))
@@ -433,7 +435,7 @@ def test_a_broker_restart_mid_stream_loses_nothing(tmp_path: Path) -> None:
         finally:
             codes = [p.stop() for p in procs]
         assert codes == [0, 0]
-        finish(env)
+        finish(env, tmp_path / "finish.log")
         check(backend, must_fail, audits)
     finally:
         asyncio.run(_drop_database(admin, prefix))
