@@ -248,7 +248,9 @@ async def phase_reconciler(prefix: str, n: int, partitions: int) -> dict[str, An
 
             async def counting(records: list[Any]) -> int:
                 nonlocal seen  # the input events, not the decisions it reads back
-                seen += sum(1 for r in records if dict(r.headers).get("event-type") != b"AuditFailed")
+                seen += sum(
+                    1 for r in records if dict(r.headers).get("event-type") != b"AuditFailed"
+                )
                 return await original(records)
 
             reconciler._handle = counting  # type: ignore[method-assign]

@@ -44,7 +44,6 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from projections.errors import (
@@ -56,9 +55,24 @@ from projections.errors import (
     StoreError,
 )
 from projections.row import AuditRow, row_dict
-from statemachine.events import EVENT_ADAPTER
 from statemachine.explain import explain
 
+from .api_models import (
+    EVENTS_BODY,
+    R401,
+    R404,
+    R422,
+    R503,
+    Accepted,
+    AuditHistory,
+    AuditPage,
+    AuditStatus,
+    Health,
+    Message,
+    Readiness,
+    SweepSummary,
+    event_input_schemas,
+)
 from .metrics import REGISTRY
 from .operations import Operations
 from .outcomes import Outcome
@@ -79,140 +93,7 @@ AuditIdPath = Annotated[
         examples=["a-123"],
     ),
 ]
-_OMITTABLE = ("event_id", "occurred_at", "schema_version", "producer")
 _CREDENTIALS_IN_URL = re.compile(r"(\w+://)[^/\s@]+@")
-
-# --- response models ---------------------------------------------------------------------
-
-OutcomeResult = Literal["failed", "would_fail", "healthy", "unchanged", "probe_error", "pending"]
-Responses = dict[int | str, dict[str, Any]]
-
-
-class Reconciliation(BaseModel):
-    """What the on-demand probe of this request found, and what the reconciler made of it."""
-
-    audit_id: str
-    request_id: str = Field(description="The ProbeRequested event's id.")
-    result: OutcomeResult = Field(
-        description="`failed`: failed in this response; `would_fail`: shadow mode; `healthy` / "
-        "`unchanged`: still running; `probe_error`: the Workflows API could not tell; "
-        "`pending`: the outcome did not arrive within AUDITREC_ON_DEMAND_WAIT."
-    )
-    rule: str | None = None
-    reason: str | None = None
-    error_code: str | None = None
-    observed_status: str | None = None
-    probe_error: str | None = None
-
-
-class Audit(BaseModel):
-    """One row of the ``audits`` table (DESIGN §6)."""
-
-    audit_id: str
-    project_id: str | None = None
-    organization_id: str | None = None
-    started_by_user_id: str | None = None
-    start_url: str | None = None
-    workflow_instance_id: str | None = None
-    status: str = Field(description="`running`, `completed` or `failed`.")
-    current_phase: str | None = None
-    pages_crawled: int | None = None
-    pages_total: int | None = None
-    started_at: datetime | None = None
-    completed_at: datetime | None = None
-    error_code: str | None = None
-    error_detail: str | None = None
-    failed_phase: str | None = None
-    failed_by: str | None = None
-    reconciled_by: str | None = None
-    last_observed_status: str | None = None
-    last_observed_at: datetime | None = None
-    overturned: bool = False
-    version: int = Field(description="Events applied to this row.")
-    last_event_id: str | None = None
-    updated_at: datetime | None = None
-
-
-class AuditStatus(Audit):
-    reconciliation: Reconciliation | None = Field(
-        default=None, description="Present when this request probed the workflow."
-    )
-    note: str | None = Field(
-        default=None, description="Why the audit was not probed, or why no outcome is given."
-    )
-
-
-class AuditPage(BaseModel):
-    audits: list[Audit]
-    next_cursor: str | None = Field(
-        description="Pass as `cursor` for the next page; null on the last page."
-    )
-
-
-class LogPosition(BaseModel):
-    topic: str
-    partition: int
-    offset: int
-
-
-class HistoryStep(BaseModel):
-    event_id: str
-    type: str
-    occurred_at: datetime
-    producer: str
-    causation_id: str | None = None
-    before: str = Field(description="Status before the event (`none` before AuditStarted).")
-    after: str = Field(description="Status after the event.")
-    rule: str = Field(description="The rule or transition that fired.")
-    reason: str
-    data: dict[str, Any]
-    position: LogPosition | None = None
-
-
-class AuditHistory(BaseModel):
-    audit_id: str
-    status: str | None = Field(description="Current status in the projection (null: no row).")
-    events: list[HistoryStep]
-
-
-class Accepted(BaseModel):
-    accepted: int
-    event_ids: list[str]
-
-
-class SweepSummary(BaseModel):
-    sweep_id: str | None
-    candidates: int
-    probed: int
-    failed: dict[str, int] = Field(description="Audits failed by this sweep, per error code.")
-    would_fail: dict[str, int]
-    healthy: int
-    unchanged: int
-    probe_errors: dict[str, int] = Field(description="Probes the API could not answer, by reason.")
-    pending: int = Field(description="Outcomes that did not arrive within AUDITREC_SWEEP_WAIT.")
-    skipped: bool = Field(description="Another watchdog held the lock; nothing was probed.")
-    elapsed_s: float
-    audits: list[Reconciliation]
-
-
-class Health(BaseModel):
-    status: Literal["ok"] = "ok"
-
-
-class Readiness(BaseModel):
-    status: Literal["ready", "unavailable"]
-    checks: dict[str, str] = Field(description="`ok`, or what failed, per dependency.")
-
-
-class Problems(BaseModel):
-    detail: list[str] = Field(description="One line per problem, naming the item or parameter.")
-    message: str | None = None
-
-
-class Message(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    detail: str
-
 
 # --- helpers -----------------------------------------------------------------------------
 
@@ -299,55 +180,6 @@ def _reconciliation(outcome: Outcome) -> dict[str, Any]:
     return outcome.as_dict()
 
 
-def _event_input_schemas() -> dict[str, Any]:
-    """The lifecycle event schemas as OpenAPI components, for what a publisher may send: the
-    omittable envelope fields are optional, ``type`` is required."""
-    schema = EVENT_ADAPTER.json_schema(ref_template="#/components/schemas/{model}")
-    defs: dict[str, Any] = schema.pop("$defs")
-    for name in schema["discriminator"]["mapping"]:
-        envelope = defs[name]
-        required = [f for f in envelope.get("required", []) if f not in _OMITTABLE]
-        envelope["required"] = ["type", *[f for f in required if f != "type"]]
-    defs["EventEnvelope"] = schema
-    return defs
-
-
-_EVENTS_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "oneOf": [
-                        {"$ref": "#/components/schemas/EventEnvelope"},
-                        {
-                            "type": "array",
-                            "minItems": 1,
-                            "items": {"$ref": "#/components/schemas/EventEnvelope"},
-                        },
-                    ]
-                },
-                "example": {
-                    "type": "AuditStarted",
-                    "audit_id": "a-123",
-                    "producer": "crawler",
-                    "data": {"project_id": "p-1", "workflow_instance_id": "wf-a-123"},
-                },
-            }
-        },
-    }
-}
-
-_R401: Responses = {401: {"model": Message, "description": "Missing or invalid bearer token."}}
-_R404: Responses = {404: {"model": Message, "description": "Unknown audit."}}
-_R422: Responses = {
-    422: {"model": Problems, "description": "Invalid input; each problem is named."}
-}
-_R503: Responses = {
-    503: {"model": Message, "description": "A dependency is unavailable; retry later."}
-}
-
-
 def _token_check(tokens: Sequence[str]) -> Callable[..., Awaitable[None]]:
     expected = [t.encode() for t in tokens]
     bearer = HTTPBearer(auto_error=False, description="One of the tokens in AUDITREC_API_TOKENS.")
@@ -402,7 +234,7 @@ def build_app(runtime: Runtime) -> FastAPI:
 
     guarded = [Depends(_token_check(tokens))] if tokens else []
     public = APIRouter(tags=["operations"])
-    private = APIRouter(dependencies=guarded, responses=_R401 if tokens else None)
+    private = APIRouter(dependencies=guarded, responses=R401 if tokens else None)
 
     # -- errors -----------------------------------------------------------------------------
 
@@ -492,7 +324,7 @@ def build_app(runtime: Runtime) -> FastAPI:
         response_model=AuditStatus,
         tags=["audits"],
         summary="The reconciled audit (probes a running audit on demand)",
-        responses={**_R404, **_R422, **_R503},
+        responses={**R404, **R422, **R503},
     )
     async def get_audit(
         audit_id: AuditIdPath,
@@ -518,7 +350,7 @@ def build_app(runtime: Runtime) -> FastAPI:
         response_model=AuditPage,
         tags=["audits"],
         summary="Audits, newest first (keyset pagination)",
-        responses={**_R422, **_R503},
+        responses={**R422, **R503},
     )
     async def list_audits(
         status: Literal["running", "completed", "failed"] | None = None,
@@ -542,7 +374,7 @@ def build_app(runtime: Runtime) -> FastAPI:
         response_model=AuditHistory,
         tags=["audits"],
         summary="The audit's history: each event, state before → after, the rule that fired",
-        responses={**_R404, **_R422, **_R503},
+        responses={**R404, **R422, **R503},
     )
     async def audit_events(audit_id: AuditIdPath) -> dict[str, Any]:
         history = await runtime.store.history(audit_id)
@@ -580,10 +412,10 @@ def build_app(runtime: Runtime) -> FastAPI:
         ),
         responses={
             413: {"model": Message, "description": "Body too large."},
-            **_R422,
-            **_R503,
+            **R422,
+            **R503,
         },
-        openapi_extra=_EVENTS_BODY,
+        openapi_extra=EVENTS_BODY,
     )
     async def post_events(request: Request) -> Accepted:
         body = await _read_body(request, max_body)
@@ -638,7 +470,7 @@ def build_app(runtime: Runtime) -> FastAPI:
         if app.openapi_schema is None:
             schema = base_openapi()
             schemas = schema.setdefault("components", {}).setdefault("schemas", {})
-            for name, value in _event_input_schemas().items():
+            for name, value in event_input_schemas().items():
                 schemas.setdefault(name, value)
         return app.openapi_schema  # type: ignore[return-value]
 

@@ -308,7 +308,7 @@ class EventLog(ABC):
 
     @abstractmethod
     async def ping(self) -> None:
-        """Raise :class:`~consumers.errors.EventLogError` when the log is unreachable."""
+        """Raise :class:`~projections.errors.EventLogError` when the log is unreachable."""
 
     def partition_for(self, key: str, partitions: int) -> int:
         """The partition of a key (the adapters agree with their own producer)."""

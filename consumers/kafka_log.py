@@ -54,7 +54,8 @@ from aiokafka.partitioner import murmur2
 from aiokafka.structs import ConsumerRecord
 from aiokafka.structs import TopicPartition as KafkaTP
 
-from .errors import ConfigError, EventLogError
+from projections.errors import ConfigError, EventLogError
+
 from .eventlog import AssignCallback, Consumer, EventLog, OutRecord, Record, TopicPartition, Topics
 
 if TYPE_CHECKING:
@@ -594,7 +595,9 @@ class KafkaConsumer(Consumer):
         lost = sorted(set(offsets) - self.assignment())
         if lost:  # a transaction would not notice (pre-KIP-447): refuse here
             raise EventLogError(f"Kafka: {where}: {lost} no longer assigned", retriable=False)
-        if self.transactional and outputs:
+        if self.transactional:  # offsets only ever through the partition's transactions
+            if not positions and not outputs:
+                return
             if len(offsets) != 1:
                 raise EventLogError(
                     f"Kafka: {where}: a transactional commit covers exactly one input partition",

@@ -27,7 +27,7 @@ log = structlog.get_logger("auditrec.projector")
 class Projector(LogConsumer):
     name = "projector"
     group = "auditrec-projector"
-    max_records = 5000
+    max_records = 10000
 
     def __init__(self, event_log: EventLog, store: ProjectionStore) -> None:
         super().__init__(event_log, [event_log.topics.lifecycle])

@@ -184,5 +184,8 @@ class Reconciler(LogConsumer):
                 )
         if skipped:
             log.info("records skipped: fetched before the assignment settled", count=skipped)
+            records = [
+                r for r in records if r.offset < self.positions.get((r.topic, r.partition), 0)
+            ]
         await self.commit(records, outputs)
         return len(records)

@@ -330,4 +330,11 @@ class Service:
         )
         self._api_server = uvicorn.Server(config)
         self._api_server.install_signal_handlers = lambda: None
-        await self._api_server.serve()
+        try:
+            await self._api_server.serve()
+        except (SystemExit, OSError) as exc:  # uvicorn exits when it cannot bind
+            log.error(
+                "api: cannot serve; the other components keep running",
+                address=f"{s.api_host}:{s.api_port}",
+                error=str(exc) or type(exc).__name__,
+            )

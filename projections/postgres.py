@@ -29,135 +29,32 @@ import asyncio
 import contextlib
 import hashlib
 import json
-import operator
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NoReturn
-from urllib.parse import unquote, urlsplit
 
 import asyncpg
 
 from statemachine.events import EVENT_ADAPTER, AuditEvent
-from statemachine.state import AuditState
 
 from .errors import StoreError
-from .row import STATE_FIELDS, AuditRow, project
+from .postgres_errors import DRIVER_ERRORS, describe_url, redact, translate
+from .postgres_rows import (
+    SELECT_ROWS,
+    decode_row,
+    init_connection,
+    load_rows,
+    replace_nul_json,
+    write_rows,
+)
+from .postgres_schema import SCHEMA_VERSION, create_schema, migrate
+from .row import AuditRow, project
 from .store import ApplyResult, HistoryEntry, Position, ProjectionStore
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
-ROW_TYPES: dict[str, str] = {
-    "audit_id": "text",
-    "status": "text",
-    "project_id": "text",
-    "organization_id": "text",
-    "started_by_user_id": "text",
-    "start_url": "text",
-    "workflow_instance_id": "text",
-    "current_phase": "text",
-    "pages_crawled": "bigint",
-    "pages_total": "bigint",
-    "started_at": "timestamptz",
-    "completed_at": "timestamptz",
-    "error_code": "text",
-    "error_detail": "text",
-    "failed_phase": "text",
-    "failed_by": "text",
-    "reconciled_by": "text",
-    "last_observed_status": "text",
-    "last_observed_at": "timestamptz",
-    "instance_ended_at": "timestamptz",
-    "overturned": "boolean",
-    "version": "bigint",
-    "last_event_id": "uuid",
-    "updated_at": "timestamptz",
-}
-ROW_COLUMNS: tuple[str, ...] = (*STATE_FIELDS, "version", "last_event_id", "updated_at")
-assert set(ROW_COLUMNS) == set(ROW_TYPES), "ROW_TYPES must cover every row column"
-_TEXT = tuple(i for i, c in enumerate(ROW_COLUMNS) if ROW_TYPES[c] == "text")
-_N_STATE = len(STATE_FIELDS)
-
-_MIGRATIONS: tuple[tuple[int, str], ...] = (
-    (
-        1,
-        """
-CREATE TABLE audits (
-    audit_id text COLLATE "C" PRIMARY KEY,
-    project_id text, organization_id text, started_by_user_id text, start_url text,
-    workflow_instance_id text, status text COLLATE "C" NOT NULL, current_phase text,
-    pages_crawled bigint, pages_total bigint,
-    started_at timestamptz, completed_at timestamptz,
-    error_code text, error_detail text, failed_phase text, failed_by text, reconciled_by text,
-    last_observed_status text, last_observed_at timestamptz, instance_ended_at timestamptz,
-    overturned boolean NOT NULL DEFAULT false,
-    version bigint NOT NULL,
-    last_event_id uuid,
-    updated_at timestamptz
-) WITH (fillfactor = 80);  -- room on each page for HOT updates: a row changes many times
--- The watchdog: status = 'running' AND started_at < $1
---   ORDER BY last_observed_at NULLS FIRST, started_at, audit_id LIMIT $2
-CREATE INDEX audits_watchdog ON audits (last_observed_at NULLS FIRST, started_at, audit_id)
-    WHERE status = 'running';
-CREATE INDEX audits_listing ON audits (status, started_at, audit_id);
-CREATE INDEX audits_started ON audits (started_at, audit_id);
-CREATE TABLE audit_events (
-    seq bigserial PRIMARY KEY,
-    event_id uuid NOT NULL UNIQUE,
-    audit_id text COLLATE "C" NOT NULL,
-    type text NOT NULL,
-    occurred_at timestamptz NOT NULL,
-    causation_id uuid,
-    topic text, partition integer, "offset" bigint,
-    body jsonb NOT NULL,
-    recorded_at timestamptz NOT NULL
-);
-CREATE INDEX audit_events_audit ON audit_events (audit_id, seq);
-CREATE INDEX audit_events_causation ON audit_events (causation_id)
-    WHERE causation_id IS NOT NULL;
-CREATE TABLE projector_offsets (
-    consumer text NOT NULL, topic text NOT NULL, partition integer NOT NULL,
-    next_offset bigint NOT NULL,
-    PRIMARY KEY (consumer, topic, partition)
-);
-CREATE TABLE processes (
-    process text NOT NULL, component text NOT NULL, last_seen timestamptz NOT NULL,
-    PRIMARY KEY (process, component)
-);
-CREATE TABLE telemetry_sent (event_id uuid PRIMARY KEY, sent_at timestamptz NOT NULL);
-""",
-    ),
-)
-SCHEMA_VERSION = _MIGRATIONS[-1][0]
-
-_SELECT = f"SELECT {', '.join(ROW_COLUMNS)} FROM audits"
-_LOAD_ROWS = f"{_SELECT} WHERE audit_id = ANY($1::text[])"
-# Rows are written through a per-connection temporary table: binary COPY in, then one
-# UPDATE and one INSERT from it. (COPY encodes values cheaply; array parameters for
-# `unnest` cost the client ~3x more per value in asyncpg.)
-_STAGE = "auditrec_stage"
-_STAGE_COLUMNS = (*ROW_COLUMNS, "expected")
-_CREATE_STAGE = (
-    f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} ("
-    + ", ".join(f"{c} {ROW_TYPES[c]}" for c in ROW_COLUMNS).replace(
-        "audit_id text", 'audit_id text COLLATE "C"'
-    )
-    + ", expected bigint) ON COMMIT DELETE ROWS"
-)
-# Optimistic concurrency: a row is written only if it still has the version it was folded
-# from (`expected`); `version` counts the audit's events, so it grows with every write.
-_UPDATE_FROM_STAGE = (
-    "UPDATE audits AS a SET "
-    + ", ".join(f"{c} = s.{c}" for c in ROW_COLUMNS if c != "audit_id")
-    + f" FROM pg_temp.{_STAGE} AS s"
-    " WHERE s.expected IS NOT NULL AND a.audit_id = s.audit_id AND a.version = s.expected"
-)
-_INSERT_FROM_STAGE = (
-    f"INSERT INTO audits ({', '.join(ROW_COLUMNS)}) "
-    f"SELECT {', '.join(ROW_COLUMNS)} FROM pg_temp.{_STAGE} WHERE expected IS NULL "
-    "ON CONFLICT (audit_id) DO NOTHING"
-)
 _HISTORY_COLUMNS = (
     "event_id",
     "audit_id",
@@ -176,25 +73,11 @@ _OFFSETS = (
     "ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = excluded.next_offset"
 )
 _STALE_RUNNING = (
-    f"{_SELECT} WHERE status = 'running' AND started_at < $1 "
+    f"{SELECT_ROWS} WHERE status = 'running' AND started_at < $1 "
     "ORDER BY last_observed_at NULLS FIRST, started_at, audit_id LIMIT $2"
 )
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-# SQLSTATEs worth retrying: connection (08), transaction rollback (40: serialization failure,
-# deadlock), insufficient resources (53), operator intervention (57: shutdown, cancel,
-# cannot connect now), lock not available, system errors (58), read-only after a failover.
-_RETRIABLE_PREFIXES = ("08", "40", "53", "57", "58")
-_RETRIABLE_STATES = frozenset({"55P03", "25006"})
-_DRIVER_ERRORS = (
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    asyncpg.exceptions.InternalClientError,
-    OSError,
-    TimeoutError,
-)
-# A concurrent writer recorded the same event / inserted the same audit first.
-_CONCURRENT_WRITE = frozenset({"audit_events_event_id_key", "audits_pkey"})
 
 
 def _advisory_key(purpose: str, schema: str) -> int:
@@ -202,66 +85,9 @@ def _advisory_key(purpose: str, schema: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-_PASSWORD = re.compile(r"^[a-z]+://[^:/@]*:([^@/]*)@", re.IGNORECASE)
-
-
-def _describe(url: str) -> tuple[str, str | None]:
-    """``host:port/db`` for error messages (never user or password), and the password."""
-    found = _PASSWORD.match(url)
-    password = unquote(found.group(1)) if found and found.group(1) else None
-    try:
-        parts = urlsplit(url)
-        return f"{parts.hostname or 'localhost'}:{parts.port or 5432}{parts.path or '/'}", password
-    except ValueError:
-        return "postgresql://…", password
-
-
-def _clean(value: str) -> str:
-    return value.replace("\x00", "\ufffd")
-
-
-def _clean_json(value: Any) -> Any:
-    if isinstance(value, str):
-        return _clean(value)
-    if isinstance(value, dict):
-        return {_clean(k): _clean_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean_json(v) for v in value]
-    return value
-
-
-_state_values = operator.attrgetter(*STATE_FIELDS)
-
-
-def _encode_row(row: AuditRow, now: datetime, expected: int | None) -> tuple[Any, ...]:
-    return (*_state_values(row.state), row.version, row.last_event_id, now, expected)
-
-
-def _without_nul(values: tuple[Any, ...]) -> tuple[Any, ...]:
-    out = list(values)
-    for i in _TEXT:
-        if out[i] is not None and "\x00" in out[i]:
-            out[i] = _clean(out[i])
-    return tuple(out)
-
-
-async def _init_connection(conn: asyncpg.Connection) -> None:
-    await conn.execute(_CREATE_STAGE)
-
-
 def _terminate(conn: asyncpg.Connection) -> None:
     with contextlib.suppress(Exception):  # a connection the pool already dropped
         conn.terminate()
-
-
-def _decode_row(rec: Sequence[Any]) -> AuditRow:
-    last = rec[_N_STATE + 1]
-    return AuditRow(
-        state=AuditState(*rec[:_N_STATE]),
-        version=rec[_N_STATE],
-        last_event_id=uuid.UUID(bytes=last.bytes) if last is not None else None,
-        updated_at=rec[_N_STATE + 2],
-    )
 
 
 def _uuids(values: Iterable[Any]) -> list[uuid.UUID]:
@@ -293,7 +119,7 @@ class PostgresStore(ProjectionStore):
             raise StoreError(f"invalid PostgreSQL schema name {schema!r}", retriable=False)
         self._url = url
         self.schema = schema
-        self._where, self._password = _describe(url)
+        self._where, self._password = describe_url(url)
         self._min_size = min_size
         self._max_size = max_size
         self._command_timeout = command_timeout
@@ -308,29 +134,12 @@ class PostgresStore(ProjectionStore):
     # -- errors ---------------------------------------------------------------------------
 
     def _fail(self, what: str, exc: BaseException) -> NoReturn:
-        retriable = False
-        if isinstance(exc, asyncpg.PostgresError):
-            state = exc.sqlstate or ""
-            retriable = state.startswith(_RETRIABLE_PREFIXES) or state in _RETRIABLE_STATES
-            if state == "23505" and getattr(exc, "constraint_name", None) in _CONCURRENT_WRITE:
-                retriable = True
-                what = f"{what} (a concurrent writer applied the same audits)"
-        elif isinstance(
-            exc,
-            OSError
-            | TimeoutError
-            | asyncpg.exceptions.ConnectionDoesNotExistError
-            | asyncpg.exceptions.InternalClientError,
-        ):
-            retriable = True
-        detail = self._redact(f"{type(exc).__name__}: {exc}")
-        raise StoreError(
-            f"PostgreSQL {self._where} (schema {self.schema}): {what}: {detail}",
-            retriable=retriable,
+        raise translate(
+            exc, what, where=self._where, schema=self.schema, password=self._password
         ) from exc
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._password, "***") if self._password else text
+        return redact(text, self._password)
 
     @contextlib.contextmanager
     def _errors(self, what: str) -> Iterator[None]:
@@ -338,7 +147,7 @@ class PostgresStore(ProjectionStore):
             yield
         except StoreError:
             raise
-        except _DRIVER_ERRORS as exc:
+        except DRIVER_ERRORS as exc:
             self._fail(what, exc)
 
     @property
@@ -364,7 +173,7 @@ class PostgresStore(ProjectionStore):
                             "search_path": f'"{self.schema}"',
                             "application_name": "auditrec",
                         },
-                        init=_init_connection,
+                        init=init_connection,
                     )
                 except ValueError as exc:  # a malformed URL: say so without echoing it
                     raise StoreError(
@@ -394,36 +203,9 @@ class PostgresStore(ProjectionStore):
     async def _migrate(self) -> int:
         with self._errors("migrate"):
             async with self.pool.acquire() as conn:
-                await self._create_schema(conn)
+                await create_schema(conn, self.schema)
                 async with conn.transaction():
-                    return await self._migrate_locked(conn)
-
-    async def _create_schema(self, conn: asyncpg.Connection) -> None:
-        """Outside the migration's transaction: a transaction that waited for the advisory
-        lock may still see the catalog as before the lock (no invalidations are processed
-        on taking an advisory lock), and with a missing schema that means a duplicate."""
-        exists = await conn.fetchval(
-            "SELECT true FROM pg_namespace WHERE nspname = $1", self.schema
-        )
-        if exists:
-            return  # no CREATE privilege on the database needed
-        with contextlib.suppress(asyncpg.UniqueViolationError, asyncpg.DuplicateSchemaError):
-            await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-
-    async def _migrate_locked(self, conn: asyncpg.Connection) -> int:
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", self._migration_key)
-        await conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-            "version integer PRIMARY KEY, "
-            "applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        current = await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations")
-        for version, ddl in _MIGRATIONS:
-            if version > current:
-                await conn.execute(ddl)
-                await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", version)
-                current = version
-        return int(current)
+                    return await migrate(conn, self._migration_key)
 
     async def ping(self) -> None:
         with self._errors("ping"):
@@ -448,7 +230,7 @@ class PostgresStore(ProjectionStore):
         now = datetime.now(UTC)
         with self._errors(f"apply {len(events)} events"):
             async with self.pool.acquire() as conn, conn.transaction():
-                rows, fresh = await self._load(conn, events)
+                rows, fresh = await load_rows(conn, events)
                 folded_from = {audit_id: row.version for audit_id, row in rows.items()}
                 changed: dict[str, AuditRow] = {}
                 nul = False
@@ -463,7 +245,9 @@ class PostgresStore(ProjectionStore):
                         body = event.model_dump_json()
                         if "\\u0000" in body:  # jsonb and text refuse NUL: rare, slow path
                             nul = True
-                            body = json.dumps(_clean_json(json.loads(body)), ensure_ascii=False)
+                            body = json.dumps(
+                                replace_nul_json(json.loads(body)), ensure_ascii=False
+                            )
                         yield (
                             event.event_id,
                             event.audit_id,
@@ -485,7 +269,13 @@ class PostgresStore(ProjectionStore):
                         schema_name=self.schema,
                     )
                 if changed:
-                    await self._write_rows(conn, changed, folded_from, now, nul)
+                    lost = await write_rows(conn, changed, folded_from, now, nul)
+                    if lost:
+                        raise StoreError(
+                            f"PostgreSQL {self._where} (schema {self.schema}): another writer "
+                            f"changed {lost} audits of this batch concurrently; retry",
+                            retriable=True,
+                        )
                 if offsets:
                     keys = list(offsets)
                     await conn.execute(
@@ -496,64 +286,6 @@ class PostgresStore(ProjectionStore):
                         [offsets[k] for k in keys],
                     )
         return ApplyResult(applied=len(fresh), skipped=len(events) - len(fresh))
-
-    async def _load(
-        self, conn: asyncpg.Connection, events: Sequence[tuple[AuditEvent, Position]]
-    ) -> tuple[dict[str, AuditRow], list[tuple[AuditEvent, Position]]]:
-        """The affected rows, and the events not recorded yet (first of duplicates)."""
-        if not events:
-            return {}, []
-        rows: dict[str, AuditRow] = {}
-        for rec in await conn.fetch(_LOAD_ROWS, list({e.audit_id for e, _ in events})):
-            row = _decode_row(rec)
-            rows[row.audit_id] = row
-        seen = {
-            uuid.UUID(bytes=r[0].bytes)
-            for r in await conn.fetch(
-                "SELECT event_id FROM audit_events WHERE event_id = ANY($1::uuid[])",
-                list({e.event_id for e, _ in events}),
-            )
-        }
-        fresh = []
-        for item in events:
-            if item[0].event_id not in seen:
-                seen.add(item[0].event_id)
-                fresh.append(item)
-        return rows, fresh
-
-    async def _write_rows(
-        self,
-        conn: asyncpg.Connection,
-        changed: Mapping[str, AuditRow],
-        folded_from: Mapping[str, int],
-        now: datetime,
-        nul: bool,
-    ) -> None:
-        # Rows come from stored rows (never NUL) and this batch's events: only a NUL in an
-        # event can put one in a row.
-        staged = [
-            _encode_row(changed[audit_id], now, folded_from.get(audit_id))
-            for audit_id in sorted(changed)
-        ]
-        if nul:
-            staged = [_without_nul(values) for values in staged]
-        await conn.copy_records_to_table(
-            _STAGE, records=staged, columns=_STAGE_COLUMNS, schema_name="pg_temp"
-        )
-        updates = sum(1 for audit_id in changed if audit_id in folded_from)
-        written = 0
-        if updates:
-            status = await conn.execute(_UPDATE_FROM_STAGE)
-            written += int(status.rsplit(" ", 1)[-1])
-        if updates < len(staged):
-            status = await conn.execute(_INSERT_FROM_STAGE)
-            written += int(status.rsplit(" ", 1)[-1])
-        if written != len(staged):
-            raise StoreError(
-                f"PostgreSQL {self._where} (schema {self.schema}): another writer changed "
-                f"{len(staged) - written} audits of this batch concurrently; retry",
-                retriable=True,
-            )
 
     async def stored_offsets(self, consumer: str) -> dict[tuple[str, int], int]:
         with self._errors("read offsets"):
@@ -573,8 +305,8 @@ class PostgresStore(ProjectionStore):
 
     async def get(self, audit_id: str) -> AuditRow | None:
         with self._errors(f"get audit {audit_id}"):
-            rec = await self.pool.fetchrow(f"{_SELECT} WHERE audit_id = $1", audit_id)
-        return _decode_row(rec) if rec is not None else None
+            rec = await self.pool.fetchrow(f"{SELECT_ROWS} WHERE audit_id = $1", audit_id)
+        return decode_row(rec) if rec is not None else None
 
     async def list_audits(
         self,
@@ -593,13 +325,13 @@ class PostgresStore(ProjectionStore):
             where.append(f"(started_at, audit_id) < (${len(args) - 1}, ${len(args)})")
         args.append(limit)
         sql = (
-            _SELECT
+            SELECT_ROWS
             + (" WHERE " + " AND ".join(where) if where else "")
             + f" ORDER BY started_at DESC, audit_id DESC LIMIT ${len(args)}"
         )
         with self._errors("list audits"):
             recs = await self.pool.fetch(sql, *args)
-        return [_decode_row(r) for r in recs]
+        return [decode_row(r) for r in recs]
 
     async def history(self, audit_id: str) -> list[HistoryEntry]:
         with self._errors(f"history of audit {audit_id}"):
@@ -631,7 +363,7 @@ class PostgresStore(ProjectionStore):
     async def stale_running(self, started_before: datetime, limit: int) -> list[AuditRow]:
         with self._errors("select stale running audits"):
             recs = await self.pool.fetch(_STALE_RUNNING, started_before, limit)
-        return [_decode_row(r) for r in recs]
+        return [decode_row(r) for r in recs]
 
     async def explain_stale_running(
         self, started_before: datetime, limit: int, *, analyze: bool = True
@@ -655,12 +387,12 @@ class PostgresStore(ProjectionStore):
         while True:
             with self._errors("iterate audits"):
                 recs = await self.pool.fetch(
-                    f"{_SELECT} WHERE audit_id > $1 ORDER BY audit_id LIMIT $2", last, batch
+                    f"{SELECT_ROWS} WHERE audit_id > $1 ORDER BY audit_id LIMIT $2", last, batch
                 )
             if not recs:
                 return
             for rec in recs:
-                yield _decode_row(rec)
+                yield decode_row(rec)
             last = recs[-1][0]
 
     # -- coordination ---------------------------------------------------------------------

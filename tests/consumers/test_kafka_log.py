@@ -16,7 +16,6 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError
 
-from consumers.errors import ConfigError, EventLogError
 from consumers.eventlog import (
     AssignCallback,
     Consumer,
@@ -28,6 +27,7 @@ from consumers.eventlog import (
 )
 from consumers.kafka_log import KafkaEventLog, bootstrap_servers
 from consumers.settings import load_settings
+from projections.errors import ConfigError, EventLogError
 from tests.contracts.eventlog import (
     WAIT,
     EventLogContract,
@@ -230,17 +230,23 @@ async def test_transactional_outputs_and_offsets_appear_together(
     await log.append(records(topics.probe_requests, [f"p-{i}" for i in range(4)], 5, tag="in"))
     async with log.consumer("txn", [topics.probe_requests], transactional=True) as worker:
         inputs = await drain(worker, 20)
-        for i in range(0, 20, 5):
-            chunk = inputs[i : i + 5]
+        by_partition: dict[int, list[Record]] = defaultdict(list)
+        for r in inputs:
+            by_partition[r.partition].append(r)
+        done = 0
+        for chunk in by_partition.values():  # a transactional commit covers one partition
             outputs = [OutRecord(topics.lifecycle, r.key or "", b"o" + r.value) for r in chunk]
-            await worker.commit(next_offsets(inputs[: i + 5]), outputs)
+            await worker.commit(next_offsets(chunk), outputs)
+            done += len(chunk)
             produced = len(await read_all(log, topics.lifecycle))
             committed = await log.group_offsets("txn", topics.probe_requests)
             consumed = sum(
                 len([r for r in inputs if r.partition == p and r.offset < o])
                 for p, o in committed.items()
             )
-            assert produced == consumed == i + 5
+            assert produced == consumed == done
+        with pytest.raises(EventLogError, match="exactly one input partition"):
+            await worker.commit(next_offsets(inputs), [])
 
 
 async def test_two_members_of_a_group_split_the_partitions(

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from consumers.errors import EventLogError
 from consumers.eventlog import EventLog, Topics
 from consumers.sqlite_log import SQLiteEventLog
+from projections.errors import EventLogError
 from tests.contracts.eventlog import EventLogContract, LogFactory, drain, next_offsets, records
 
 

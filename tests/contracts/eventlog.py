@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from consumers.errors import EventLogError
 from consumers.eventlog import (
     Consumer,
     DecodeError,
@@ -33,6 +32,7 @@ from consumers.eventlog import (
     decode,
     encode,
 )
+from projections.errors import EventLogError
 from statemachine.events import AuditStarted, AuditStartedData
 
 __all__ = ["EventLogContract", "LogFactory", "drain", "next_offsets", "read_all"]
