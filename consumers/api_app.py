@@ -13,7 +13,8 @@ Endpoints (OpenAPI at ``/docs``, schema at ``/openapi.json``):
 - ``POST /events``: one envelope or a list; everything is validated before anything is
   published; 202 ``{"accepted": n, "event_ids": [...]}``; 422 ``{"detail": ["item N: …"]}``.
 - ``POST /sweep[?dry_run=true]``: one watchdog tick; the summary once the outcomes are in.
-- ``GET /healthz``, ``GET /readyz``, ``GET /metrics``: never behind a token.
+- ``GET /healthz`` and ``GET /metrics``: never behind a token (liveness probes and scrapers);
+  ``GET /readyz`` reports on the dependencies and is behind the token like everything else.
 
 With ``AUDITREC_API_TOKENS`` set, every other route — ``/docs`` and ``/openapi.json``
 included — needs ``Authorization: Bearer <token>`` (401 otherwise). Tokens are compared in
@@ -218,8 +219,7 @@ def build_app(runtime: Runtime) -> FastAPI:
             "Audit status with on-demand reconciliation against Cloudflare Workflows, the "
             "audit history with the decision behind every step, and event ingestion."
             + (
-                " Every route except /healthz, /readyz and /metrics needs "
-                "`Authorization: Bearer <token>`."
+                " Every route except /healthz and /metrics needs `Authorization: Bearer <token>`."
                 if tokens
                 else ""
             )
@@ -278,14 +278,15 @@ def build_app(runtime: Runtime) -> FastAPI:
         log.error("request failed", path=request.url.path, error=_safe(exc))
         return JSONResponse({"detail": "internal error"}, status_code=500)
 
-    # -- health and metrics (never behind a token) -------------------------------------------
+    # -- health, readiness and metrics -------------------------------------------------------
 
     @public.get("/healthz", response_model=Health, summary="The process is alive")
     async def healthz() -> Health:
         return Health()
 
-    @public.get(
+    @private.get(
         "/readyz",
+        tags=["operations"],
         response_model=Readiness,
         summary="The event log and the database are reachable",
         responses={503: {"model": Readiness, "description": "A dependency is unreachable."}},

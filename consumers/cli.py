@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from functools import wraps
@@ -26,6 +27,7 @@ from .settings import Settings, load_settings
 __all__ = ["main"]
 
 T = TypeVar("T")
+_AUDIT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -48,8 +50,9 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except InvalidInput as exc:
-            for problem in exc.problems:
-                err.print(problem, markup=False)
+            if exc.problems != [str(exc)]:
+                for problem in exc.problems:
+                    err.print(problem, markup=False)
             err.print(f"error: {exc}", markup=False)
             sys.exit(2)
         except AuditrecError as exc:
@@ -59,6 +62,13 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(130)
 
     return wrapper
+
+
+def _check_audit_id(audit_id: str) -> None:
+    if not _AUDIT_ID.fullmatch(audit_id):
+        raise InvalidInput(
+            f"invalid audit id {audit_id!r}: must be 1-128 characters of [A-Za-z0-9._:-]"
+        )
 
 
 def _print_json(data: Any) -> None:
@@ -89,11 +99,19 @@ def _audits_table(rows: list[AuditRow]) -> Table:
     return table
 
 
-async def _with_runtime(settings: Settings, fn: Callable[[Any], Awaitable[T]]) -> T:
+async def _with_runtime(
+    settings: Settings, fn: Callable[[Any], Awaitable[T]], *, log: bool = True
+) -> T:
+    """Run ``fn`` on a started runtime; ``log=False`` for commands that only read the
+    projection (they then work while the event log is unreachable)."""
     from .runner import Runtime
 
-    async with Runtime(settings) as rt:
+    rt = Runtime(settings)
+    await rt.start(with_log=log)
+    try:
         return await fn(rt)
+    finally:
+        await rt.stop()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -231,10 +249,13 @@ def status(ctx: click.Context, audit_id: str, no_probe: bool, inline: bool, as_j
     """Reconcile one audit on demand, then show it."""
     from .operations import Operations
 
+    _check_audit_id(audit_id)
     settings = _settings(ctx)
     result = _run(
         _with_runtime(
-            settings, lambda rt: Operations(rt).status(audit_id, probe=not no_probe, inline=inline)
+            settings,
+            lambda rt: Operations(rt).status(audit_id, probe=not no_probe, inline=inline),
+            log=not no_probe,
         )
     )
     if result.note:
@@ -245,13 +266,11 @@ def status(ctx: click.Context, audit_id: str, no_probe: bool, inline: bool, as_j
             data["reconciliation"] = result.outcome.as_dict()
         _print_json(data)
         return
-    s = result.row.state
     for key, value in row_dict(result.row).items():
         if value is not None:
             out.print(f"{key:>22}  {value}", markup=False)
     if result.outcome is not None and result.outcome.reason:
         out.print(f"{'reconciliation':>22}  {result.outcome.reason}", markup=False)
-    _ = s
 
 
 @main.command()
@@ -264,7 +283,9 @@ def audits(ctx: click.Context, status_: str | None, limit: int, as_json: bool) -
     """List audits from the projection, newest first."""
     settings = _settings(ctx)
     rows = _run(
-        _with_runtime(settings, lambda rt: rt.store.list_audits(status=status_, limit=limit))
+        _with_runtime(
+            settings, lambda rt: rt.store.list_audits(status=status_, limit=limit), log=False
+        )
     )
     if as_json:
         _print_json([row_dict(r) for r in rows])
@@ -297,6 +318,9 @@ def sweep(ctx: click.Context, dry_run: bool, inline: bool, as_json: bool) -> Non
         return
     out.print(f"sweep {data['sweep_id']}: {data['candidates']} candidate(s)")
     if dry_run:
+        for c in data["candidate_audits"]:
+            seen = c["last_observed_status"] or "never observed"
+            out.print(f"  {c['audit_id']}  started {c['started_at']}  {seen}", markup=False)
         return
     failed = ", ".join(f"{k} {v}" for k, v in sorted(data["failed"].items())) or "none"
     errors = ", ".join(f"{k} {v}" for k, v in sorted(data["probe_errors"].items())) or "none"
@@ -322,7 +346,8 @@ def replay(ctx: click.Context, audit_id: str, as_json: bool) -> None:
     from .operations import Operations
 
     settings = _settings(ctx)
-    steps = _run(_with_runtime(settings, lambda rt: Operations(rt).replay(audit_id)))
+    _check_audit_id(audit_id)
+    steps = _run(_with_runtime(settings, lambda rt: Operations(rt).replay(audit_id), log=False))
     if as_json:
         _print_json([s.as_dict() for s in steps])
         return

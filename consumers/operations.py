@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,8 @@ from .watchdog import Watchdog, probe_requests
 
 __all__ = ["Operations", "StatusResult"]
 
+PUBLISHED_MEMORY = 10_000
+
 log = structlog.get_logger("auditrec")
 
 
@@ -46,13 +49,39 @@ class Operations:
         self.rt = runtime
         self._inflight: dict[str, asyncio.Task[StatusResult]] = {}
         self._requested: dict[str, float] = {}
+        # Read-your-writes: the last event this process published per audit, so a read that
+        # follows a publish waits (bounded) for the projection to have it.
+        self._published: OrderedDict[str, tuple[str, float]] = OrderedDict()
 
     # -- publish ----------------------------------------------------------------------------
 
     async def publish(self, events: Sequence[AuditEvent]) -> list[str]:
         topic = self.rt.topics.lifecycle
         await self.rt.log.append([encode(topic, e) for e in events])
+        now = time.monotonic()
+        for event in events:
+            self._published[event.audit_id] = (str(event.event_id), now)
+            self._published.move_to_end(event.audit_id)
+        while len(self._published) > PUBLISHED_MEMORY:
+            self._published.popitem(last=False)
         return [str(e.event_id) for e in events]
+
+    async def _await_own_writes(self, audit_id: str) -> None:
+        entry = self._published.get(audit_id)
+        if entry is None:
+            return
+        event_id, at = entry
+        wait = self.rt.settings.on_demand_wait.total_seconds()
+        deadline = time.monotonic() + wait
+        if time.monotonic() - at > max(wait, 60.0):
+            del self._published[audit_id]
+            return
+        while time.monotonic() < deadline:
+            history = await self.rt.store.history(audit_id)
+            if any(str(h.event.event_id) == event_id for h in history):
+                self._published.pop(audit_id, None)
+                return
+            await asyncio.sleep(0.02)
 
     # -- pipeline liveness --------------------------------------------------------------------
 
@@ -73,6 +102,7 @@ class Operations:
     async def status(
         self, audit_id: str, *, probe: bool = True, inline: bool = False
     ) -> StatusResult:
+        await self._await_own_writes(audit_id)
         row = await self.rt.store.get(audit_id)
         if row is None:
             raise NotFound(f"unknown audit {audit_id!r}")
@@ -137,7 +167,11 @@ class Operations:
         )
         if dry_run:
             tick = await watchdog.tick(dry_run=True)
-            return Summary(candidates=len(tick.candidates), sweep_id=tick.sweep_id)
+            return Summary(
+                candidates=len(tick.candidates),
+                sweep_id=tick.sweep_id,
+                candidate_rows=tick.candidates,
+            )
         live = await self.pipeline_live()
         if not live and not inline:
             missing = ", ".join(await self._missing())
@@ -157,6 +191,7 @@ class Operations:
         SWEEP_DURATION.observe(elapsed)
         return Summary(
             candidates=len(tick.candidates),
+            candidate_rows=tick.candidates,
             outcomes=outcomes,
             sweep_id=tick.sweep_id,
             elapsed_s=elapsed,

@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from projections.row import AuditRow
 from projections.store import ProjectionStore
 from statemachine.events import AuditEvent, ProbeRequested
 from statemachine.policy import Policy
@@ -45,6 +46,7 @@ class Outcome:
 class Summary:
     candidates: int
     outcomes: list[Outcome] = field(default_factory=list)
+    candidate_rows: list[AuditRow] = field(default_factory=list)
     sweep_id: str | None = None
     elapsed_s: float = 0.0
     skipped: bool = False
@@ -68,6 +70,18 @@ class Summary:
             "skipped": self.skipped,
             "elapsed_s": round(self.elapsed_s, 3),
             "audits": [o.as_dict() for o in self.outcomes],
+            "candidate_audits": [
+                {
+                    "audit_id": r.audit_id,
+                    "workflow_instance_id": r.state.workflow_instance_id,
+                    "started_at": r.state.started_at.isoformat() if r.state.started_at else None,
+                    "last_observed_status": r.state.last_observed_status,
+                    "last_observed_at": (
+                        r.state.last_observed_at.isoformat() if r.state.last_observed_at else None
+                    ),
+                }
+                for r in self.candidate_rows
+            ],
         }
 
 

@@ -71,19 +71,22 @@ class Runtime:
         self._started = False
         self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
-    async def start(self, *, init: bool = True, wait: float = 0.0) -> None:
+    async def start(self, *, init: bool = True, wait: float = 0.0, with_log: bool = True) -> None:
         """Connect (and create topics/tables). With ``wait`` > 0, retriable failures (the
-        broker or the database not up yet) are retried with backoff for that many seconds."""
+        broker or the database not up yet) are retried with backoff for that many seconds.
+        ``with_log=False`` connects the projection store only (read-only commands)."""
         if self._started:
             return
         deadline = time.monotonic() + wait
         backoff = 0.5
         while True:
             try:
-                await self.log.start()
+                if with_log:
+                    await self.log.start()
                 await self.store.start()
                 if init:
-                    await self.log.init()
+                    if with_log:
+                        await self.log.init()
                     await self.store.init()
                 self._started = True
                 return
@@ -171,12 +174,14 @@ class Service:
         if name == "watchdog":
             from .watchdog import Watchdog
 
+            projector = self.components.get("projector")
             return Watchdog(
                 rt.log,
                 rt.store,
                 stale_after=s.stale_running_after,
                 interval=s.watchdog_interval,
                 batch_limit=s.watchdog_batch_limit,
+                ready=projector.idle if projector is not None else None,
             )
         if name == "telemetry":
             if s.posthog_api_key is None:
@@ -326,7 +331,12 @@ class Service:
         s = self.runtime.settings
         app = build_app(self.runtime)
         config = uvicorn.Config(
-            app, host=s.api_host, port=s.api_port, log_level="warning", lifespan="off"
+            app,
+            host=s.api_host,
+            port=s.api_port,
+            log_level="warning",
+            log_config=None,
+            lifespan="off",
         )
         self._api_server = uvicorn.Server(config)
         self._api_server.install_signal_handlers = lambda: None

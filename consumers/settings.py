@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     api_port: int = Field(default=8080, ge=0, le=65535)
     api_max_body_bytes: int = Field(default=1_048_576, ge=1024)
     log_format: Literal["auto", "json", "console"] = "auto"
-    log_level: str = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
 
     @field_validator("event_log_url")
     @classmethod
@@ -70,6 +70,18 @@ class Settings(BaseSettings):
         if not value.startswith(("sqlite://", "kafka://")):
             raise ValueError("must start with sqlite:/// or kafka://")
         return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("cloudflare_api_url", "posthog_host")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/") if value else value
 
     @field_validator("database_url")
     @classmethod

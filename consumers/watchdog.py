@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -76,6 +76,8 @@ class Watchdog(Component):
         interval: timedelta,
         batch_limit: int,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        ready: Callable[[], Awaitable[bool]] | None = None,
+        ready_within: float = 60.0,
     ) -> None:
         self.log = event_log
         self.store = store
@@ -85,6 +87,10 @@ class Watchdog(Component):
         self.clock = clock
         self._next = 0.0
         self.ticks = 0
+        # The first tick waits (bounded) until ``ready()``: a projector starting in the same
+        # process catches up first, so the tick does not select from a stale table.
+        self.ready = ready
+        self._ready_by = time.monotonic() + ready_within
 
     async def candidates(self, now: datetime | None = None) -> list[AuditRow]:
         now = now or self.clock()
@@ -113,6 +119,9 @@ class Watchdog(Component):
 
     async def step(self) -> int:
         if not self.due():
+            return 0
+        first = self.ticks == 0 and self.ready is not None and time.monotonic() < self._ready_by
+        if first and self.ready is not None and not await self.ready():
             return 0
         self._next = time.monotonic() + self.interval.total_seconds()
         tick = await self.tick()

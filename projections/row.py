@@ -1,7 +1,7 @@
 """The audit row (DESIGN §6) and the pure projection ``project(row, event) -> row``.
 
 A row is the audit's :class:`~statemachine.state.AuditState` plus bookkeeping: ``version``
-(events recorded for the audit since its ``AuditStarted``), ``last_event_id`` and
+(events applied by the transition table), ``last_event_id`` and
 ``updated_at`` (set by the store when
 it writes). ``project`` is ``evolve`` plus that bookkeeping, so the table is exactly the fold of
 the log.
@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from statemachine.events import AuditEvent
+from statemachine.machine import next_status
 from statemachine.state import AuditState, evolve
 
 __all__ = ["COLUMNS", "AuditRow", "project", "row_dict"]
@@ -89,9 +90,9 @@ def project(row: AuditRow | None, event: AuditEvent) -> AuditRow:
     """The row after ``event``: pure, total, and equal to ``evolve`` on the state."""
     state = row.state if row is not None else AuditState(audit_id=event.audit_id)
     after = evolve(state, event)
-    # Events before the audit exists are history only: they do not count, so the row does not
-    # depend on how the log was cut into batches.
-    counted = 1 if after.exists else 0
+    # ``version`` counts the events applied by the transition table; events recorded but not
+    # applied (before AuditStarted, after a terminal state) are history only.
+    counted = 1 if next_status(state.status, event.type, state.failed_by) is not None else 0
     return AuditRow(
         state=after,
         version=(row.version if row is not None else 0) + counted,

@@ -50,7 +50,12 @@ def format_duration(delta: timedelta) -> str:
         return f"{sign}{abs(total) * 1000:.0f}ms"
     hours, rest = divmod(rest, 3600)
     minutes, seconds = divmod(rest, 60)
-    out = "".join(f"{n}{u}" for n, u in ((hours, "h"), (minutes, "m"), (seconds, "s")) if n)
+    parts = [(hours, "h"), (minutes, "m"), (seconds, "s")]
+    while parts and parts[0][0] == 0:  # no leading zeros: 8m12s, not 0h8m12s
+        parts.pop(0)
+    while parts and parts[-1][0] == 0:  # no trailing zeros: 10m, not 10m0s
+        parts.pop()
+    out = "".join(f"{n}{u}" for n, u in parts)
     return sign + (out or "0s")
 
 

@@ -75,6 +75,10 @@ def _fail(
     )
 
 
+def _fails(policy: Policy, code: str) -> str:
+    return f"would fail {code} (shadow mode)" if policy.shadow else f"failed {code}"
+
+
 def _age(state: AuditState, at: datetime) -> str:
     assert state.started_at is not None
     return format_duration(at - state.started_at)
@@ -109,7 +113,8 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
         code = classify(text) or "unknown"
         return Verdict(
             "errored",
-            f"errored ({text or 'no error payload'}) → failed {code}",
+            f"errored ({truncate(text, 200) if text else 'no error payload'})"
+            f" → {_fails(policy, code)}",
             _fail(state, event, policy, code, text or "Workflow instance errored"),
         )
     if status == "terminated":
@@ -117,7 +122,7 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
         code = classify(text) or "workflow_terminated"
         return Verdict(
             "terminated",
-            f"terminated{f' ({text})' if text else ''} → failed {code}",
+            f"terminated{f' ({truncate(text, 200)})' if text else ''} → {_fails(policy, code)}",
             _fail(state, event, policy, code, text or "Workflow instance was terminated"),
         )
     if status in ("not_found", "not_attached"):
@@ -131,7 +136,7 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
             return Verdict(
                 rule,
                 f"{status}, age {format_duration(age)} ≥ grace {format_duration(grace)}"
-                " → failed instance_lost",
+                f" → {_fails(policy, 'instance_lost')}",
                 _fail(state, event, policy, "instance_lost", detail),
             )
         return Verdict(
@@ -146,7 +151,8 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
             return Verdict(
                 "finalize_lost",
                 f"complete, ended {format_duration(since)} ago ≥ finalize grace "
-                f"{format_duration(fgrace)} with no AuditCompleted → failed finalize_lost",
+                f"{format_duration(fgrace)} with no AuditCompleted"
+                f" → {_fails(policy, 'finalize_lost')}",
                 _fail(
                     state,
                     event,

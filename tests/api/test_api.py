@@ -553,6 +553,7 @@ GUARDED = [
     ("POST", "/sweep"),
     ("GET", "/docs"),
     ("GET", "/openapi.json"),
+    ("GET", "/readyz"),
 ]
 
 
@@ -587,7 +588,7 @@ def test_every_route_but_health_and_metrics_needs_a_token(
     assert "tok-" not in response.text
 
 
-@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics"])
+@pytest.mark.parametrize("path", ["/healthz", "/metrics"])
 def test_health_and_metrics_need_no_token(guarded: LiveServer, path: str) -> None:
     with httpx.Client(base_url=guarded.url) as client:
         assert client.get(path).status_code == 200

@@ -158,7 +158,12 @@ def test_a_watchdog_failure_is_sent_and_failures_the_workflow_reported_are_not(
                     },
                 ),
             )
-            wait_for(client, done, lambda r: r["version"] == 3)
+            # the late decision is recorded (history) but not applied (version stays 2)
+            deadline = time.monotonic() + 10
+            while len(client.get(f"/audits/{done}/events").json().get("events", [])) < 3:
+                assert time.monotonic() < deadline, "the late decision was not recorded"
+                time.sleep(0.05)
+            assert client.get(f"/audits/{done}?probe=false").json()["version"] == 2
             summary = client.post("/sweep").json()
             assert summary["failed"] == {"workflow_terminated": 1}
         [event] = capture.wait_delivered(1)

@@ -652,7 +652,7 @@ def test_a_bad_duration_is_refused(text: object) -> None:
         (timedelta(minutes=10), "10m"),
         (timedelta(seconds=-3), "-3s"),
         (timedelta(milliseconds=250), "250ms"),
-        (timedelta(hours=1, seconds=1), "1h1s"),
+        (timedelta(hours=1, seconds=1), "1h0m1s"),
     ],
     ids=str,
 )
