@@ -1,17 +1,30 @@
-"""Rebuilding the projection from the log: empty it, then project every event again."""
+"""Rebuilding the projection from the log: empty it, then project every event again.
+
+Unlike the projector, a rebuild reads each partition directly (no consumer group to join)
+and in large chunks, and overlaps reading the log with writing the store. Events of one
+audit share a partition, so a chunk coalesces each audit's events into one row write. The
+projector's stored offsets end where the rebuild read, so ``serve`` continues from there.
+"""
 
 from __future__ import annotations
 
-import time
+import asyncio
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from projections.errors import NoServer
+from projections.store import Position
+from statemachine.events import AuditEvent
 
+from .eventlog import DecodeError, OutRecord, dead_letter, decode
 from .projector import Projector
 from .runner import Runtime
 
-__all__ = ["rebuild_projection"]
+__all__ = ["CHUNK", "rebuild_projection"]
+
+CHUNK = 20_000
+
+_Chunk = tuple[list[tuple[AuditEvent, Position]], dict[tuple[str, int], int], list[OutRecord]]
 
 
 async def rebuild_projection(rt: Runtime, *, progress: bool = False) -> int:
@@ -22,11 +35,36 @@ async def rebuild_projection(rt: Runtime, *, progress: bool = False) -> int:
             "a projector is running (" + ", ".join(live["projector"]) + "): stop `auditrec serve` "
             "before rebuilding"
         )
-    projector = Projector(rt.log, rt.store)
-    await rt.store.reset(projector.group)
-    ends = await rt.log.end_offsets(rt.topics.lifecycle)
+    group = Projector.group
+    topic = rt.topics.lifecycle
+    await rt.store.reset(group)
+    ends = await rt.log.end_offsets(topic)
     total = sum(ends.values())
-    done = 0
+    queue: asyncio.Queue[_Chunk | None] = asyncio.Queue(maxsize=2)
+
+    async def read() -> None:
+        try:
+            for partition, end in sorted(ends.items()):
+                chunk: list[tuple[AuditEvent, Position]] = []
+                dlq: list[OutRecord] = []
+                last = -1
+                async for batch in rt.log.read(topic, partition, 0, end):
+                    for record in batch:
+                        last = record.offset
+                        try:
+                            event = decode(record.value)
+                        except DecodeError as exc:
+                            dlq.append(dead_letter(rt.topics, record, "auditrec-rebuild", str(exc)))
+                            continue
+                        chunk.append((event, (topic, partition, record.offset)))
+                    if len(chunk) >= CHUNK:
+                        await queue.put((chunk, {(topic, partition): last + 1}, dlq))
+                        chunk, dlq = [], []
+                if chunk or dlq or last >= 0:
+                    await queue.put((chunk, {(topic, partition): max(last + 1, 0)}, dlq))
+        finally:
+            await queue.put(None)
+
     bar = Progress(
         TextColumn("rebuilding"),
         BarColumn(),
@@ -34,17 +72,19 @@ async def rebuild_projection(rt: Runtime, *, progress: bool = False) -> int:
         TimeRemainingColumn(),
         disable=not progress,
     )
+    applied = 0
     with bar:
         task = bar.add_task("rebuild", total=total)
-        async with projector:
-            projector.poll_timeout = 0.05
-            quiet_since = time.monotonic()
-            while True:
-                handled = await projector.step()
-                done += handled
-                bar.update(task, completed=min(done, total))
-                if handled:
-                    quiet_since = time.monotonic()
-                elif await projector.idle() or time.monotonic() - quiet_since > 30:
-                    break
-    return projector.applied
+        reader = asyncio.create_task(read())
+        try:
+            while (item := await queue.get()) is not None:
+                events, offsets, dlq = item
+                if dlq:
+                    await rt.log.append(dlq)
+                result = await rt.store.apply(events, offsets, group)
+                applied += result.applied
+                bar.update(task, advance=len(events) + len(dlq))
+            await reader
+        finally:
+            reader.cancel()
+    return applied

@@ -304,6 +304,14 @@ def test_serve_until_idle_drains_and_reconciles_with_its_watchdog(
     rows = audits(backend, env)
     assert {a: (r["status"], r["error_code"]) for a, r in rows.items()} == expected
 
+    # and a rebuild from the log gives the same table
+    rebuilt = run(backend, "rebuild", "--yes", env=env)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    again = audits(backend, env)
+    for row in (*rows.values(), *again.values()):
+        row.pop("updated_at")
+    assert again == rows
+
 
 def test_invalid_configuration_names_the_variable(backend: Backend, env: dict[str, str]) -> None:
     result = run(backend, "audits", env={**env, "AUDITREC_STALE_RUNNING_AFTER": "soon"})
