@@ -309,9 +309,9 @@ def main() -> None:
     parser.add_argument("--prefix")
     args = parser.parse_args()
     if args.phase:
-        import logging
+        from consumers.logs import configure_logging
 
-        logging.disable(logging.WARNING)
+        configure_logging("WARNING", "json")  # decisions are logged at INFO: not measured
         result = asyncio.run(PHASES[args.phase](args.prefix, args.events, args.partitions))
         result["peak_mb"] = round(peak_mb(), 1)
         print(json.dumps(result))
