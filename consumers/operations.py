@@ -24,6 +24,7 @@ from statemachine.events import AuditEvent, Trigger
 from statemachine.explain import Step, explain
 
 from .eventlog import encode
+from .freshness import wait_for_projection
 from .metrics import SWEEP_DURATION
 from .outcomes import Outcome, Summary, await_outcomes
 from .runner import PIPELINE, Runtime, Service
@@ -103,6 +104,11 @@ class Operations:
         self, audit_id: str, *, probe: bool = True, inline: bool = False
     ) -> StatusResult:
         await self._await_own_writes(audit_id)
+        if probe and "projector" in await self.rt.live_components():
+            # What was published before this read (by anyone) is in the table first.
+            await wait_for_projection(
+                self.rt.log, self.rt.store, self.rt.settings.on_demand_wait.total_seconds()
+            )
         row = await self.rt.store.get(audit_id)
         if row is None:
             raise NotFound(f"unknown audit {audit_id!r}")
@@ -182,6 +188,10 @@ class Operations:
         started = time.monotonic()
         if not live:
             await self._run_inline()  # catch the projection up before selecting
+        else:  # select from a table that has everything published before this sweep
+            await wait_for_projection(
+                self.rt.log, self.rt.store, min(s.sweep_wait.total_seconds(), 30.0)
+            )
         tick = await watchdog.tick()
         if not live and tick.requests:
             await self._run_inline()

@@ -235,6 +235,25 @@ def test_publish_serve_sweep_audits_status_replay(
         ]
         assert steps[2]["rule"] == "errored" and steps[2]["after"] == "running"
         assert steps[3]["before"] == "running" and steps[3]["after"] == "failed"
+
+        # and a sweep or a status read right after a publish sees what was just published
+        simulator.sim.set_instance("wf-late", "terminated")
+        old = datetime.now(UTC) - timedelta(hours=3)
+        late = envelope(
+            "AuditStarted", "a-late", old, project_id="p1", workflow_instance_id="wf-late"
+        )
+        assert run(backend, "publish", "-", env=env, input=late + "\n").returncode == 0
+        swept = run(backend, "sweep", "--json", env=env)
+        assert swept.returncode == 0, swept.stderr
+        assert json.loads(swept.stdout)["failed"] == {"workflow_terminated": 1}
+        simulator.sim.set_instance("wf-now", "errored", error="Worker exceeded CPU time limit.")
+        now_ = envelope(
+            "AuditStarted", "a-now", old, project_id="p1", workflow_instance_id="wf-now"
+        )
+        assert run(backend, "publish", "-", env=env, input=now_ + "\n").returncode == 0
+        status = run(backend, "status", "a-now", "--json", env=env)
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)["error_code"] == "cpu_limit"
     finally:
         serve.send_signal(signal.SIGTERM)
         try:

@@ -1,0 +1,44 @@
+"""How far the projection is behind the log, so reads and sweeps can wait for it.
+
+The projector stores, per partition, the offset after the last record it applied. The log's
+end offset can be one further when the partition ends with a transaction marker (the
+reconciler and the probe write transactionally), which is not a record; so a gap of exactly one
+is settled by looking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from projections.store import ProjectionStore
+
+from .eventlog import EventLog
+
+__all__ = ["wait_for_projection"]
+
+PROJECTOR_GROUP = "auditrec-projector"
+
+
+async def wait_for_projection(log: EventLog, store: ProjectionStore, timeout: float) -> bool:
+    """Wait until the projection has applied what the log held when called; False on timeout."""
+    deadline = time.monotonic() + timeout
+    topic = log.topics.lifecycle
+    target = await log.end_offsets(topic)
+    while True:
+        stored = await store.stored_offsets(PROJECTOR_GROUP)
+        gaps = {p: end - stored.get((topic, p), 0) for p, end in target.items()}
+        if all(gap <= 0 for gap in gaps.values()):
+            return True
+        if all(gap <= 1 for gap in gaps.values()):
+            unread = 0
+            for partition, gap in gaps.items():
+                if gap == 1:
+                    start = stored.get((topic, partition), 0)
+                    async for batch in log.read(topic, partition, start, target[partition]):
+                        unread += len(batch)
+            if unread == 0:
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.05)
