@@ -312,7 +312,11 @@ def main() -> None:
         from consumers.logs import configure_logging
 
         configure_logging("WARNING", "json")  # decisions are logged at INFO: not measured
+        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         result = asyncio.run(PHASES[args.phase](args.prefix, args.events, args.partitions))
+        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+        result["cpu_us_per_event"] = round(cpu / max(result["events"], 1) * 1e6, 1)
         result["peak_mb"] = round(peak_mb(), 1)
         print(json.dumps(result))
         return
@@ -327,6 +331,7 @@ def main() -> None:
             results[name] = r = run_phase(name, prefix, n, args.partitions)
             print(
                 f"  {name:<12} {r['rate']:>10,.0f} events/s   peak {r['peak_mb']:>6.1f} MB"
+                f"   {r['cpu_us_per_event']:>6.1f} µs CPU/event (this process)"
                 + (f"   ({r['decisions']} decisions)" if "decisions" in r else ""),
                 flush=True,
             )

@@ -19,7 +19,6 @@ from projections.errors import AuditrecError, InvalidInput
 from projections.row import AuditRow, row_dict
 from statemachine.events import EVENT_TYPES
 from statemachine.machine import mermaid
-from statemachine.policy import format_duration
 
 from .logs import configure_logging
 from .settings import Settings, load_settings
@@ -439,6 +438,3 @@ def simulate_workflows(host: str, port: int, token: str | None, seed: Path | Non
         f"Workflows API simulator on http://{host}:{port}/client/v4 (control API under /_sim/)"
     )
     run_simulator(host, port, token, seed)
-
-
-_ = format_duration

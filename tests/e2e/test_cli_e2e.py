@@ -4,12 +4,10 @@ on both backend pairs, against the Workflows simulator over real HTTP."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -336,6 +334,3 @@ def test_invalid_configuration_names_the_variable(backend: Backend, env: dict[st
     result = run(backend, "audits", env={**env, "AUDITREC_STALE_RUNNING_AFTER": "soon"})
     assert result.returncode == 2
     assert "AUDITREC_STALE_RUNNING_AFTER" in result.stderr
-
-
-_ = (os, uuid)
