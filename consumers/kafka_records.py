@@ -1,0 +1,89 @@
+"""aiokafka records to and from the port's :class:`~consumers.eventlog.Record` and
+:class:`~consumers.eventlog.OutRecord`, shared by the log (``kafka_log.py``) and its consumers
+(``kafka_consumer.py``): decoding fetched records, Kafka's default partitioner, and appending
+in one batch per partition (the choices are documented in ``kafka_log.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError
+from aiokafka.partitioner import murmur2
+from aiokafka.structs import ConsumerRecord
+
+from .eventlog import OutRecord, Record
+from .kafka_errors import event_log_error
+
+__all__ = ["key_hash", "send_all", "to_record"]
+
+
+def to_record(msg: ConsumerRecord[bytes, bytes]) -> Record:  # hot path: keep it lean
+    key, value, headers = msg.key, msg.value, msg.headers
+    for _, v in headers:
+        if v is None:  # a header without value (other producers): b""
+            headers = tuple((k, v or b"") for k, v in headers)
+            break
+    return Record(
+        msg.topic,
+        msg.partition,
+        msg.offset,
+        None if key is None else key.decode("utf-8", "replace"),
+        b"" if value is None else value,
+        headers,
+        msg.timestamp,
+    )
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def key_hash(key: bytes) -> int:
+    """Kafka's default partitioner: murmur2 of the key (audit ids repeat: cached)."""
+    return int(murmur2(key) & 0x7FFFFFFF)
+
+
+async def send_all(producer: AIOKafkaProducer, records: Sequence[OutRecord]) -> None:
+    """Append ``records``: one batch per partition at a time (far faster than a ``send`` per
+    record), then wait for every acknowledgement. Order per partition is kept."""
+    partitions: dict[str, list[int]] = {}
+    building: dict[tuple[str, int], Any] = {}
+    sent: list[tuple[str, int, asyncio.Future[Any]]] = []
+    failure: tuple[BaseException, str] | None = None
+    limit = producer._max_request_size
+    try:
+        for rec in records:
+            key = rec.key.encode()
+            headers = list(rec.headers)
+            size = len(key) + len(rec.value) + sum(len(k) + len(v) for k, v in headers)
+            if size > limit:
+                raise MessageSizeTooLargeError(f"record of {size} bytes > {limit}")
+            if rec.topic not in partitions:
+                partitions[rec.topic] = sorted(await producer.partitions_for(rec.topic))
+            ids = partitions[rec.topic]
+            tp = (rec.topic, ids[key_hash(key) % len(ids)])
+            batch = building.get(tp)
+            if batch is None:
+                batch = building[tp] = producer.create_batch()
+            if batch.append(key=key, value=rec.value, timestamp=None, headers=headers) is None:
+                sent.append((*tp, await producer.send_batch(batch, tp[0], partition=tp[1])))
+                batch = building[tp] = producer.create_batch()
+                if batch.append(key=key, value=rec.value, timestamp=None, headers=headers) is None:
+                    raise MessageSizeTooLargeError(f"record of {size} bytes")
+        for (topic, partition), batch in building.items():
+            sent.append(
+                (topic, partition, await producer.send_batch(batch, topic, partition=partition))
+            )
+    except (KafkaError, OSError, TimeoutError) as exc:
+        failure = (exc, f"append to {rec.topic} (key {rec.key!r})")
+    results = await asyncio.gather(*(fut for _, _, fut in sent), return_exceptions=True)
+    for (topic, partition, _), result in zip(sent, results, strict=True):
+        if failure is None and isinstance(result, BaseException):
+            failure = (result, f"append to {topic}/{partition}")
+    if failure is not None:
+        cause, what = failure
+        if isinstance(cause, (KafkaError, OSError, TimeoutError)):
+            raise event_log_error(cause, what) from cause
+        raise cause
