@@ -312,6 +312,9 @@ def main() -> None:
         from consumers.logs import configure_logging
 
         configure_logging("WARNING", "json")  # decisions are logged at INFO: not measured
+        from consumers.runner import tune_gc
+
+        tune_gc()  # as `auditrec serve` does
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         result = asyncio.run(PHASES[args.phase](args.prefix, args.events, args.partitions))
         cpu1 = resource.getrusage(resource.RUSAGE_SELF)

@@ -191,7 +191,7 @@ def serve(
     ctx: click.Context, only: str | None, until_idle: bool, host: str | None, port: int | None
 ) -> None:
     """Run the components (all by default)."""
-    from .runner import Runtime, Service, parse_components
+    from .runner import Runtime, Service, parse_components, tune_gc
 
     obj = ctx.ensure_object(dict)
     obj["overrides"].update(api_host=host, api_port=port)
@@ -201,6 +201,7 @@ def serve(
         names = [n for n in names if n != "api"]
 
     async def work() -> int:
+        tune_gc()
         rt = Runtime(settings)
         await rt.start(wait=300.0)
         async with rt, Service(rt, names) as service:
