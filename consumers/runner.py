@@ -282,7 +282,8 @@ class Service:
         tasks.append(asyncio.create_task(self._heartbeat_loop(), name="heartbeat"))
         if "api" in self.names:
             tasks.append(asyncio.create_task(self._serve_api(), name="api"))
-        log.info("serving", components=self.names, process=self.runtime.process_id)
+        running = list(self.components) + (["api"] if "api" in self.names else [])
+        log.info("serving", components=running, process=self.runtime.process_id)
         await self.stopping.wait()
         log.info("stopping: finishing the batches in hand")
         if self._api_server is not None:
