@@ -420,6 +420,16 @@ cmd_kafka_restart() { # for fault tests: stop our broker and start it again on t
     kafka_wait_ready
 }
 
+cmd_postgres_restart() { # for fault tests: stop our PostgreSQL and start it again
+    with_lock
+    pg_pick_dir
+    find_pg_bin || true
+    pg_ours_running || die "the PostgreSQL server on $HOST:$PG_PORT was not started by this script"
+    pg_down
+    pg_up
+    pg_wait_ready
+}
+
 cmd_status() {
     local ok=0
     pg_pick_dir
@@ -451,5 +461,6 @@ case "${1:-}" in
     kafka-stop) with_lock; kafka_down ;;
     kafka-start) with_lock; kafka_up; kafka_wait_ready ;;
     kafka-restart) cmd_kafka_restart ;;
-    *) echo "usage: $0 up|down|status|env|kafka-stop|kafka-start|kafka-restart" >&2; exit 2 ;;
+    postgres-restart) cmd_postgres_restart ;;
+    *) echo "usage: $0 up|down|status|env|kafka-stop|kafka-start|kafka-restart|postgres-restart" >&2; exit 2 ;;
 esac

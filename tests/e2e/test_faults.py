@@ -376,15 +376,19 @@ def test_two_reconcilers_in_one_group_share_partitions_without_a_double_decision
 
 @pytest.mark.kafka
 @pytest.mark.postgres
-def test_a_broker_restart_mid_stream_loses_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("service", ["kafka", "postgres"])
+def test_a_service_restart_mid_stream_loses_nothing(tmp_path: Path, service: str) -> None:
+    """The broker, or the database, goes away mid-stream: the consumers retry with backoff
+    and resume where they were."""
     admin = postgres_url()
     bootstrap = kafka_bootstrap()
     status = subprocess.run(
         ["bash", str(ROOT / "scripts/services.sh"), "status"], capture_output=True, text=True
     )
-    if "(ours" not in status.stdout.split("kafka:")[-1]:
+    line = next((ln for ln in status.stdout.splitlines() if ln.startswith(f"{service}:")), "")
+    if "(ours" not in line:
         pytest.skip(
-            "the broker was not started by scripts/services.sh, so it cannot be restarted here"
+            f"{service} was not started by scripts/services.sh: it cannot be restarted here"
         )
     prefix = f"b{uuid.uuid4().hex[:10]}"
     asyncio.run(_create_database(admin, prefix))
@@ -421,7 +425,7 @@ def test_a_broker_restart_mid_stream_loses_nothing(tmp_path: Path) -> None:
                 restart = await asyncio.create_subprocess_exec(
                     "bash",
                     str(ROOT / "scripts/services.sh"),
-                    "kafka-restart",
+                    f"{service}-restart",
                     stdout=asyncio.subprocess.DEVNULL,
                     stderr=asyncio.subprocess.PIPE,
                 )
