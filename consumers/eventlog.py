@@ -15,7 +15,6 @@ Records are bytes; :func:`encode` and :func:`decode` translate events, and
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -170,19 +169,32 @@ def decode_probe(value: bytes) -> ProbeRequested:
         raise DecodeError(describe(exc)) from None
 
 
+DEAD_LETTER_ORIGINAL_MAX = 256 * 1024
+
+
 def dead_letter(topics: Topics, record: Record, consumer: str, error: str) -> OutRecord:
-    """The dead-letter record for ``record``: original bytes, where it came from, and why."""
-    body = {
+    """The dead-letter record for ``record``: original bytes, where it came from, and why.
+
+    The original is kept as text when it is UTF-8, else base64. Past
+    :data:`DEAD_LETTER_ORIGINAL_MAX` bytes it is cut (``original_truncated``, with the full
+    ``original_size``): the dead letter must always fit where the original did, or a large bad
+    record could never be set aside. The source position leads back to the whole record.
+    """
+    original = record.value[:DEAD_LETTER_ORIGINAL_MAX]
+    body: dict[str, object] = {
         "source_topic": record.topic,
         "source_partition": record.partition,
         "source_offset": record.offset,
         "key": record.key,
         "consumer": consumer,
         "error": error[:2000],
-        "original_base64": base64.b64encode(record.value).decode(),
+        "original_size": len(record.value),
+        "original_truncated": len(original) < len(record.value),
     }
-    with contextlib.suppress(UnicodeDecodeError):
-        body["original"] = record.value.decode()
+    try:
+        body["original"] = original.decode()
+    except UnicodeDecodeError:
+        body["original_base64"] = base64.b64encode(original).decode()
     return OutRecord(
         topic=topics.dead_letter,
         key=record.key or f"{record.topic}:{record.partition}:{record.offset}",

@@ -1,9 +1,9 @@
 """How far the projection is behind the log, so reads and sweeps can wait for it.
 
 The projector stores, per partition, the offset after the last record it applied. The log's
-end offset can be one further when the partition ends with a transaction marker (the
-reconciler and the probe write transactionally), which is not a record; so a gap of exactly one
-is settled by looking.
+end offset can be further when the partition ends with transaction markers or aborted writes
+(the reconciler and the probe write transactionally), which are not records; so a small gap is
+settled by looking.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from .eventlog import EventLog
 __all__ = ["wait_for_projection"]
 
 PROJECTOR_GROUP = "auditrec-projector"
+SMALL_GAP = 100
 
 
 async def wait_for_projection(log: EventLog, store: ProjectionStore, timeout: float) -> bool:
@@ -30,10 +31,11 @@ async def wait_for_projection(log: EventLog, store: ProjectionStore, timeout: fl
         gaps = {p: end - stored.get((topic, p), 0) for p, end in target.items()}
         if all(gap <= 0 for gap in gaps.values()):
             return True
-        if all(gap <= 1 for gap in gaps.values()):
+        if all(gap <= SMALL_GAP for gap in gaps.values()):
+            # A small gap may hold no records at all: transaction markers, aborted writes.
             unread = 0
             for partition, gap in gaps.items():
-                if gap == 1:
+                if gap > 0:
                     start = stored.get((topic, partition), 0)
                     async for batch in log.read(topic, partition, start, target[partition]):
                         unread += len(batch)

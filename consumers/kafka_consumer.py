@@ -201,6 +201,9 @@ class KafkaConsumer(Consumer):
             except BaseException:
                 await self.log._close(producer)
                 raise
+            if self._consumer is None:  # stopped while the producer was starting
+                await self.log._close(producer)
+                raise EventLogError(f"consumer of group {self.group} stopped", retriable=True)
             self._txns[tp] = producer
         return producer
 

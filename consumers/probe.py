@@ -110,7 +110,13 @@ class Probe(LogConsumer):
     async def _probe(self, instance: str | None) -> tuple[InstanceStatus | ProbeFailure, datetime]:
         if instance is None:
             return InstanceStatus("not_attached", None, None), self.clock()
-        result = await self.client.get_instance(instance)
+        try:
+            result: InstanceStatus | ProbeFailure = await self.client.get_instance(instance)
+        except Exception as exc:  # one bad answer must not hold back the batch
+            log.warning("probe raised", workflow_instance_id=instance, error=repr(exc)[:300])
+            result = ProbeFailure(
+                ProbeFailureReason.INVALID_RESPONSE, None, f"{type(exc).__name__}: {exc}"[:500]
+            )
         outcome = result.status if isinstance(result, InstanceStatus) else result.reason.value
         PROBES.labels(outcome).inc()
         return result, self.clock()

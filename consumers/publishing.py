@@ -49,8 +49,15 @@ def complete_envelope(
 def _validate(raw: Any, producer: str) -> AuditEvent:
     if not isinstance(raw, dict):
         raise ValueError("expected a JSON object (an event envelope)")
-    if raw.get("type") == "ProbeRequested":
-        raise ValueError("type: ProbeRequested is internal and cannot be published")
+    if raw.get("type") in ("ProbeRequested", "AuditFailureSimulated"):
+        raise ValueError(f"type: {raw['type']} is written by auditrec itself, not published")
+    data = raw.get("data")
+    reserved = isinstance(data, dict) and data.get("failed_by") == "reconciler"
+    if raw.get("type") == "AuditFailed" and reserved:
+        raise ValueError(
+            "data.failed_by: 'reconciler' is reserved for auditrec's reconciler "
+            "(publish failures with failed_by 'workflow' or 'operator')"
+        )
     try:
         return EVENT_ADAPTER.validate_python(upcast(complete_envelope(raw, producer=producer)))
     except ValidationError as exc:

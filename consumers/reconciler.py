@@ -118,6 +118,13 @@ class Reconciler(LogConsumer):
             consumer.seek(tp, start)
             log.info("partition assigned", partition=tp[1], committed=start, audits=len(states))
 
+    async def stop(self) -> None:
+        """Stop, forgetting all state: it may be ahead of what was committed (a failed
+        commit), so the next assignment rebuilds it from the log."""
+        await super().stop()
+        self.partitions.clear()
+        self.positions.clear()
+
     async def on_revoke(self, consumer: Consumer, partitions: Sequence[tuple[str, int]]) -> None:
         # States are kept until the next assignment shows whether the partition stays here.
         log.info("partitions revoked", partitions=[p for _, p in partitions])

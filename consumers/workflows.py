@@ -238,7 +238,14 @@ class WorkflowsClient:
             except httpx.TransportError as exc:
                 detail = f"{type(exc).__name__}: {exc}"
                 return _Outcome(self._failure(_Reason.NETWORK, None, detail), retriable=True)
-        return self._interpret(response)
+            except httpx.HTTPError as exc:  # e.g. a body that cannot be decoded
+                detail = f"unreadable response: {type(exc).__name__}: {exc}"
+                return _Outcome(self._failure(_Reason.INVALID_RESPONSE, None, detail))
+        try:
+            return self._interpret(response)
+        except Exception as exc:  # a shape nobody foresaw: never stall the probe on it
+            detail = f"unusable response: {type(exc).__name__}: {exc}"
+            return _Outcome(self._failure(_Reason.INVALID_RESPONSE, response.status_code, detail))
 
     def _paused_answer(self) -> ProbeFailure | None:
         until = self.paused_until
@@ -346,7 +353,8 @@ def _errors(body: Any) -> list[tuple[int | None, str]]:
         if not isinstance(item, dict):
             continue
         raw = item.get("code")
-        code = int(raw) if isinstance(raw, int | str) and str(raw).isdigit() else None
+        text = str(raw) if isinstance(raw, int | str) else ""
+        code = int(text) if text.isascii() and text.isdigit() else None
         found.append((code, str(item.get("message", ""))[:200]))
     return found
 

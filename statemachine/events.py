@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     ConfigDict,
@@ -57,6 +59,23 @@ __all__ = [
 ]
 
 AuditId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
+
+_EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
+_LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+def _sane_time(value: datetime) -> datetime:
+    """Timestamps are kept in UTC, between 1900 and 9000 (every store can hold those)."""
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("timestamp out of range") from None
+    if not _EARLIEST <= utc < _LATEST:
+        raise ValueError("timestamp out of range (1900-01-01 to 9000-01-01)")
+    return utc
+
+
+Timestamp = Annotated[AwareDatetime, AfterValidator(_sane_time)]
 NonNegative = Annotated[int, Field(ge=0)]
 ShortText = Annotated[str, StringConstraints(max_length=2000)]
 InstanceId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
@@ -139,7 +158,7 @@ class AuditStartedData(_Frozen):
     started_by_user_id: Annotated[str, StringConstraints(max_length=200)] | None = None
     start_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
     workflow_instance_id: InstanceId | None = None
-    started_at: AwareDatetime | None = None
+    started_at: Timestamp | None = None
     current_phase: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
     pages_total: NonNegative | None = None
 
@@ -157,7 +176,7 @@ class AuditProgressedData(_Frozen):
 class AuditCompletedData(_Frozen):
     pages_crawled: NonNegative | None = None
     pages_total: NonNegative | None = None
-    completed_at: AwareDatetime | None = None
+    completed_at: Timestamp | None = None
 
 
 class AuditFailedData(_Frozen):
@@ -174,9 +193,9 @@ class WorkflowStatusObservedData(_Frozen):
     workflow_instance_id: InstanceId | None = None
     status: ObservedStatus
     error: WorkflowError | ShortText | None = None
-    workflow_ended_at: AwareDatetime | None = None
+    workflow_ended_at: Timestamp | None = None
     trigger: Trigger
-    observed_at: AwareDatetime
+    observed_at: Timestamp
 
 
 class WorkflowProbeFailedData(_Frozen):
@@ -185,7 +204,7 @@ class WorkflowProbeFailedData(_Frozen):
     http_status: int | None = None
     detail: ShortText
     trigger: Trigger
-    observed_at: AwareDatetime
+    observed_at: Timestamp
 
 
 class ProbeRequestedData(_Frozen):
@@ -201,7 +220,7 @@ class _Envelope(_Frozen):
     event_id: uuid.UUID
     schema_version: Annotated[int, Field(ge=1)] = 1
     audit_id: AuditId
-    occurred_at: AwareDatetime
+    occurred_at: Timestamp
     producer: Annotated[str, StringConstraints(min_length=1, max_length=128)]
     causation_id: uuid.UUID | None = None
     correlation_id: uuid.UUID | None = None

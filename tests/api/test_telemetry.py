@@ -6,6 +6,7 @@ PostHog hanging), and the component alone with short timeouts for retries and gi
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from consumers.eventlog import Topics, encode, open_event_log
 from consumers.metrics import REGISTRY
 from consumers.operations import Operations
 from consumers.publishing import validate_items
@@ -22,6 +24,7 @@ from consumers.runner import Runtime, Service
 from consumers.settings import load_settings
 from consumers.simulator import SimulatorServer
 from consumers.telemetry import EVENT_NAME, Telemetry
+from statemachine.events import EVENT_ADAPTER
 
 from .conftest import (
     API_AND_PIPELINE,
@@ -124,6 +127,19 @@ def test_an_on_demand_failure_sends_one_exact_event_and_a_restart_does_not_resen
     assert len(capture.delivered()) == 1
 
 
+def append_to_log(settings: dict[str, Any], *events: dict[str, Any]) -> None:
+    """Append envelopes straight to the event log, as another auditrec component would."""
+
+    async def append() -> None:
+        topics = Topics(settings["topic_prefix"])
+        async with open_event_log(settings["event_log_url"], topics) as log:
+            await log.append(
+                [encode(topics.lifecycle, EVENT_ADAPTER.validate_python(e)) for e in events]
+            )
+
+    asyncio.run(append())
+
+
 def test_a_watchdog_failure_is_sent_and_failures_the_workflow_reported_are_not(
     tmp_path: Path, simulator: SimulatorServer, capture: CaptureServer
 ) -> None:
@@ -146,7 +162,11 @@ def test_a_watchdog_failure_is_sent_and_failures_the_workflow_reported_are_not(
                 ),
                 started(done, minutes_ago=40),
                 envelope("AuditCompleted", done, {"pages_crawled": 100}),
-                # a reconciler decision on an audit already completed is recorded, not applied
+            )
+            # a reconciler decision on an audit already completed is recorded, not applied
+            # (only the reconciler writes those: it goes to the log directly, not via the API)
+            append_to_log(
+                settings,
                 envelope(
                     "AuditFailed",
                     done,
@@ -156,6 +176,8 @@ def test_a_watchdog_failure_is_sent_and_failures_the_workflow_reported_are_not(
                         "failed_by": "reconciler",
                         "reconciled_by": "watchdog",
                     },
+                    event_id=str(uuid.uuid4()),
+                    occurred_at=datetime.now(UTC).isoformat(),
                 ),
             )
             # the late decision is recorded (history) but not applied (version stays 2)
