@@ -66,10 +66,13 @@ _LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 def _sane_time(value: datetime) -> datetime:
     """Timestamps are kept in UTC, between 1900 and 9000 (every store can hold those)."""
-    try:
-        utc = value.astimezone(UTC)
-    except OverflowError:
-        raise ValueError("timestamp out of range") from None
+    if value.tzinfo is UTC:
+        utc = value
+    else:
+        try:
+            utc = value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError("timestamp out of range") from None
     if not _EARLIEST <= utc < _LATEST:
         raise ValueError("timestamp out of range (1900-01-01 to 9000-01-01)")
     return utc
