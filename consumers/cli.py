@@ -204,7 +204,9 @@ def serve(
         tune_gc()
         rt = Runtime(settings)
         await rt.start(wait=300.0)
-        async with rt, Service(rt, names) as service:
+        service = Service(rt, names)
+        await service.start(wait=300.0)
+        async with rt, service:
             if until_idle:
                 drained = await service.run_until_idle()
                 return 0 if drained else 1

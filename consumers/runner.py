@@ -206,12 +206,28 @@ class Service:
             return Telemetry(rt.log, rt.store, s)
         return None  # the api runs as a server, not a component
 
-    async def start(self) -> None:
-        for name in self.names:
-            component = await self._build(name)
-            if component is not None:
-                await component.start()
-                self.components[name] = component
+    async def start(self, *, wait: float = 0.0) -> None:
+        """Build and start the components. With ``wait`` > 0, a retriable failure (a group
+        coordinator not ready yet) stops what started and tries again with backoff."""
+        if self.components:
+            return
+        deadline = time.monotonic() + wait
+        backoff = 0.5
+        while True:
+            try:
+                for name in self.names:
+                    component = await self._build(name)
+                    if component is not None:
+                        await component.start()
+                        self.components[name] = component
+                return
+            except Exception as exc:
+                await self.stop()
+                if not getattr(exc, "retriable", False) or time.monotonic() + backoff > deadline:
+                    raise
+                log.warning("components not ready; retrying", error=str(exc), retry_in=backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
 
     async def stop(self) -> None:
         for component in reversed(list(self.components.values())):
