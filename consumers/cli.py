@@ -262,11 +262,10 @@ def status(ctx: click.Context, audit_id: str, no_probe: bool, inline: bool, as_j
     )
     if result.note:
         err.print(f"note: {result.note}", markup=False)
-    if as_json:
-        data = row_dict(result.row)
+    if as_json:  # exactly the row (DESIGN §6 columns); how it was reconciled goes to stderr
         if result.outcome is not None:
-            data["reconciliation"] = result.outcome.as_dict()
-        _print_json(data)
+            err.print(f"reconciliation: {json.dumps(result.outcome.as_dict())}", markup=False)
+        _print_json(row_dict(result.row))
         return
     for key, value in row_dict(result.row).items():
         if value is not None:

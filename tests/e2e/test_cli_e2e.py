@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from consumers.simulator import SimulatorServer
+from projections.row import COLUMNS
 from tests.conftest import Backend
 
 AUDITREC = str(Path(sys.executable).with_name("auditrec"))
@@ -207,9 +208,12 @@ def test_publish_serve_sweep_audits_status_replay(
         status = run(backend, "status", "a-young", "--json", env=env)
         assert status.returncode == 0, status.stderr
         body = json.loads(status.stdout)
+        assert tuple(body) == COLUMNS  # exactly the row, in DESIGN §6 order
         assert body["status"] == "running"
-        assert body["reconciliation"]["rule"] == "instance_lost"
-        assert "< grace" in body["reconciliation"]["reason"]
+        [line] = [ln for ln in status.stderr.splitlines() if ln.startswith("reconciliation: ")]
+        reconciliation = json.loads(line.removeprefix("reconciliation: "))
+        assert reconciliation["rule"] == "instance_lost"
+        assert "< grace" in reconciliation["reason"]
         assert simulator.sim.requests_for("wf-young") == before + 1
         # a second read within the interval does not probe again
         again = run(backend, "status", "a-young", "--json", env=env)
