@@ -16,7 +16,7 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Self
@@ -39,6 +39,30 @@ HEARTBEAT_EVERY = 2.0
 LIVE_WITHIN = timedelta(seconds=10)
 
 log = structlog.get_logger("auditrec")
+
+
+async def retrying(
+    attempt: Callable[[], Awaitable[None]],
+    undo: Callable[[], Awaitable[None]],
+    *,
+    wait: float,
+    what: str,
+) -> None:
+    """Run ``attempt``; on a retriable failure ``undo`` what it did and try again with
+    bounded backoff until ``wait`` seconds have passed (0: one attempt)."""
+    deadline = time.monotonic() + wait
+    backoff = 0.5
+    while True:
+        try:
+            await attempt()
+            return
+        except Exception as exc:
+            await undo()
+            if not getattr(exc, "retriable", False) or time.monotonic() + backoff > deadline:
+                raise
+            log.warning(f"{what}; retrying", error=str(exc), retry_in=backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 10.0)
 
 
 def tune_gc() -> None:
@@ -91,26 +115,18 @@ class Runtime:
         ``with_log=False`` connects the projection store only (read-only commands)."""
         if self._started:
             return
-        deadline = time.monotonic() + wait
-        backoff = 0.5
-        while True:
-            try:
+
+        async def connect() -> None:
+            if with_log:
+                await self.log.start()
+            await self.store.start()
+            if init:
                 if with_log:
-                    await self.log.start()
-                await self.store.start()
-                if init:
-                    if with_log:
-                        await self.log.init()
-                    await self.store.init()
-                self._started = True
-                return
-            except Exception as exc:
-                await self.stop()
-                if not getattr(exc, "retriable", False) or time.monotonic() + backoff > deadline:
-                    raise
-                log.warning("not ready; retrying", error=str(exc), retry_in=backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
+                    await self.log.init()
+                await self.store.init()
+
+        await retrying(connect, self.stop, wait=wait, what="not ready")
+        self._started = True
 
     async def stop(self) -> None:
         self._started = False
@@ -211,23 +227,15 @@ class Service:
         coordinator not ready yet) stops what started and tries again with backoff."""
         if self.components:
             return
-        deadline = time.monotonic() + wait
-        backoff = 0.5
-        while True:
-            try:
-                for name in self.names:
-                    component = await self._build(name)
-                    if component is not None:
-                        await component.start()
-                        self.components[name] = component
-                return
-            except Exception as exc:
-                await self.stop()
-                if not getattr(exc, "retriable", False) or time.monotonic() + backoff > deadline:
-                    raise
-                log.warning("components not ready; retrying", error=str(exc), retry_in=backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
+
+        async def build() -> None:
+            for name in self.names:
+                component = await self._build(name)
+                if component is not None:
+                    await component.start()
+                    self.components[name] = component
+
+        await retrying(build, self.stop, wait=wait, what="components not ready")
 
     async def stop(self) -> None:
         for component in reversed(list(self.components.values())):
