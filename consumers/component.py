@@ -12,11 +12,10 @@ import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from types import TracebackType
-from typing import Self
 
 import structlog
 
+from projections.lifecycle import Lifecycle
 from statemachine.events import AuditEvent
 
 from .eventlog import Consumer, DecodeError, EventLog, OutRecord, Record, dead_letter, decode
@@ -27,23 +26,14 @@ __all__ = ["Component", "LogConsumer"]
 log = structlog.get_logger("auditrec")
 
 
-class Component(ABC):
+class Component(Lifecycle, ABC):
     name: str
 
-    async def start(self) -> None:  # noqa: B027 - optional hook
+    async def start(self) -> None:
         pass
 
-    async def stop(self) -> None:  # noqa: B027 - optional hook
+    async def stop(self) -> None:
         pass
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     @abstractmethod
     async def step(self) -> int: ...

@@ -19,11 +19,11 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from projections.lifecycle import Lifecycle
 from statemachine.events import (
     CURRENT_VERSION,
     EVENT_ADAPTER,
@@ -206,7 +206,7 @@ def dead_letter(topics: Topics, record: Record, consumer: str, error: str) -> Ou
 AssignCallback = Callable[["Consumer", Sequence[TopicPartition]], Awaitable[None]]
 
 
-class Consumer(ABC):
+class Consumer(Lifecycle, ABC):
     """A member of a consumer group. ``async with`` starts and stops it.
 
     ``on_assign`` runs before any record of a newly assigned partition is returned, so a
@@ -221,15 +221,6 @@ class Consumer(ABC):
 
     @abstractmethod
     async def stop(self) -> None: ...
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     @abstractmethod
     async def poll(self, max_records: int = 1000, timeout: float = 1.0) -> list[Record]:
@@ -258,7 +249,7 @@ class Consumer(ABC):
         """Records in the assigned partitions not yet returned by :meth:`poll`."""
 
 
-class EventLog(ABC):
+class EventLog(Lifecycle, ABC):
     """A partitioned log of topics. ``async with`` starts and stops it; both are idempotent."""
 
     topics: Topics
@@ -268,15 +259,6 @@ class EventLog(ABC):
 
     @abstractmethod
     async def stop(self) -> None: ...
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     @abstractmethod
     async def init(self) -> list[str]:

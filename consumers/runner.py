@@ -18,12 +18,12 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import structlog
 
 from projections.errors import ConfigError
+from projections.lifecycle import Lifecycle
 from projections.store import ProjectionStore, open_store
 
 from .component import Component, LogConsumer
@@ -91,7 +91,7 @@ def parse_components(text: str | None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-class Runtime:
+class Runtime(Lifecycle):
     """The shared resources: event log, projection store, and (lazily) the Workflows client."""
 
     def __init__(self, settings: Settings) -> None:
@@ -136,15 +136,6 @@ class Runtime:
         await self.store.stop()
         await self.log.stop()
 
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
-
     async def client(self) -> Any:
         if self._client is None:
             from .workflows import WorkflowsClient
@@ -177,7 +168,7 @@ def _kafka_options(settings: Settings) -> dict[str, Any]:
     return {"settings": settings}
 
 
-class Service:
+class Service(Lifecycle):
     """Some components on one runtime. ``async with`` starts and stops them."""
 
     def __init__(self, runtime: Runtime, names: Iterable[str]) -> None:
@@ -246,15 +237,6 @@ class Service:
         self.components.clear()
         with contextlib.suppress(Exception):
             await self.runtime.store.forget_process(self.runtime.process_id)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     # -- running ----------------------------------------------------------------------------
 

@@ -49,12 +49,12 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
+from projections.lifecycle import Lifecycle
 from statemachine.events import ProbeFailureReason
 
 __all__ = ["INSTANCE_STATUSES", "InstanceStatus", "ProbeFailure", "WorkflowsClient"]
@@ -105,7 +105,7 @@ class _Outcome:
     retry_after: float | None = None
 
 
-class WorkflowsClient:
+class WorkflowsClient(Lifecycle):
     """Asks the Workflows API about instances of one workflow. Start it (or ``async with``)."""
 
     def __init__(
@@ -171,15 +171,6 @@ class WorkflowsClient:
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()
-
-    async def __aenter__(self) -> WorkflowsClient:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     # --- state ---------------------------------------------------------------------------------
 

@@ -17,11 +17,11 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from statemachine.events import AuditEvent
 
+from .lifecycle import Lifecycle
 from .row import AuditRow
 
 __all__ = ["ApplyResult", "HistoryEntry", "Position", "ProjectionStore", "open_store"]
@@ -42,7 +42,7 @@ class ApplyResult:
     skipped: int
 
 
-class ProjectionStore(ABC):
+class ProjectionStore(Lifecycle, ABC):
     """``async with`` starts and stops it; both idempotent."""
 
     @abstractmethod
@@ -50,15 +50,6 @@ class ProjectionStore(ABC):
 
     @abstractmethod
     async def stop(self) -> None: ...
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     @abstractmethod
     async def init(self) -> int:
