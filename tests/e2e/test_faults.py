@@ -9,6 +9,7 @@ must fail has exactly one reconciler decision in the log, nothing else has one, 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import signal
 import subprocess
@@ -50,6 +51,13 @@ def fault_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ba
             "sqlite", f"sqlite:///{tmp_path}/events.db", f"sqlite:///{tmp_path}/audits.db", prefix
         )
         return
+    with kafka_and_postgres(prefix, partitions=6) as backend:
+        yield backend
+
+
+@contextlib.contextmanager
+def kafka_and_postgres(prefix: str, *, partitions: int) -> Iterator[Backend]:
+    """A Kafka + PostgreSQL backend of its own: topics under ``prefix``, a fresh database."""
     admin = postgres_url()
     bootstrap = kafka_bootstrap()
     asyncio.run(_create_database(admin, prefix))
@@ -59,7 +67,7 @@ def fault_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ba
             f"kafka://{bootstrap}",
             _database_url(admin, prefix),
             prefix,
-            env={"AUDITREC_KAFKA_LIFECYCLE_PARTITIONS": "6"},
+            env={"AUDITREC_KAFKA_LIFECYCLE_PARTITIONS": str(partitions)},
         )
     finally:
         asyncio.run(_drop_database(admin, prefix))
@@ -326,18 +334,8 @@ def test_sigkill_of_projector_and_reconciler_loses_and_duplicates_nothing(
 def test_two_reconcilers_in_one_group_share_partitions_without_a_double_decision(
     tmp_path: Path,
 ) -> None:
-    admin = postgres_url()
-    bootstrap = kafka_bootstrap()
     prefix = f"g{uuid.uuid4().hex[:10]}"
-    asyncio.run(_create_database(admin, prefix))
-    backend = Backend(
-        "kafka+postgres",
-        f"kafka://{bootstrap}",
-        _database_url(admin, prefix),
-        prefix,
-        env={"AUDITREC_KAFKA_LIFECYCLE_PARTITIONS": "6"},
-    )
-    try:
+    with kafka_and_postgres(prefix, partitions=6) as backend:
         audits = 900
         events, must_fail = stream(audits, seed=3)
         env = backend.environ(AUDITREC_LOG_FORMAT="json")
@@ -370,8 +368,6 @@ def test_two_reconcilers_in_one_group_share_partitions_without_a_double_decision
         assert all(n > 0 for n in assigned), f"both reconcilers should own partitions: {assigned}"
         finish(env, tmp_path / "finish.log")
         check(backend, must_fail, audits)
-    finally:
-        asyncio.run(_drop_database(admin, prefix))
 
 
 @pytest.mark.kafka
@@ -380,8 +376,6 @@ def test_two_reconcilers_in_one_group_share_partitions_without_a_double_decision
 def test_a_service_restart_mid_stream_loses_nothing(tmp_path: Path, service: str) -> None:
     """The broker, or the database, goes away mid-stream: the consumers retry with backoff
     and resume where they were."""
-    admin = postgres_url()
-    bootstrap = kafka_bootstrap()
     status = subprocess.run(
         ["bash", str(ROOT / "scripts/services.sh"), "status"], capture_output=True, text=True
     )
@@ -391,15 +385,7 @@ def test_a_service_restart_mid_stream_loses_nothing(tmp_path: Path, service: str
             f"{service} was not started by scripts/services.sh: it cannot be restarted here"
         )
     prefix = f"b{uuid.uuid4().hex[:10]}"
-    asyncio.run(_create_database(admin, prefix))
-    backend = Backend(
-        "kafka+postgres",
-        f"kafka://{bootstrap}",
-        _database_url(admin, prefix),
-        prefix,
-        env={"AUDITREC_KAFKA_LIFECYCLE_PARTITIONS": "3"},
-    )
-    try:
+    with kafka_and_postgres(prefix, partitions=3) as backend:
         audits = 600
         events, must_fail = stream(audits, seed=5)
         env = backend.environ(AUDITREC_LOG_FORMAT="json")
@@ -441,5 +427,3 @@ def test_a_service_restart_mid_stream_loses_nothing(tmp_path: Path, service: str
         assert codes == [0, 0]
         finish(env, tmp_path / "finish.log")
         check(backend, must_fail, audits)
-    finally:
-        asyncio.run(_drop_database(admin, prefix))
