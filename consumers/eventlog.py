@@ -298,7 +298,8 @@ class EventLog(Lifecycle, ABC):
 
     @abstractmethod
     async def group_offsets(self, group: str, topic: str) -> dict[int, int]:
-        """The committed next offsets of ``group`` for ``topic``."""
+        """The committed next offsets of ``group`` for ``topic``: never older than a commit
+        that has returned (a transactional commit's offsets included)."""
 
     @abstractmethod
     async def ping(self) -> None:

@@ -36,6 +36,7 @@ from projections.errors import ConfigError, EventLogError
 from .eventlog import AssignCallback, EventLog, OutRecord, Record, Topics
 from .kafka_consumer import KafkaConsumer
 from .kafka_errors import event_log_error, translate
+from .kafka_offsets import stable_group_offsets
 from .kafka_records import key_hash, send_all, to_record
 
 if TYPE_CHECKING:
@@ -298,13 +299,9 @@ class KafkaEventLog(EventLog):
 
     async def group_offsets(self, group: str, topic: str) -> dict[int, int]:
         _, admin, _ = self._started()
+        partitions = await self.partitions(topic)
         with translate(f"offsets of group {group} on {topic}"):
-            offsets = await admin.list_consumer_group_offsets(group)
-        return {
-            tp.partition: meta.offset
-            for tp, meta in offsets.items()
-            if tp.topic == topic and meta.offset >= 0
-        }
+            return await stable_group_offsets(admin, group, topic, partitions)
 
     async def read(
         self, topic: str, partition: int, start: int, end: int | None = None

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError
+from aiokafka.structs import TopicPartition as KafkaTP
 
 from consumers.eventlog import (
     AssignCallback,
@@ -26,6 +27,7 @@ from consumers.eventlog import (
     Topics,
 )
 from consumers.kafka_log import KafkaEventLog, bootstrap_servers
+from consumers.kafka_offsets import stable_group_offsets
 from consumers.settings import load_settings
 from projections.errors import ConfigError, EventLogError
 from tests.contracts.eventlog import (
@@ -44,6 +46,20 @@ pytestmark = pytest.mark.kafka
 
 # Quick group membership for tests (the broker runs group.initial.rebalance.delay.ms=0).
 FAST_GROUPS = {"heartbeat_interval_ms": 200, "session_timeout_ms": 6000}
+
+
+async def read_settled(log: EventLog, topic: str, at_least: int) -> list[Record]:
+    """Everything in ``topic`` once ``at_least`` records are readable (bounded by WAIT).
+
+    A transactional commit returns before its markers are written; until they are, the last
+    stable offset (and so ``read``) stops short of the transaction's records.
+    """
+    deadline = time.monotonic() + WAIT
+    while True:
+        got = await read_all(log, topic)
+        if len(got) >= at_least or time.monotonic() >= deadline:
+            return got
+        await asyncio.sleep(0.02)
 
 
 @pytest.fixture
@@ -196,13 +212,38 @@ async def test_outputs_of_an_aborted_transaction_stay_invisible(
         assert await log.group_offsets("txn", topics.probe_requests) == {}
 
         await worker.commit(done, outputs)  # the retry goes through, once
-    assert [r.value for r in await read_all(log, topics.lifecycle)] == [o.value for o in outputs]
+    assert [r.value for r in await read_settled(log, topics.lifecycle, 3)] == [
+        o.value for o in outputs
+    ]
     assert await log.group_offsets("txn", topics.probe_requests) == {
         p: o for (_, p), o in done.items()
     }
     async with log.consumer("reader", [topics.lifecycle]) as reader:
         seen = await drain(reader, 3)
     assert [r.value for r in seen] == [o.value for o in outputs]  # aborted copies skipped
+
+
+async def test_group_offsets_wait_for_a_pending_transaction(
+    log: KafkaEventLog, topics: Topics
+) -> None:
+    await log.append(records(topics.probe_requests, ["p-1"], 3, tag="in"))
+    worker = log.consumer("txn", [topics.probe_requests], transactional=True)
+    async with worker:
+        inputs = await drain(worker, 3)
+        [(tp, offset)] = next_offsets(inputs).items()
+        producer = worker._txns[tp]
+        await producer.begin_transaction()  # offsets sent, not yet committed: pending
+        await producer.send_offsets_to_transaction({KafkaTP(*tp): offset}, "txn")
+        _, admin, _ = log._started()
+        with pytest.raises(EventLogError, match="pending a transaction") as err:
+            await stable_group_offsets(admin, "txn", tp[0], [tp[1]], timeout=0.3)
+        assert err.value.retriable
+
+        reading = asyncio.create_task(log.group_offsets("txn", topics.probe_requests))
+        await asyncio.sleep(0.5)
+        assert not reading.done()  # not the old (empty) offsets: it waits
+        await producer.commit_transaction()
+        assert await asyncio.wait_for(reading, WAIT) == {tp[1]: offset}
 
 
 async def test_an_oversized_output_fails_the_commit_and_publishes_nothing(
@@ -221,7 +262,7 @@ async def test_an_oversized_output_fails_the_commit_and_publishes_nothing(
         assert await read_all(log, topics.lifecycle) == []
         assert await log.group_offsets("txn", topics.probe_requests) == {}
         await worker.commit(next_offsets(inputs), [good])
-    assert [r.value for r in await read_all(log, topics.lifecycle)] == [b"fine"]
+    assert [r.value for r in await read_settled(log, topics.lifecycle, 1)] == [b"fine"]
 
 
 async def test_transactional_outputs_and_offsets_appear_together(
@@ -238,7 +279,7 @@ async def test_transactional_outputs_and_offsets_appear_together(
             outputs = [OutRecord(topics.lifecycle, r.key or "", b"o" + r.value) for r in chunk]
             await worker.commit(next_offsets(chunk), outputs)
             done += len(chunk)
-            produced = len(await read_all(log, topics.lifecycle))
+            produced = len(await read_settled(log, topics.lifecycle, done))
             committed = await log.group_offsets("txn", topics.probe_requests)
             consumed = sum(
                 len([r for r in inputs if r.partition == p and r.offset < o])
