@@ -258,9 +258,11 @@ class KafkaConsumer(Consumer):
         assigned = self.assignment()
         out: dict[TopicPartition, int] = {}
         for topic in sorted({t for t, _ in assigned}):
-            for partition, offset in (await self.log.group_offsets(self.group, topic)).items():
-                if (topic, partition) in assigned:
-                    out[(topic, partition)] = offset
+            mine = [p for t, p in assigned if t == topic]  # others' open transactions: not ours
+            for partition, offset in (
+                await self.log.committed_offsets(self.group, topic, mine)
+            ).items():
+                out[(topic, partition)] = offset
         return out
 
     async def lag(self) -> int:

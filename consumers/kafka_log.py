@@ -298,10 +298,16 @@ class KafkaEventLog(EventLog):
         return {tp.partition: offset for tp, offset in ends.items()}
 
     async def group_offsets(self, group: str, topic: str) -> dict[int, int]:
+        return await self.committed_offsets(group, topic, await self.partitions(topic))
+
+    async def committed_offsets(
+        self, group: str, topic: str, partitions: Sequence[int]
+    ) -> dict[int, int]:
+        """:meth:`group_offsets` of some partitions only: it waits for transactions pending
+        on the partitions asked about, so a member asks about its own."""
         _, admin, _ = self._started()
-        partitions = await self.partitions(topic)
         with translate(f"offsets of group {group} on {topic}"):
-            return await stable_group_offsets(admin, group, topic, partitions)
+            return await stable_group_offsets(admin, group, topic, sorted(partitions))
 
     async def read(
         self, topic: str, partition: int, start: int, end: int | None = None
