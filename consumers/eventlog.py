@@ -45,6 +45,7 @@ __all__ = [
     "dead_letter",
     "decode",
     "decode_probe",
+    "decode_verbatim",
     "encode",
     "open_event_log",
 ]
@@ -148,15 +149,22 @@ def describe(exc: ValidationError) -> str:
 
 def decode(value: bytes) -> AuditEvent:
     """A lifecycle event from a record's bytes, or :class:`DecodeError` with the reason."""
+    return decode_verbatim(value)[0]
+
+
+def decode_verbatim(value: bytes) -> tuple[AuditEvent, bytes | None]:
+    """:func:`decode`, and ``value`` itself when it is valid current-version JSON of the
+    event (so it can be stored as the event's JSON without serialising it again); ``None``
+    when the event had to be upcast."""
     try:  # fast path: current-version JSON parsed and validated in one pass
         event = EVENT_ADAPTER.validate_json(value)
         if event.schema_version == CURRENT_VERSION[event.type]:
-            return event
+            return event, value
     except ValidationError:
         pass
     raw = _loads(value)
     try:
-        return EVENT_ADAPTER.validate_python(raw)
+        return EVENT_ADAPTER.validate_python(raw), None
     except ValidationError as exc:
         raise DecodeError(describe(exc)) from None
 

@@ -16,7 +16,7 @@ from projections.store import Position, ProjectionStore
 from statemachine.events import AuditEvent
 
 from .component import LogConsumer
-from .eventlog import Consumer, EventLog, OutRecord, Record
+from .eventlog import Consumer, DecodeError, EventLog, OutRecord, Record, decode_verbatim
 from .metrics import EVENTS_PROJECTED
 
 __all__ = ["Projector"]
@@ -50,14 +50,19 @@ class Projector(LogConsumer):
         assert self.consumer is not None
         dlq: list[OutRecord] = []
         batch: list[tuple[AuditEvent, Position]] = []
+        bodies: list[bytes | None] = []  # stored as the history's JSON when current
         for record in records:
-            event = self.decode(record, dlq)
-            if event is not None:
-                batch.append((event, (record.topic, record.partition, record.offset)))
+            try:
+                event, body = decode_verbatim(record.value)
+            except DecodeError as exc:
+                self.dead_letter(record, str(exc), dlq)
+                continue
+            batch.append((event, (record.topic, record.partition, record.offset)))
+            bodies.append(body)
         if dlq:
             await self.log.append(dlq)
         offsets = self.next_offsets(records)
-        result = await self.store.apply(batch, offsets, self.group)
+        result = await self.store.apply(batch, offsets, self.group, bodies)
         self.applied += result.applied
         EVENTS_PROJECTED.labels("applied").inc(result.applied)
         EVENTS_PROJECTED.labels("skipped").inc(result.skipped)

@@ -16,7 +16,7 @@ from projections.errors import NoServer
 from projections.store import Position
 from statemachine.events import AuditEvent
 
-from .eventlog import DecodeError, OutRecord, dead_letter, decode
+from .eventlog import DecodeError, OutRecord, dead_letter, decode_verbatim
 from .projector import Projector
 from .runner import Runtime
 
@@ -24,7 +24,12 @@ __all__ = ["CHUNK", "rebuild_projection"]
 
 CHUNK = 20_000
 
-_Chunk = tuple[list[tuple[AuditEvent, Position]], dict[tuple[str, int], int], list[OutRecord]]
+_Chunk = tuple[
+    list[tuple[AuditEvent, Position]],  # events
+    list[bytes | None],  # their JSON as read, when current (stored as is)
+    dict[tuple[str, int], int],  # next offsets
+    list[OutRecord],  # dead letters
+]
 
 
 async def rebuild_projection(rt: Runtime, *, progress: bool = False) -> int:
@@ -46,22 +51,25 @@ async def rebuild_projection(rt: Runtime, *, progress: bool = False) -> int:
         try:
             for partition, end in sorted(ends.items()):
                 chunk: list[tuple[AuditEvent, Position]] = []
+                bodies: list[bytes | None] = []
                 dlq: list[OutRecord] = []
                 last = -1
                 async for batch in rt.log.read(topic, partition, 0, end):
                     for record in batch:
                         last = record.offset
                         try:
-                            event = decode(record.value)
+                            event, body = decode_verbatim(record.value)
                         except DecodeError as exc:
                             dlq.append(dead_letter(rt.topics, record, "auditrec-rebuild", str(exc)))
                             continue
                         chunk.append((event, (topic, partition, record.offset)))
+                        bodies.append(body)
                     if len(chunk) >= CHUNK:
-                        await queue.put((chunk, {(topic, partition): last + 1}, dlq))
-                        chunk, dlq = [], []
+                        await queue.put((chunk, bodies, {(topic, partition): last + 1}, dlq))
+                        chunk, bodies, dlq = [], [], []
                 if chunk or dlq or last >= 0:
-                    await queue.put((chunk, {(topic, partition): max(last + 1, 0)}, dlq))
+                    offsets = {(topic, partition): max(last + 1, 0)}
+                    await queue.put((chunk, bodies, offsets, dlq))
         finally:
             await queue.put(None)
 
@@ -78,10 +86,10 @@ async def rebuild_projection(rt: Runtime, *, progress: bool = False) -> int:
         reader = asyncio.create_task(read())
         try:
             while (item := await queue.get()) is not None:
-                events, offsets, dlq = item
+                events, bodies, offsets, dlq = item
                 if dlq:
                     await rt.log.append(dlq)
-                result = await rt.store.apply(events, offsets, group)
+                result = await rt.store.apply(events, offsets, group, bodies)
                 applied += result.applied
                 bar.update(task, advance=len(events) + len(dlq))
             await reader

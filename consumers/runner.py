@@ -75,7 +75,7 @@ def tune_gc() -> None:
     """
     gc.collect()
     gc.freeze()
-    gc.set_threshold(50_000, 50, 100)
+    gc.set_threshold(500_000, 50, 100)
 
 
 def parse_components(text: str | None) -> list[str]:

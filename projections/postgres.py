@@ -218,6 +218,7 @@ class PostgresStore(ProjectionStore):
         events: Sequence[tuple[AuditEvent, Position]],
         offsets: Mapping[tuple[str, int], int],
         consumer: str,
+        bodies: Sequence[bytes | None] | None = None,
     ) -> ApplyResult:
         """One transaction of a handful of statements, whatever the batch size: load the
         affected rows and the already-recorded event ids (``= ANY``); stream the history with
@@ -230,19 +231,23 @@ class PostgresStore(ProjectionStore):
         now = datetime.now(UTC)
         with self._errors(f"apply {len(events)} events"):
             async with self.pool.acquire() as conn, conn.transaction():
-                rows, fresh = await load_rows(conn, events)
+                rows, fresh = await load_rows(conn, events)  # indexes into events
                 folded_from = {audit_id: row.version for audit_id, row in rows.items()}
                 changed: dict[str, AuditRow] = {}
                 nul = False
 
                 def fold() -> Iterator[tuple[Any, ...]]:
                     nonlocal nul
-                    for event, (topic, partition, offset) in fresh:
+                    for i in fresh:
+                        event, (topic, partition, offset) = events[i]
                         row = project(rows.get(event.audit_id), event)
                         rows[event.audit_id] = row
                         if row.state.exists:
                             changed[event.audit_id] = row
-                        body = event.model_dump_json()
+                        verbatim = bodies[i] if bodies is not None else None
+                        body = (
+                            verbatim.decode() if verbatim is not None else event.model_dump_json()
+                        )
                         if "\\u0000" in body:  # jsonb and text refuse NUL: rare, slow path
                             nul = True
                             body = json.dumps(

@@ -107,8 +107,9 @@ def decode_row(rec: Sequence[Any]) -> AuditRow:
 
 async def load_rows(
     conn: asyncpg.Connection, events: Sequence[tuple[AuditEvent, Position]]
-) -> tuple[dict[str, AuditRow], list[tuple[AuditEvent, Position]]]:
-    """The affected rows, and the events not recorded yet (first of duplicates)."""
+) -> tuple[dict[str, AuditRow], list[int]]:
+    """The affected rows, and the indexes of the events not recorded yet (first of
+    duplicates)."""
     if not events:
         return {}, []
     rows: dict[str, AuditRow] = {}
@@ -123,10 +124,10 @@ async def load_rows(
         )
     }
     fresh = []
-    for item in events:
-        if item[0].event_id not in seen:
-            seen.add(item[0].event_id)
-            fresh.append(item)
+    for i, (event, _) in enumerate(events):
+        if event.event_id not in seen:
+            seen.add(event.event_id)
+            fresh.append(i)
     return rows, fresh
 
 

@@ -167,6 +167,7 @@ class SQLiteStore(ProjectionStore):
         events: Sequence[tuple[AuditEvent, Position]],
         offsets: Mapping[tuple[str, int], int],
         consumer: str,
+        bodies: Sequence[bytes | None] | None,
     ) -> ApplyResult:
         now = to_micros(datetime.now(UTC)) or 0
         with self.db.transaction() as conn:
@@ -180,17 +181,19 @@ class SQLiteStore(ProjectionStore):
                         f"SELECT event_id FROM audit_events WHERE event_id IN ({marks})", chunk
                     )
                 )
-            fresh: list[tuple[AuditEvent, Position]] = []
-            for event, pos in events:
+            fresh: list[int] = []
+            for i, (event, _) in enumerate(events):
                 key = str(event.event_id)
                 if key in seen:
                     continue
                 seen.add(key)
-                fresh.append((event, pos))
-            rows = self._load_rows(conn, list({e.audit_id for e, _ in fresh}))
+                fresh.append(i)
+            rows = self._load_rows(conn, list({events[i][0].audit_id for i in fresh}))
             history = []
             changed: dict[str, AuditRow] = {}
-            for event, (topic, partition, offset) in fresh:
+            for i in fresh:
+                event, (topic, partition, offset) = events[i]
+                verbatim = bodies[i] if bodies is not None else None
                 row = project(rows.get(event.audit_id), event)
                 rows[event.audit_id] = row
                 if row.state.exists:
@@ -205,7 +208,7 @@ class SQLiteStore(ProjectionStore):
                         topic,
                         partition,
                         offset,
-                        event.model_dump_json(),
+                        verbatim.decode() if verbatim is not None else event.model_dump_json(),
                         now,
                     )
                 )
@@ -229,8 +232,9 @@ class SQLiteStore(ProjectionStore):
         events: Sequence[tuple[AuditEvent, Position]],
         offsets: Mapping[tuple[str, int], int],
         consumer: str,
+        bodies: Sequence[bytes | None] | None = None,
     ) -> ApplyResult:
-        return await self.db.run(self._apply, events, offsets, consumer)
+        return await self.db.run(self._apply, events, offsets, consumer, bodies)
 
     async def stored_offsets(self, consumer: str) -> dict[tuple[str, int], int]:
         def work() -> dict[tuple[str, int], int]:

@@ -66,10 +66,16 @@ class ProjectionStore(Lifecycle, ABC):
         events: Sequence[tuple[AuditEvent, Position]],
         offsets: Mapping[tuple[str, int], int],
         consumer: str,
+        bodies: Sequence[bytes | None] | None = None,
     ) -> ApplyResult:
         """Fold ``events`` into rows and history and store ``offsets`` (next offset per
         topic-partition) for ``consumer``, in one transaction. Events already in the history
-        (by ``event_id``) are skipped."""
+        (by ``event_id``) are skipped.
+
+        ``bodies``, parallel to ``events``, may give an event's JSON as read from the log when
+        it is valid current-version JSON of that very event
+        (:func:`consumers.eventlog.decode_verbatim`); the history stores it instead of
+        serialising the event again. ``None`` entries are serialised."""
 
     @abstractmethod
     async def stored_offsets(self, consumer: str) -> dict[tuple[str, int], int]: ...

@@ -6,11 +6,18 @@ import json
 
 import pytest
 
-from consumers.eventlog import DEAD_LETTER_ORIGINAL_MAX, Record, Topics, dead_letter
+from consumers.eventlog import (
+    DEAD_LETTER_ORIGINAL_MAX,
+    Record,
+    Topics,
+    dead_letter,
+    decode_verbatim,
+)
 from consumers.publishing import validate_items
 from consumers.simulator import SimulatorServer
 from consumers.workflows import ProbeFailure, WorkflowsClient
 from projections.errors import InvalidInput
+from statemachine import events
 
 
 def test_the_dead_letter_of_a_huge_record_stays_bounded_and_says_so() -> None:
@@ -75,3 +82,42 @@ async def test_an_undecodable_answer_is_a_probe_failure_not_an_exception(
         result = await client.get_instance("wf-gz")
     assert isinstance(result, ProbeFailure)
     assert result.reason.value == "invalid_response"
+
+
+def _progressed(version: int, **data: object) -> bytes:
+    return json.dumps(
+        {
+            "event_id": "7d1f5b7e-3f0b-4bde-9d55-3c1a9a4e0c11",
+            "schema_version": version,
+            "audit_id": "a-1",
+            "occurred_at": "2026-11-30T08:00:00+01:00",
+            "producer": "crawler",
+            "type": "AuditProgressed",
+            "data": data,
+        }
+    ).encode()
+
+
+def test_decode_verbatim_keeps_current_json_and_drops_upcast_json(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given AuditProgressed is at version 2, and v1 named its counter "pages_done"
+    def v1_to_v2(raw: dict[str, object]) -> dict[str, object]:
+        data = dict(raw["data"])  # type: ignore[call-overload]
+        data["pages_crawled"] = data.pop("pages_done")
+        return {**raw, "data": data, "schema_version": 2}
+
+    monkeypatch.setitem(events.CURRENT_VERSION, "AuditProgressed", 2)
+    monkeypatch.setattr(events, "UPCASTERS", {("AuditProgressed", 1): v1_to_v2})
+    current = _progressed(2, pages_crawled=4)
+    old = _progressed(1, pages_done=4)
+
+    # when both are decoded
+    event, body = decode_verbatim(current)
+    upcast_event, upcast_body = decode_verbatim(old)
+
+    # then the current JSON is kept as it was, the upcast one must be serialised again
+    assert body is current
+    assert upcast_body is None
+    assert upcast_event == event
+    assert event.data.pages_crawled == 4  # type: ignore[union-attr]

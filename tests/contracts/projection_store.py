@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime, timedelta, timezone
@@ -417,6 +418,31 @@ class ProjectionStoreContract:
         history = await store.history("a-ts")
         assert [h.event for h in history] == [start, look, done]
         assert history[0].event.occurred_at == start_at
+
+    async def test_verbatim_bodies_are_stored_as_the_same_events(
+        self, store: ProjectionStore
+    ) -> None:
+        ist = timezone(timedelta(hours=5, minutes=30))
+        events = [
+            started("a-raw", datetime(2026, 11, 30, 13, 30, 1, 5, tzinfo=ist)),
+            progressed("a-raw", at(1), pages_crawled=7, current_phase="crawl"),
+            observed("a-raw", "errored", at(30)),
+            completed("a-raw", at(40)),
+        ]
+        bodies: list[bytes | None] = [  # as another producer might have written them
+            json.dumps(e.model_dump(mode="json"), indent=2, ensure_ascii=True).encode()
+            if i % 2 == 0
+            else None
+            for i, e in enumerate(events)
+        ]
+        local_time = {"occurred_at": "2026-11-30T13:30:01.000005+05:30"}  # the same instant
+        bodies[0] = json.dumps({**events[0].model_dump(mode="json"), **local_time}).encode()
+        result = await store.apply(positioned(events), {}, CONSUMER, bodies)
+        assert result == ApplyResult(applied=4, skipped=0)
+        history = await store.history("a-raw")
+        assert [h.event for h in history] == events
+        assert_utc(history[0].event.occurred_at)
+        assert same_row(await store.get("a-raw"), pure_fold(events)["a-raw"])
 
     async def test_history_is_in_log_order_with_positions(self, store: ProjectionStore) -> None:
         events = lifecycle_mix()
