@@ -29,23 +29,17 @@ errors are summarised, never echoed with credentials.
 # some of which (the token dependency) refer to names local to build_app.
 
 import asyncio
-import base64
-import binascii
-import hmac
 import json
 import re
-from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 import structlog
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from projections.errors import (
     AuditrecError,
@@ -58,6 +52,7 @@ from projections.errors import (
 from projections.row import AuditRow, row_dict
 from statemachine.explain import explain
 
+from .api_guards import BodyLimit, BodyTooLarge, read_body, token_check, too_large
 from .api_models import (
     EVENTS_BODY,
     R401,
@@ -72,6 +67,8 @@ from .api_models import (
     Message,
     Readiness,
     SweepSummary,
+    decode_cursor,
+    encode_cursor,
     event_input_schemas,
 )
 from .metrics import REGISTRY
@@ -80,7 +77,7 @@ from .outcomes import Outcome
 from .publishing import validate_items
 from .runner import Runtime
 
-__all__ = ["AUDIT_ID_PATTERN", "BodyLimit", "build_app", "decode_cursor", "encode_cursor"]
+__all__ = ["AUDIT_ID_PATTERN", "build_app"]
 
 log = structlog.get_logger("auditrec.api")
 
@@ -99,74 +96,6 @@ _CREDENTIALS_IN_URL = re.compile(r"(\w+://)[^/\s@]+@")
 # --- helpers -----------------------------------------------------------------------------
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
-def _too_large(limit: int) -> JSONResponse:
-    return JSONResponse(
-        {"detail": f"request body too large: the limit is {limit} bytes"}, status_code=413
-    )
-
-
-class BodyLimit:
-    """Refuse a request whose ``Content-Length`` exceeds the limit before reading anything.
-    Handlers that read a body enforce the same limit while streaming (chunked bodies)."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            for name, value in scope.get("headers", ()):
-                if name == b"content-length":
-                    text = value.decode("latin-1").strip()
-                    if not text.isdigit():
-                        response = JSONResponse({"detail": "invalid Content-Length"}, 400)
-                        await response(scope, receive, send)
-                        return
-                    if int(text) > self.max_bytes:
-                        await _too_large(self.max_bytes)(scope, receive, send)
-                        return
-        await self.app(scope, receive, send)
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _BodyTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def encode_cursor(row: AuditRow) -> str:
-    started = row.state.started_at
-    raw = json.dumps([started.isoformat() if started else None, row.audit_id])
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    problem = InvalidInput(
-        "invalid cursor", ["query.cursor: not a cursor returned by GET /audits (next_cursor)"]
-    )
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        raw = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
-        started, audit_id = raw
-        if not isinstance(started, str) or not isinstance(audit_id, str):
-            raise ValueError("cursor fields")
-        at = datetime.fromisoformat(started)
-    except (ValueError, TypeError, binascii.Error, UnicodeError, RecursionError):
-        raise problem from None
-    if at.tzinfo is None:
-        raise problem
-    return at, audit_id
-
-
 def _safe(exc: BaseException) -> str:
     """An error for a client: its kind and message, minus any credentials in URLs."""
     text = _CREDENTIALS_IN_URL.sub(r"\1***@", str(exc))[:300]
@@ -179,27 +108,6 @@ def _audit_json(row: AuditRow) -> dict[str, Any]:
 
 def _reconciliation(outcome: Outcome) -> dict[str, Any]:
     return outcome.as_dict()
-
-
-def _token_check(tokens: Sequence[str]) -> Callable[..., Awaitable[None]]:
-    expected = [t.encode() for t in tokens]
-    bearer = HTTPBearer(auto_error=False, description="One of the tokens in AUDITREC_API_TOKENS.")
-
-    async def require_token(
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-    ) -> None:
-        given = credentials.credentials.encode() if credentials is not None else b""
-        matched = False
-        for token in expected:  # every token, so timing says nothing about which matched
-            matched |= hmac.compare_digest(given, token)
-        if not matched:
-            raise HTTPException(
-                401,
-                "missing or invalid bearer token (Authorization: Bearer <token>)",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-
-    return require_token
 
 
 # --- the app -----------------------------------------------------------------------------
@@ -232,7 +140,7 @@ def build_app(runtime: Runtime) -> FastAPI:
     app.state.operations = ops
     app.add_middleware(BodyLimit, max_bytes=max_body)
 
-    guarded = [Depends(_token_check(tokens))] if tokens else []
+    guarded = [Depends(token_check(tokens))] if tokens else []
     public = APIRouter(tags=["operations"])
     private = APIRouter(dependencies=guarded, responses=R401 if tokens else None)
 
@@ -258,9 +166,9 @@ def build_app(runtime: Runtime) -> FastAPI:
     async def _no_server(request: Request, exc: NoServer) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=503)
 
-    @app.exception_handler(_BodyTooLarge)
-    async def _body_too_large(request: Request, exc: _BodyTooLarge) -> JSONResponse:
-        return _too_large(max_body)
+    @app.exception_handler(BodyTooLarge)
+    async def _body_too_large(request: Request, exc: BodyTooLarge) -> JSONResponse:
+        return too_large(max_body)
 
     @app.exception_handler(AuditrecError)
     async def _infrastructure(request: Request, exc: AuditrecError) -> JSONResponse:
@@ -419,7 +327,7 @@ def build_app(runtime: Runtime) -> FastAPI:
         openapi_extra=EVENTS_BODY,
     )
     async def post_events(request: Request) -> Accepted:
-        body = await _read_body(request, max_body)
+        body = await read_body(request, max_body)
         try:
             raw = json.loads(body)
         except (ValueError, RecursionError) as exc:

@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from projections.errors import AuditrecError, InvalidInput
-from projections.row import AuditRow, row_dict
+from projections.row import row_dict
 from statemachine.events import EVENT_TYPES
 from statemachine.machine import mermaid
 
+from .cli_output import audits_table, err, out, print_json, replay_table
 from .logs import configure_logging
 from .settings import Settings, load_settings
 
@@ -27,8 +26,6 @@ __all__ = ["main"]
 
 T = TypeVar("T")
 _AUDIT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _settings(ctx: click.Context) -> Settings:
@@ -68,34 +65,6 @@ def _check_audit_id(audit_id: str) -> None:
         raise InvalidInput(
             f"invalid audit id {audit_id!r}: must be 1-128 characters of [A-Za-z0-9._:-]"
         )
-
-
-def _print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
-
-
-def _audits_table(rows: list[AuditRow]) -> Table:
-    table = Table(box=None, pad_edge=False)
-    for col in ("audit_id", "status", "phase", "pages", "started", "error_code", "by", "last seen"):
-        table.add_column(col)
-    for row in rows:
-        s = row.state
-        pages = (
-            f"{s.pages_crawled or 0}/{s.pages_total}"
-            if s.pages_total
-            else str(s.pages_crawled or "")
-        )
-        table.add_row(
-            s.audit_id,
-            s.status + (" (overturned)" if s.overturned else ""),
-            s.current_phase or "",
-            pages,
-            s.started_at.strftime("%Y-%m-%d %H:%M:%S") if s.started_at else "",
-            s.error_code or "",
-            (f"{s.failed_by}/{s.reconciled_by}" if s.reconciled_by else s.failed_by) or "",
-            s.last_observed_status or "",
-        )
-    return table
 
 
 async def _with_runtime(
@@ -157,7 +126,7 @@ def init(ctx: click.Context, as_json: bool) -> None:
 
     result = _run(_with_runtime_noinit(settings, work))
     if as_json:
-        _print_json(result)
+        print_json(result)
     else:
         out.print(
             f"topics: {', '.join(result['topics'])} (created: {len(result['topics_created'])})"
@@ -235,7 +204,7 @@ def publish(ctx: click.Context, file: Any, as_json: bool) -> None:
     settings = _settings(ctx)
     ids = _run(_with_runtime(settings, lambda rt: Operations(rt).publish(events)))
     if as_json:
-        _print_json({"published": len(ids), "event_ids": ids})
+        print_json({"published": len(ids), "event_ids": ids})
     else:
         out.print(f"published {len(ids)} event(s)")
 
@@ -265,7 +234,7 @@ def status(ctx: click.Context, audit_id: str, no_probe: bool, inline: bool, as_j
     if as_json:  # exactly the row (DESIGN §6 columns); how it was reconciled goes to stderr
         if result.outcome is not None:
             err.print(f"reconciliation: {json.dumps(result.outcome.as_dict())}", markup=False)
-        _print_json(row_dict(result.row))
+        print_json(row_dict(result.row))
         return
     for key, value in row_dict(result.row).items():
         if value is not None:
@@ -289,9 +258,9 @@ def audits(ctx: click.Context, status_: str | None, limit: int, as_json: bool) -
         )
     )
     if as_json:
-        _print_json([row_dict(r) for r in rows])
+        print_json([row_dict(r) for r in rows])
     else:
-        out.print(_audits_table(rows))
+        out.print(audits_table(rows))
 
 
 @main.command()
@@ -312,7 +281,7 @@ def sweep(ctx: click.Context, dry_run: bool, inline: bool, as_json: bool) -> Non
     )
     data = summary.as_dict()
     if as_json:
-        _print_json(data)
+        print_json(data)
         return
     if data["skipped"]:
         out.print("skipped: another watchdog tick holds the lock")
@@ -350,21 +319,9 @@ def replay(ctx: click.Context, audit_id: str, as_json: bool) -> None:
     _check_audit_id(audit_id)
     steps = _run(_with_runtime(settings, lambda rt: Operations(rt).replay(audit_id), log=False))
     if as_json:
-        _print_json([s.as_dict() for s in steps])
+        print_json([s.as_dict() for s in steps])
         return
-    table = Table(box=None, pad_edge=False, title=f"audit {audit_id}")
-    for col in ("#", "occurred_at", "event", "before → after", "rule", "why"):
-        table.add_column(col, overflow="fold")
-    for i, s in enumerate(steps, 1):
-        table.add_row(
-            str(i),
-            s.event.occurred_at.strftime("%Y-%m-%d %H:%M:%S"),
-            s.event.type,
-            f"{s.before} → {s.after}",
-            s.rule,
-            s.reason,
-        )
-    out.print(table)
+    out.print(replay_table(audit_id, steps))
 
 
 @main.command()
@@ -401,7 +358,7 @@ def schema(out_dir: Path | None) -> None:
     """JSON Schemas of all event types."""
     schemas = {name: cls.model_json_schema() for name, cls in EVENT_TYPES.items()}
     if out_dir is None:
-        _print_json(schemas)
+        print_json(schemas)
         return
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, body in schemas.items():

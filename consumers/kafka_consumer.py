@@ -258,9 +258,13 @@ class KafkaConsumer(Consumer):
         assigned = self.assignment()
         out: dict[TopicPartition, int] = {}
         for topic in sorted({t for t, _ in assigned}):
-            mine = [p for t, p in assigned if t == topic]  # others' open transactions: not ours
+            mine = [p for t, p in assigned if t == topic]
+            # Not a stable read: the previous owners' transactions were fenced on assignment,
+            # and an offset still shown pending (seen after a broker restart) must not hold
+            # the assignment up. An offset read too old costs a re-read, never a duplicate:
+            # the reconciler also applies its own decisions found past the committed offset.
             for partition, offset in (
-                await self.log.committed_offsets(self.group, topic, mine)
+                await self.log.committed_offsets(self.group, topic, mine, stable=False)
             ).items():
                 out[(topic, partition)] = offset
         return out

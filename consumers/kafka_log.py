@@ -14,7 +14,10 @@ transactional commits in ``kafka_consumer.py``):
   offsets, so offsets of consecutive records may have gaps.
 - :meth:`KafkaEventLog.append` builds one batch per partition instead of a ``send`` per
   record (~3x the throughput); the producer is idempotent (``acks=all``), so retries keep
-  order and add no duplicates.
+  order and add no duplicates. When the broker has lost track of the producer's sequence
+  numbers (``OutOfOrderSequenceNumber``/``UnknownProducerId``, seen after a broker restart),
+  aiokafka's producer would fail every later append: the log replaces it and sends again only
+  the records that were not acknowledged.
 """
 
 from __future__ import annotations
@@ -25,9 +28,16 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
+from aiokafka.errors import (
+    KafkaError,
+    OutOfOrderSequenceNumber,
+    TopicAlreadyExistsError,
+    UnknownProducerId,
+    for_code,
+)
 from aiokafka.helpers import create_ssl_context
 from aiokafka.structs import TopicPartition as KafkaTP
 
@@ -37,12 +47,17 @@ from .eventlog import AssignCallback, EventLog, OutRecord, Record, Topics
 from .kafka_consumer import KafkaConsumer
 from .kafka_errors import event_log_error, translate
 from .kafka_offsets import stable_group_offsets
-from .kafka_records import key_hash, send_all, to_record
+from .kafka_records import key_hash, raise_failure, send_some, to_record
 
 if TYPE_CHECKING:
     from .settings import Settings
 
 __all__ = ["KafkaConsumer", "KafkaEventLog"]
+
+log = structlog.get_logger("auditrec.kafka")
+
+# Errors after which the idempotent producer's sequence numbers no longer match the broker's.
+_PRODUCER_STATE_LOST = (OutOfOrderSequenceNumber, UnknownProducerId)
 
 DAY_MS = 24 * 3600 * 1000
 DEAD_LETTER_PARTITIONS = 3
@@ -145,6 +160,7 @@ class KafkaEventLog(EventLog):
         self._admin: AIOKafkaAdminClient | None = None
         self._meta: AIOKafkaConsumer | None = None
         self._consumers: set[KafkaConsumer] = set()
+        self._renewing = asyncio.Lock()
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -286,7 +302,31 @@ class KafkaEventLog(EventLog):
         if not records:
             return
         producer, _, _ = self._started()
-        await send_all(producer, records)
+        unsent, failure = await send_some(producer, records)
+        if failure is not None and isinstance(failure[0], _PRODUCER_STATE_LOST):
+            # The broker lost track of this producer's sequence numbers (seen after a broker
+            # restart): aiokafka's producer would fail every append from now on. The records
+            # it did not acknowledge were not written: send them again with a new producer.
+            log.warning("renewing the Kafka producer", error=repr(failure[0]))
+            producer = await self._renew_producer(producer)
+            unsent, failure = await send_some(producer, unsent)
+        if failure is not None:
+            raise_failure(failure)
+
+    async def _renew_producer(self, broken: AIOKafkaProducer) -> AIOKafkaProducer:
+        async with self._renewing:
+            if self._producer is broken:  # not renewed by a concurrent append meanwhile
+                fresh = self._new_producer()
+                try:
+                    with translate("start a new Kafka producer"):
+                        await fresh.start()
+                except BaseException:
+                    await self._close(fresh)
+                    raise
+                self._producer = fresh
+                await self._close(broken)
+        producer, _, _ = self._started()
+        return producer
 
     # -- reading ------------------------------------------------------------------------
 
@@ -301,13 +341,15 @@ class KafkaEventLog(EventLog):
         return await self.committed_offsets(group, topic, await self.partitions(topic))
 
     async def committed_offsets(
-        self, group: str, topic: str, partitions: Sequence[int]
+        self, group: str, topic: str, partitions: Sequence[int], *, stable: bool = True
     ) -> dict[int, int]:
-        """:meth:`group_offsets` of some partitions only: it waits for transactions pending
-        on the partitions asked about, so a member asks about its own."""
+        """:meth:`group_offsets` of some partitions only (a stable read waits for the
+        transactions pending on the partitions asked about, and only on those)."""
         _, admin, _ = self._started()
         with translate(f"offsets of group {group} on {topic}"):
-            return await stable_group_offsets(admin, group, topic, sorted(partitions))
+            return await stable_group_offsets(
+                admin, group, topic, sorted(partitions), stable=stable
+            )
 
     async def read(
         self, topic: str, partition: int, start: int, end: int | None = None

@@ -8,8 +8,10 @@ that window. Version 7 (Kafka ≥ 2.5, KIP-447) has ``require_stable``: the coor
 ask again. So after ``commit()`` returns, :func:`stable_group_offsets` never shows offsets from
 before it.
 
-A consumer that takes over a partition does not need this: it starts the partition's
-transactional producer first, which waits for (or aborts) the previous owner's transaction.
+A consumer that takes over a partition reads with ``stable=False``: it has started the
+partition's transactional producer first, which waits for (or aborts) the previous owner's
+transaction; and after a broker restart the broker was seen reporting offsets as pending for
+over 30 s even so, which must not hold an assignment up.
 """
 
 from __future__ import annotations
@@ -89,14 +91,14 @@ class _OffsetFetchRequestV7(RequestStruct):  # type: ignore[misc]
 class _StableOffsetFetch(Request[_OffsetFetchRequestV7]):  # type: ignore[misc]
     API_KEY = 9
 
-    def __init__(self, group: str, topic: str, partitions: list[int]) -> None:
+    def __init__(self, group: str, topic: str, partitions: list[int], stable: bool) -> None:
         self.group = group
-        self.topics: list[tuple[str, list[int], dict[int, bytes]]] = [
-            (topic, partitions, {})
-        ]  # named: "all topics" ignores pending ones
+        # Partitions named: asked for "all topics", the broker ignores pending offsets.
+        self.topics: list[tuple[str, list[int], dict[int, bytes]]] = [(topic, partitions, {})]
+        self.stable = stable
 
     def build(self, request_struct_class: type[_OffsetFetchRequestV7]) -> _OffsetFetchRequestV7:
-        return request_struct_class(self.group, self.topics, True, {})
+        return request_struct_class(self.group, self.topics, self.stable, {})
 
 
 async def stable_group_offsets(
@@ -105,13 +107,15 @@ async def stable_group_offsets(
     topic: str,
     partitions: list[int],
     *,
+    stable: bool = True,
     timeout: float = 30.0,
 ) -> dict[int, int]:
     """``{partition: next offset}`` committed by ``group`` on ``topic``, none of them pending.
 
     Waits (up to ``timeout`` seconds) while a transaction carrying offsets for the group is
-    being completed. Falls back to an unstable read on brokers older than Kafka 2.5.
-    Raises aiokafka's errors (the caller translates them), or a retriable
+    being completed. With ``stable=False``: the offsets as they are, at once (a pending
+    transaction's offsets are not shown). Falls back to an unstable read on brokers older
+    than Kafka 2.5. Raises aiokafka's errors (the caller translates them), or a retriable
     :class:`EventLogError` when the offsets stay pending past ``timeout``.
     """
     deadline = time.monotonic() + timeout
@@ -119,7 +123,7 @@ async def stable_group_offsets(
     while True:
         coordinator = await admin.find_coordinator(group)
         try:
-            request = _StableOffsetFetch(group, topic, partitions)
+            request = _StableOffsetFetch(group, topic, partitions, stable)
             response = await admin._send_request(request, coordinator)
         except (IncompatibleBrokerVersion, NotImplementedError):  # broker without v7
             offsets = await admin.list_consumer_group_offsets(group)

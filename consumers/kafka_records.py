@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
@@ -19,7 +19,7 @@ from aiokafka.structs import ConsumerRecord
 from .eventlog import OutRecord, Record
 from .kafka_errors import event_log_error
 
-__all__ = ["key_hash", "send_all", "to_record"]
+__all__ = ["key_hash", "raise_failure", "send_all", "send_some", "to_record"]
 
 
 def to_record(msg: ConsumerRecord[bytes, bytes]) -> Record:  # hot path: keep it lean
@@ -48,13 +48,32 @@ def key_hash(key: bytes) -> int:
 async def send_all(producer: AIOKafkaProducer, records: Sequence[OutRecord]) -> None:
     """Append ``records``: one batch per partition at a time (far faster than a ``send`` per
     record), then wait for every acknowledgement. Order per partition is kept."""
+    _, failure = await send_some(producer, records)
+    if failure is not None:
+        raise_failure(failure)
+
+
+def raise_failure(failure: tuple[BaseException, str]) -> NoReturn:
+    cause, what = failure
+    if isinstance(cause, (KafkaError, OSError, TimeoutError)):
+        raise event_log_error(cause, what) from cause
+    raise cause
+
+
+async def send_some(
+    producer: AIOKafkaProducer, records: Sequence[OutRecord]
+) -> tuple[list[OutRecord], tuple[BaseException, str] | None]:
+    """:func:`send_all` that reports instead of raising: the records not acknowledged (in
+    their order), and the first failure with what was being done (``None``: all went)."""
     partitions: dict[str, list[int]] = {}
     building: dict[tuple[str, int], Any] = {}
-    sent: list[tuple[str, int, asyncio.Future[Any]]] = []
+    members: dict[tuple[str, int], list[int]] = {}  # indexes of the batch being built
+    sent: list[tuple[str, int, asyncio.Future[Any], list[int]]] = []
     failure: tuple[BaseException, str] | None = None
     limit = producer._max_request_size
+    rec: OutRecord | None = None
     try:
-        for rec in records:
+        for i, rec in enumerate(records):
             key = rec.key.encode()
             headers = list(rec.headers)
             size = len(key) + len(rec.value) + sum(len(k) + len(v) for k, v in headers)
@@ -67,23 +86,30 @@ async def send_all(producer: AIOKafkaProducer, records: Sequence[OutRecord]) -> 
             batch = building.get(tp)
             if batch is None:
                 batch = building[tp] = producer.create_batch()
+                members[tp] = []
             if batch.append(key=key, value=rec.value, timestamp=None, headers=headers) is None:
-                sent.append((*tp, await producer.send_batch(batch, tp[0], partition=tp[1])))
+                future = await producer.send_batch(batch, tp[0], partition=tp[1])
+                sent.append((*tp, future, members[tp]))
                 batch = building[tp] = producer.create_batch()
+                members[tp] = []
                 if batch.append(key=key, value=rec.value, timestamp=None, headers=headers) is None:
                     raise MessageSizeTooLargeError(f"record of {size} bytes")
-        for (topic, partition), batch in building.items():
-            sent.append(
-                (topic, partition, await producer.send_batch(batch, topic, partition=partition))
-            )
+            members[tp].append(i)
+        for (topic, partition), batch in list(building.items()):
+            future = await producer.send_batch(batch, topic, partition=partition)
+            sent.append((topic, partition, future, members.pop((topic, partition))))
+            del building[(topic, partition)]
     except (KafkaError, OSError, TimeoutError) as exc:
-        failure = (exc, f"append to {rec.topic} (key {rec.key!r})")
-    results = await asyncio.gather(*(fut for _, _, fut in sent), return_exceptions=True)
-    for (topic, partition, _), result in zip(sent, results, strict=True):
-        if failure is None and isinstance(result, BaseException):
-            failure = (result, f"append to {topic}/{partition}")
-    if failure is not None:
-        cause, what = failure
-        if isinstance(cause, (KafkaError, OSError, TimeoutError)):
-            raise event_log_error(cause, what) from cause
-        raise cause
+        where = f"{rec.topic} (key {rec.key!r})" if rec is not None else "Kafka"
+        failure = (exc, f"append to {where}")
+    results = await asyncio.gather(*(fut for _, _, fut, _ in sent), return_exceptions=True)
+    acknowledged: set[int] = set()
+    for (topic, partition, _, indexes), result in zip(sent, results, strict=True):
+        if isinstance(result, BaseException):
+            if failure is None:
+                failure = (result, f"append to {topic}/{partition}")
+        else:
+            acknowledged.update(indexes)
+    if failure is None:
+        return [], None
+    return [r for i, r in enumerate(records) if i not in acknowledged], failure

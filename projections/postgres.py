@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
@@ -40,38 +39,15 @@ import asyncpg
 from statemachine.events import EVENT_ADAPTER, AuditEvent
 
 from .errors import StoreError
+from .postgres_batch import apply_batch
 from .postgres_errors import DRIVER_ERRORS, describe_url, redact, translate
-from .postgres_rows import (
-    SELECT_ROWS,
-    decode_row,
-    init_connection,
-    load_rows,
-    replace_nul_json,
-    write_rows,
-)
+from .postgres_rows import SELECT_ROWS, decode_row, init_connection
 from .postgres_schema import SCHEMA_VERSION, create_schema, migrate
-from .row import AuditRow, project
+from .row import AuditRow
 from .store import ApplyResult, HistoryEntry, Position, ProjectionStore
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
-_HISTORY_COLUMNS = (
-    "event_id",
-    "audit_id",
-    "type",
-    "occurred_at",
-    "causation_id",
-    "topic",
-    "partition",
-    "offset",
-    "body",
-    "recorded_at",
-)
-_OFFSETS = (
-    "INSERT INTO projector_offsets (consumer, topic, partition, next_offset) "
-    "SELECT $1, * FROM unnest($2::text[], $3::integer[], $4::bigint[]) "
-    "ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = excluded.next_offset"
-)
 _STALE_RUNNING = (
     f"{SELECT_ROWS} WHERE status = 'running' AND started_at < $1 "
     "ORDER BY last_observed_at NULLS FIRST, started_at, audit_id LIMIT $2"
@@ -231,66 +207,16 @@ class PostgresStore(ProjectionStore):
         now = datetime.now(UTC)
         with self._errors(f"apply {len(events)} events"):
             async with self.pool.acquire() as conn, conn.transaction():
-                rows, fresh = await load_rows(conn, events)  # indexes into events
-                folded_from = {audit_id: row.version for audit_id, row in rows.items()}
-                changed: dict[str, AuditRow] = {}
-                nul = False
-
-                def fold() -> Iterator[tuple[Any, ...]]:
-                    nonlocal nul
-                    for i in fresh:
-                        event, (topic, partition, offset) = events[i]
-                        row = project(rows.get(event.audit_id), event)
-                        rows[event.audit_id] = row
-                        if row.state.exists:
-                            changed[event.audit_id] = row
-                        verbatim = bodies[i] if bodies is not None else None
-                        body = (
-                            verbatim.decode() if verbatim is not None else event.model_dump_json()
-                        )
-                        if "\\u0000" in body:  # jsonb and text refuse NUL: rare, slow path
-                            nul = True
-                            body = json.dumps(
-                                replace_nul_json(json.loads(body)), ensure_ascii=False
-                            )
-                        yield (
-                            event.event_id,
-                            event.audit_id,
-                            event.type,
-                            event.occurred_at,
-                            event.causation_id,
-                            topic,
-                            partition,
-                            offset,
-                            body,
-                            now,
-                        )
-
-                if fresh:
-                    await conn.copy_records_to_table(
-                        "audit_events",
-                        records=fold(),
-                        columns=_HISTORY_COLUMNS,
-                        schema_name=self.schema,
+                applied, lost = await apply_batch(
+                    conn, self.schema, events, offsets, consumer, bodies, now
+                )
+                if lost:  # raised inside the transaction: nothing of the batch is kept
+                    raise StoreError(
+                        f"PostgreSQL {self._where} (schema {self.schema}): another writer "
+                        f"changed {lost} audits of this batch concurrently; retry",
+                        retriable=True,
                     )
-                if changed:
-                    lost = await write_rows(conn, changed, folded_from, now, nul)
-                    if lost:
-                        raise StoreError(
-                            f"PostgreSQL {self._where} (schema {self.schema}): another writer "
-                            f"changed {lost} audits of this batch concurrently; retry",
-                            retriable=True,
-                        )
-                if offsets:
-                    keys = list(offsets)
-                    await conn.execute(
-                        _OFFSETS,
-                        consumer,
-                        [t for t, _ in keys],
-                        [p for _, p in keys],
-                        [offsets[k] for k in keys],
-                    )
-        return ApplyResult(applied=len(fresh), skipped=len(events) - len(fresh))
+        return ApplyResult(applied=applied, skipped=len(events) - applied)
 
     async def stored_offsets(self, consumer: str) -> dict[tuple[str, int], int]:
         with self._errors("read offsets"):

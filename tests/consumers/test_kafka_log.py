@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaConnectionError
+from aiokafka.errors import KafkaConnectionError, OutOfOrderSequenceNumber
 from aiokafka.structs import TopicPartition as KafkaTP
 
 from consumers.eventlog import (
@@ -34,6 +34,7 @@ from tests.contracts.eventlog import (
     WAIT,
     EventLogContract,
     LogFactory,
+    by_key,
     drain,
     next_offsets,
     read_all,
@@ -246,6 +247,35 @@ async def test_group_offsets_wait_for_a_pending_transaction(
         assert not reading.done()  # not the old (empty) offsets: it waits
         await producer.commit_transaction()
         assert await asyncio.wait_for(reading, WAIT) == {tp[1]: offset}
+
+
+async def test_a_producer_whose_sequence_the_broker_lost_is_renewed(
+    log: KafkaEventLog, topics: Topics, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = [f"k-{i}" for i in range(8)]
+    sent = records(topics.lifecycle, keys, 3)
+    first, _, _ = log._started()
+    failed: list[int] = []
+    real_send_batch = first.send_batch
+
+    async def lost_sequence(batch: object, topic: str, partition: int) -> asyncio.Future[object]:
+        if not failed:  # the first batch is refused, as the broker does after losing state
+            failed.append(partition)
+            refused: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+            refused.set_exception(OutOfOrderSequenceNumber("injected"))
+            return refused
+        return await real_send_batch(batch, topic, partition=partition)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(first, "send_batch", lost_sequence)
+    await log.append(sent)
+
+    renewed, _, _ = log._started()
+    assert renewed is not first
+    got = await read_all(log, topics.lifecycle)
+    assert sorted(r.value for r in got) == sorted(r.value for r in sent)  # each exactly once
+    assert by_key(got) == by_key(Record(r.topic, 0, 0, r.key, r.value) for r in sent)  # in order
+    await log.append(records(topics.lifecycle, ["after"], 1))  # the new producer keeps working
+    assert len(await read_all(log, topics.lifecycle)) == len(sent) + 1
 
 
 async def test_an_oversized_output_fails_the_commit_and_publishes_nothing(
