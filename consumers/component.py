@@ -94,6 +94,18 @@ class LogConsumer(Component):
         async with self.batch_lock:
             await self.on_assign(consumer, partitions)
 
+    async def step(self) -> int:
+        """Poll a batch, then handle it under :attr:`batch_lock` until it is committed."""
+        records = await self.poll()
+        if not records:
+            return 0
+        async with self.batch_lock:
+            return await self._handle(records)
+
+    async def _handle(self, records: list[Record]) -> int:
+        """Handle and commit one polled batch; the number of records handled."""
+        raise NotImplementedError(f"{type(self).__name__} handles its batches in step()")
+
     async def poll(self) -> list[Record]:
         """A batch: what arrives within ``poll_timeout``, topped up for at most ``linger``
         seconds while more keeps arriving, up to ``max_records``. Under load batches grow

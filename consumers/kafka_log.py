@@ -46,7 +46,7 @@ from projections.errors import ConfigError, EventLogError
 from .eventlog import AssignCallback, EventLog, OutRecord, Record, Topics
 from .kafka_consumer import KafkaConsumer
 from .kafka_errors import event_log_error, translate
-from .kafka_offsets import stable_group_offsets
+from .kafka_offsets import fetch_group_offsets
 from .kafka_records import key_hash, raise_failure, send_some, to_record
 
 if TYPE_CHECKING:
@@ -347,9 +347,7 @@ class KafkaEventLog(EventLog):
         transactions pending on the partitions asked about, and only on those)."""
         _, admin, _ = self._started()
         with translate(f"offsets of group {group} on {topic}"):
-            return await stable_group_offsets(
-                admin, group, topic, sorted(partitions), stable=stable
-            )
+            return await fetch_group_offsets(admin, group, topic, sorted(partitions), stable=stable)
 
     async def read(
         self, topic: str, partition: int, start: int, end: int | None = None

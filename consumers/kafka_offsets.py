@@ -5,8 +5,8 @@ carries are written to the group only when the commit markers land a moment late
 admin client fetches offsets with OffsetFetch v1–v3, which answer with the *old* offsets in
 that window. Version 7 (Kafka ≥ 2.5, KIP-447) has ``require_stable``: the coordinator answers
 ``UNSTABLE_OFFSET_COMMIT`` while a transaction with offsets for the group is pending, and we
-ask again. So after ``commit()`` returns, :func:`stable_group_offsets` never shows offsets from
-before it.
+ask again. So after ``commit()`` returns, a stable :func:`fetch_group_offsets` never shows
+offsets from before it.
 
 A consumer that takes over a partition reads with ``stable=False``: it has started the
 partition's transactional producer first, which waits for (or aborts) the previous owner's
@@ -35,7 +35,7 @@ from aiokafka.protocol.types import (
 
 from projections.errors import EventLogError
 
-__all__ = ["UNSTABLE_OFFSET_COMMIT", "stable_group_offsets"]
+__all__ = ["UNSTABLE_OFFSET_COMMIT", "fetch_group_offsets"]
 
 UNSTABLE_OFFSET_COMMIT = 88
 
@@ -88,7 +88,7 @@ class _OffsetFetchRequestV7(RequestStruct):  # type: ignore[misc]
     )
 
 
-class _StableOffsetFetch(Request[_OffsetFetchRequestV7]):  # type: ignore[misc]
+class _OffsetFetchV7(Request[_OffsetFetchRequestV7]):  # type: ignore[misc]
     API_KEY = 9
 
     def __init__(self, group: str, topic: str, partitions: list[int], stable: bool) -> None:
@@ -101,7 +101,7 @@ class _StableOffsetFetch(Request[_OffsetFetchRequestV7]):  # type: ignore[misc]
         return request_struct_class(self.group, self.topics, self.stable, {})
 
 
-async def stable_group_offsets(
+async def fetch_group_offsets(
     admin: AIOKafkaAdminClient,
     group: str,
     topic: str,
@@ -123,7 +123,7 @@ async def stable_group_offsets(
     while True:
         coordinator = await admin.find_coordinator(group)
         try:
-            request = _StableOffsetFetch(group, topic, partitions, stable)
+            request = _OffsetFetchV7(group, topic, partitions, stable)
             response = await admin._send_request(request, coordinator)
         except (IncompatibleBrokerVersion, NotImplementedError):  # broker without v7
             offsets = await admin.list_consumer_group_offsets(group)

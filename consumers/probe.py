@@ -60,13 +60,6 @@ class Probe(LogConsumer):
         self.clock = clock
         self.probed = 0
 
-    async def step(self) -> int:
-        records = await self.poll()
-        if not records:
-            return 0
-        async with self.batch_lock:
-            return await self._handle(records)
-
     async def _handle(self, records: list[Record]) -> int:
         outputs: dict[tuple[str, int], list[OutRecord]] = {}
         requests: list[tuple[tuple[str, int], ProbeRequested]] = []

@@ -39,13 +39,6 @@ class Projector(LogConsumer):
         for tp in partitions:
             consumer.seek(tp, stored.get(tp, 0))
 
-    async def step(self) -> int:
-        records = await self.poll()
-        if not records:
-            return 0
-        async with self.batch_lock:
-            return await self._handle(records)
-
     async def _handle(self, records: list[Record]) -> int:
         assert self.consumer is not None
         dlq: list[OutRecord] = []

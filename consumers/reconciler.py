@@ -141,13 +141,6 @@ class Reconciler(LogConsumer):
             states[event.audit_id] = _compact(new)
         return new
 
-    async def step(self) -> int:
-        records = await self.poll()
-        if not records:
-            return 0
-        async with self.batch_lock:
-            return await self._handle(records)
-
     async def _handle(self, records: list[Record]) -> int:
         outputs: dict[tuple[str, int], list[OutRecord]] = {}
         lifecycle = self.log.topics.lifecycle

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -76,29 +77,43 @@ def _database_url(admin_url: str, name: str) -> str:
     return f"{base}/{name}"
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param("kafka+postgres", marks=[pytest.mark.kafka, pytest.mark.postgres]),
-    ]
-)
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    """Each end-to-end test runs on both backend pairs."""
-    prefix = f"t{uuid.uuid4().hex[:10]}"
-    if request.param == "sqlite":
-        yield Backend(
-            "sqlite",
-            f"sqlite:///{tmp_path}/events.db",
-            f"sqlite:///{tmp_path}/audits.db",
-            prefix,
-        )
-        return
-    bootstrap = kafka_bootstrap()
+@contextlib.contextmanager
+def kafka_and_postgres(prefix: str, *, partitions: int | None = None) -> Iterator[Backend]:
+    """A Kafka + PostgreSQL backend of its own: topics under ``prefix``, a fresh database."""
     admin = postgres_url()
+    bootstrap = kafka_bootstrap()
     asyncio.run(_create_database(admin, prefix))
+    env = {} if partitions is None else {"AUDITREC_KAFKA_LIFECYCLE_PARTITIONS": str(partitions)}
     try:
         yield Backend(
-            "kafka+postgres", f"kafka://{bootstrap}", _database_url(admin, prefix), prefix
+            "kafka+postgres", f"kafka://{bootstrap}", _database_url(admin, prefix), prefix, env
         )
     finally:
         asyncio.run(_drop_database(admin, prefix))
+
+
+@contextlib.contextmanager
+def backend_pair(
+    kind: str, tmp_path: Path, prefix: str, *, partitions: int | None = None
+) -> Iterator[Backend]:
+    """The ``sqlite`` or ``kafka+postgres`` backend pair (see :data:`BACKEND_PAIRS`)."""
+    if kind == "sqlite":
+        yield Backend(
+            "sqlite", f"sqlite:///{tmp_path}/events.db", f"sqlite:///{tmp_path}/audits.db", prefix
+        )
+        return
+    with kafka_and_postgres(prefix, partitions=partitions) as pair:
+        yield pair
+
+
+BACKEND_PAIRS = [
+    "sqlite",
+    pytest.param("kafka+postgres", marks=[pytest.mark.kafka, pytest.mark.postgres]),
+]
+
+
+@pytest.fixture(params=BACKEND_PAIRS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """Each end-to-end test runs on both backend pairs."""
+    with backend_pair(request.param, tmp_path, f"t{uuid.uuid4().hex[:10]}") as pair:
+        yield pair

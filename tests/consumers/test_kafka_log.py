@@ -27,7 +27,7 @@ from consumers.eventlog import (
     Topics,
 )
 from consumers.kafka_log import KafkaEventLog, bootstrap_servers
-from consumers.kafka_offsets import stable_group_offsets
+from consumers.kafka_offsets import fetch_group_offsets
 from consumers.settings import load_settings
 from projections.errors import ConfigError, EventLogError
 from tests.contracts.eventlog import (
@@ -237,7 +237,7 @@ async def test_group_offsets_wait_for_a_pending_transaction(
         await producer.send_offsets_to_transaction({KafkaTP(*tp): offset}, "txn")
         _, admin, _ = log._started()
         with pytest.raises(EventLogError, match="pending a transaction") as err:
-            await stable_group_offsets(admin, "txn", tp[0], [tp[1]], timeout=0.3)
+            await fetch_group_offsets(admin, "txn", tp[0], [tp[1]], timeout=0.3)
         assert err.value.retriable
         other = (tp[1] + 1) % 12  # asking about partitions without a pending transaction
         assert await log.committed_offsets("txn", tp[0], [other]) == {}  # does not wait

@@ -9,7 +9,6 @@ must fail has exactly one reconciler decision in the log, nothing else has one, 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import signal
 import subprocess
@@ -30,47 +29,22 @@ from projections.errors import EventLogError
 from projections.row import AuditRow, project
 from projections.store import open_store
 from statemachine.events import EVENT_ADAPTER, AuditEvent
-from tests.conftest import Backend, _create_database, _database_url, _drop_database
-from tests.services import kafka_bootstrap, postgres_url
+from tests.conftest import BACKEND_PAIRS, Backend, backend_pair, kafka_and_postgres
 
 AUDITREC = str(Path(sys.executable).with_name("auditrec"))
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow]
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param("kafka+postgres", marks=[pytest.mark.kafka, pytest.mark.postgres]),
-    ]
-)
+@pytest.fixture(params=BACKEND_PAIRS)
 def fault_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    prefix = f"f{uuid.uuid4().hex[:10]}"
-    if request.param == "sqlite":
-        yield Backend(
-            "sqlite", f"sqlite:///{tmp_path}/events.db", f"sqlite:///{tmp_path}/audits.db", prefix
-        )
-        return
-    with kafka_and_postgres(prefix, partitions=6) as backend:
-        yield backend
+    with backend_pair(request.param, tmp_path, f"f{uuid.uuid4().hex[:10]}", partitions=6) as pair:
+        yield pair
 
 
-@contextlib.contextmanager
-def kafka_and_postgres(prefix: str, *, partitions: int) -> Iterator[Backend]:
-    """A Kafka + PostgreSQL backend of its own: topics under ``prefix``, a fresh database."""
-    admin = postgres_url()
-    bootstrap = kafka_bootstrap()
-    asyncio.run(_create_database(admin, prefix))
-    try:
-        yield Backend(
-            "kafka+postgres",
-            f"kafka://{bootstrap}",
-            _database_url(admin, prefix),
-            prefix,
-            env={"AUDITREC_KAFKA_LIFECYCLE_PARTITIONS": str(partitions)},
-        )
-    finally:
-        asyncio.run(_drop_database(admin, prefix))
+def init(env: dict[str, str]) -> None:
+    done = subprocess.run([AUDITREC, "init"], env=env, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
 
 
 def _event(
@@ -285,10 +259,7 @@ def test_sigkill_of_projector_and_reconciler_loses_and_duplicates_nothing(
     audits = 1500
     events, must_fail = stream(audits)
     env = fault_backend.environ(AUDITREC_LOG_FORMAT="json")
-    assert (
-        subprocess.run([AUDITREC, "init"], env=env, capture_output=True, timeout=120).returncode
-        == 0
-    )
+    init(env)
     projector = Proc(env, "projector", tmp_path / "projector.log")
     reconciler = Proc(env, "reconciler", tmp_path / "reconciler.log")
     projector.start()
@@ -339,10 +310,7 @@ def test_two_reconcilers_in_one_group_share_partitions_without_a_double_decision
         audits = 900
         events, must_fail = stream(audits, seed=3)
         env = backend.environ(AUDITREC_LOG_FORMAT="json")
-        assert (
-            subprocess.run([AUDITREC, "init"], env=env, capture_output=True, timeout=120).returncode
-            == 0
-        )
+        init(env)
         procs = [Proc(env, "reconciler", tmp_path / f"r{i}.log") for i in range(2)]
         projector = Proc(env, "projector", tmp_path / "p.log")
         for p in (*procs, projector):
@@ -389,10 +357,7 @@ def test_a_service_restart_mid_stream_loses_nothing(tmp_path: Path, service: str
         audits = 600
         events, must_fail = stream(audits, seed=5)
         env = backend.environ(AUDITREC_LOG_FORMAT="json")
-        assert (
-            subprocess.run([AUDITREC, "init"], env=env, capture_output=True, timeout=120).returncode
-            == 0
-        )
+        init(env)
         procs = [
             Proc(env, "projector", tmp_path / "p.log"),
             Proc(env, "reconciler", tmp_path / "r.log"),
