@@ -21,15 +21,11 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from consumers.eventlog import Topics, encode
-from consumers.reconciler import Reconciler
-from consumers.sqlite_log import SQLiteEventLog
-from statemachine.events import (
-    AuditProgressed,
-    AuditProgressedData,
-    AuditStarted,
-    AuditStartedData,
-)
+from consumers.components.reconciler import Reconciler
+from consumers.eventlog.codec import encode
+from consumers.eventlog.port import Topics
+from consumers.eventlog.sqlite import SQLiteEventLog
+from statemachine.events import AuditProgressed, AuditProgressedData, AuditStarted, AuditStartedData
 from statemachine.policy import Policy
 
 

@@ -92,14 +92,14 @@ def peak_mb() -> float:
 
 
 def runtime_log(prefix: str, partitions: int) -> Any:
-    from consumers.eventlog import Topics
-    from consumers.kafka_log import KafkaEventLog
+    from consumers.eventlog.kafka.log import KafkaEventLog
+    from consumers.eventlog.port import Topics
 
     return KafkaEventLog(f"kafka://{KAFKA}", Topics(prefix), lifecycle_partitions=partitions)
 
 
 async def phase_produce(prefix: str, n: int, partitions: int) -> dict[str, Any]:
-    from consumers.eventlog import encode
+    from consumers.eventlog.codec import encode
 
     log = runtime_log(prefix, partitions)
     async with log:
@@ -147,7 +147,7 @@ async def _behind(consumer: Any, tps: list[Any], ends: dict[Any, int]) -> list[b
 async def phase_raw_copy(prefix: str, n: int, partitions: int) -> dict[str, Any]:
     import asyncpg
 
-    from consumers.eventlog import encode
+    from consumers.eventlog.codec import encode
 
     events = _events(n)
     now = datetime.now(UTC)
@@ -202,8 +202,8 @@ async def _drain(component: Any, total: int, counter: Any) -> float:
 
 
 async def phase_projector(prefix: str, n: int, partitions: int) -> dict[str, Any]:
-    from consumers.projector import Projector
-    from projections.postgres import PostgresStore
+    from consumers.components.projector import Projector
+    from projections.postgres.store import PostgresStore
 
     log = runtime_log(prefix, partitions)
     store = PostgresStore(PG, schema=prefix)
@@ -216,13 +216,13 @@ async def phase_projector(prefix: str, n: int, partitions: int) -> dict[str, Any
 
 
 async def phase_rebuild(prefix: str, n: int, partitions: int) -> dict[str, Any]:
-    from consumers.rebuild import rebuild_projection
-    from consumers.runner import Runtime
-    from consumers.settings import load_settings
-    from projections.postgres import PostgresStore
+    from consumers.operations.backends import Backends
+    from consumers.operations.rebuild import rebuild_projection
+    from consumers.runtime.settings import load_settings
+    from projections.postgres.store import PostgresStore
 
     settings = load_settings(event_log_url=f"kafka://{KAFKA}", database_url=PG, topic_prefix=prefix)
-    rt = Runtime(settings)
+    rt = Backends(settings)
     rt.log = runtime_log(prefix, partitions)
     rt.store = PostgresStore(PG, schema=prefix)
     async with rt:
@@ -233,7 +233,7 @@ async def phase_rebuild(prefix: str, n: int, partitions: int) -> dict[str, Any]:
 
 
 async def phase_reconciler(prefix: str, n: int, partitions: int) -> dict[str, Any]:
-    from consumers.reconciler import Reconciler
+    from consumers.components.reconciler import Reconciler
     from statemachine.policy import Policy
 
     log = runtime_log(prefix, partitions)
@@ -309,10 +309,10 @@ def main() -> None:
     parser.add_argument("--prefix")
     args = parser.parse_args()
     if args.phase:
-        from consumers.logs import configure_logging
+        from consumers.runtime.logs import configure_logging
 
         configure_logging("WARNING", "json")  # decisions are logged at INFO: not measured
-        from consumers.runner import tune_gc
+        from consumers.runtime.supervision import tune_gc
 
         tune_gc()  # as `auditrec serve` does
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)

@@ -19,10 +19,12 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from consumers.operations import Operations
-from consumers.runner import PIPELINE, Runtime, Service
-from consumers.settings import load_settings
-from consumers.simulator import SimulatorServer
+from consumers.cli.assembly import Service
+from consumers.operations.backends import Backends
+from consumers.operations.operations import Operations
+from consumers.runtime.names import PIPELINE
+from consumers.runtime.settings import load_settings
+from consumers.workflows.simulator.server import SimulatorServer
 from statemachine.events import AuditStarted, AuditStartedData
 
 
@@ -44,7 +46,7 @@ async def one_sweep(
                 watchdog_batch_limit=max(n, 1),
                 posthog_api_key=None,
             )
-            async with Runtime(settings) as rt:
+            async with Backends(settings) as rt:
                 ops = Operations(rt)
                 started = datetime.now(UTC) - timedelta(hours=1)
                 await ops.publish(

@@ -17,14 +17,12 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
+from projections.row import AuditRow
 from statemachine.events import AuditEvent
+from statemachine.longlived import LongLived
 
-from .lifecycle import Lifecycle
-from .row import AuditRow
-
-__all__ = ["ApplyResult", "HistoryEntry", "Position", "ProjectionStore", "open_store"]
+__all__ = ["ApplyResult", "HistoryEntry", "Position", "ProjectionStore"]
 
 Position = tuple[str, int, int]  # topic, partition, offset
 
@@ -42,7 +40,7 @@ class ApplyResult:
     skipped: int
 
 
-class ProjectionStore(Lifecycle, ABC):
+class ProjectionStore(LongLived, ABC):
     """``async with`` starts and stops it; both idempotent."""
 
     @abstractmethod
@@ -74,7 +72,7 @@ class ProjectionStore(Lifecycle, ABC):
 
         ``bodies``, parallel to ``events``, may give an event's JSON as read from the log when
         it is valid current-version JSON of that very event
-        (:func:`consumers.eventlog.decode_verbatim`); the history stores it instead of
+        (:func:`consumers.eventlog.codec.decode_verbatim`); the history stores it instead of
         serialising the event again. ``None`` entries are serialised."""
 
     @abstractmethod
@@ -144,16 +142,3 @@ class ProjectionStore(Lifecycle, ABC):
 
     @abstractmethod
     async def mark_telemetry_sent(self, event_id: str, at: datetime) -> None: ...
-
-
-def open_store(url: str, **options: Any) -> ProjectionStore:
-    """The adapter for ``url``: ``sqlite:///path`` or ``postgresql://…``."""
-    if url.startswith("sqlite://"):
-        from .sqlite import SQLiteStore
-
-        return SQLiteStore(url)
-    if url.startswith(("postgresql://", "postgres://")):
-        from .postgres import PostgresStore
-
-        return PostgresStore(url, **options)
-    raise ValueError(f"AUDITREC_DATABASE_URL: unsupported scheme {url.split('://')[0]!r}")

@@ -3,13 +3,20 @@
 No I/O, no asyncio, no clock, no randomness: time and ids come in as arguments.
 """
 
-from .classifier import ERROR_CODES, classify, error_text
-from .events import EVENT_ADAPTER, PROBE_ADAPTER, AuditEvent, ProbeRequested, derived_id, upcast
-from .explain import Step, explain, explain_one
-from .machine import STATES, TERMINAL, TRANSITIONS, mermaid, next_status
-from .policy import Policy, format_duration, parse_duration
-from .rules import Verdict, decide, judge
-from .state import AuditState, evolve, fold
+from statemachine.classifier import ERROR_CODES, classify, error_text
+from statemachine.events import (
+    EVENT_ADAPTER,
+    PROBE_ADAPTER,
+    AuditEvent,
+    ProbeRequested,
+    derived_id,
+    upcast,
+)
+from statemachine.explain import Step, explain, explain_one
+from statemachine.machine import STATES, TERMINAL, TRANSITIONS, mermaid, next_status
+from statemachine.policy import Policy, format_duration, parse_duration
+from statemachine.rules import Verdict, decide, judge
+from statemachine.state import AuditState, evolve, fold
 
 __all__ = [
     "ERROR_CODES",

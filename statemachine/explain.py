@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .events import AuditEvent, AuditFailed, AuditStarted
-from .machine import INITIAL, next_status
-from .policy import Policy
-from .rules import judge
-from .state import AuditState, evolve
+from statemachine.events import AuditEvent, AuditFailed, AuditStarted
+from statemachine.machine import INITIAL, next_status
+from statemachine.policy import Policy
+from statemachine.rules import judge
+from statemachine.state import AuditState, evolve
 
 __all__ = ["Step", "explain", "explain_one"]
 

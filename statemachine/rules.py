@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from .classifier import classify, error_text, truncate
-from .events import (
+from statemachine.classifier import classify, error_text, truncate
+from statemachine.events import (
     AuditEvent,
     AuditFailed,
     AuditFailedData,
@@ -25,8 +25,8 @@ from .events import (
     WorkflowStatusObserved,
     derived_id,
 )
-from .policy import Policy, format_duration
-from .state import AuditState
+from statemachine.policy import Policy, format_duration
+from statemachine.state import AuditState
 
 __all__ = ["HEALTHY_STATUSES", "PRODUCER", "Verdict", "decide", "judge"]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from functools import reduce
 
-from .events import (
+from statemachine.events import (
     AuditCompleted,
     AuditEvent,
     AuditFailed,
@@ -26,7 +26,7 @@ from .events import (
     WorkflowProbeFailed,
     WorkflowStatusObserved,
 )
-from .machine import INITIAL, next_status
+from statemachine.machine import INITIAL, next_status
 
 __all__ = ["AuditState", "evolve", "fold"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from consumers.simulator import SimulatorServer
+from consumers.workflows.simulator.server import SimulatorServer
 from tests.services import kafka_bootstrap, postgres_url
 
 

@@ -1,6 +1,6 @@
 """Real parts for the API and telemetry tests.
 
-- :class:`LiveServer`: ``auditrec serve`` as it runs in production (a :class:`Runtime` and a
+- :class:`LiveServer`: ``auditrec serve`` as it runs in production (a :class:`Backends` and a
   :class:`Service` with the ``api`` component and any others), on a free loopback port, in a
   background thread with its own event loop. Tests talk to it over real HTTP.
 - :class:`CaptureServer`: a tiny PostHog: records what the PostHog SDK posts to ``/batch/``
@@ -26,9 +26,12 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from consumers.runner import PIPELINE, Runtime, Service
-from consumers.settings import Settings, load_settings
-from consumers.simulator import SimulatorServer
+from consumers.api.server import ApiServer
+from consumers.cli.assembly import Service
+from consumers.operations.backends import Backends
+from consumers.runtime.names import PIPELINE
+from consumers.runtime.settings import Settings, load_settings
+from consumers.workflows.simulator.server import SimulatorServer
 
 T = TypeVar("T")
 
@@ -48,7 +51,7 @@ class LiveServer:
         self.components = components
         self.overrides = settings
         self.settings: Settings | None = None
-        self.runtime: Runtime | None = None
+        self.runtime: Backends | None = None
         self.service: Service | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -76,7 +79,7 @@ class LiveServer:
         assert self.settings is not None
         self.loop = asyncio.get_running_loop()
         try:
-            async with Runtime(self.settings) as rt, Service(rt, self.components) as service:
+            async with Backends(self.settings) as rt, Service(rt, self.components) as service:
                 self.runtime, self.service = rt, service
                 task = asyncio.create_task(service.run(drain_timeout=5))
                 deadline = time.monotonic() + 10
@@ -92,8 +95,8 @@ class LiveServer:
             raise
 
     def _started(self, service: Service) -> bool:
-        server = service._api_server
-        return "api" not in self.components or (server is not None and server.started)
+        api = service.components.get("api")
+        return "api" not in self.components or (isinstance(api, ApiServer) and api.serving)
 
     def call(self, make: Callable[[], Awaitable[T]], timeout: float = 30) -> T:
         """Run a coroutine in the server's event loop (for what HTTP does not show)."""

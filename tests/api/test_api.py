@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from consumers.operations import Operations
-from consumers.simulator import SimulatorServer
+from consumers.operations.operations import Operations
+from consumers.workflows.simulator.server import SimulatorServer
 
 from .conftest import (
     API_AND_PIPELINE,

@@ -24,7 +24,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from consumers.simulator import SimulatorServer
+from consumers.workflows.simulator.server import SimulatorServer
 
 from .conftest import API_AND_PIPELINE, LiveServer, publish, server_settings, started
 

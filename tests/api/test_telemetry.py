@@ -16,14 +16,17 @@ from typing import Any
 
 import pytest
 
-from consumers.eventlog import Topics, encode, open_event_log
-from consumers.metrics import REGISTRY
-from consumers.operations import Operations
-from consumers.publishing import validate_items
-from consumers.runner import Runtime, Service
-from consumers.settings import load_settings
-from consumers.simulator import SimulatorServer
-from consumers.telemetry import EVENT_NAME, Telemetry
+from consumers.cli.assembly import Service
+from consumers.components.telemetry import EVENT_NAME, Telemetry
+from consumers.eventlog.codec import encode
+from consumers.eventlog.factory import open_event_log
+from consumers.eventlog.port import Topics
+from consumers.operations.backends import Backends
+from consumers.operations.operations import Operations
+from consumers.operations.publishing import validate_items
+from consumers.runtime.metrics import REGISTRY
+from consumers.runtime.settings import load_settings
+from consumers.workflows.simulator.server import SimulatorServer
 from statemachine.events import EVENT_ADAPTER
 
 from .conftest import (
@@ -254,7 +257,7 @@ def test_posthog_hanging_never_delays_reconciliation_and_the_event_follows(
 
 
 @pytest.fixture
-async def runtime(tmp_path: Path, capture: CaptureServer) -> AsyncIterator[Runtime]:
+async def runtime(tmp_path: Path, capture: CaptureServer) -> AsyncIterator[Backends]:
     settings = load_settings(
         event_log_url=f"sqlite:///{tmp_path}/events.db",
         database_url=f"sqlite:///{tmp_path}/audits.db",
@@ -262,11 +265,11 @@ async def runtime(tmp_path: Path, capture: CaptureServer) -> AsyncIterator[Runti
         posthog_api_key="phc_unit",
         posthog_host=capture.url,
     )
-    async with Runtime(settings) as rt:
+    async with Backends(settings) as rt:
         yield rt
 
 
-async def fail_audits(rt: Runtime, *audit_ids: str) -> None:
+async def fail_audits(rt: Backends, *audit_ids: str) -> None:
     """Start each audit and report its workflow errored: the reconciler fails it."""
     now = datetime.now(UTC)
     raw = []
@@ -290,7 +293,7 @@ async def fail_audits(rt: Runtime, *audit_ids: str) -> None:
         assert await service.drain(timeout=20)
 
 
-def telemetry(rt: Runtime, **options: Any) -> Telemetry:
+def telemetry(rt: Backends, **options: Any) -> Telemetry:
     t = Telemetry(
         rt.log,
         rt.store,
@@ -311,13 +314,13 @@ async def step_until(t: Telemetry, done: Callable[[], bool], timeout: float = 15
         await t.step()
 
 
-async def committed(rt: Runtime) -> int:
+async def committed(rt: Backends) -> int:
     offsets = await rt.log.group_offsets(Telemetry.group, rt.topics.lifecycle)
     return sum(offsets.values())
 
 
 async def test_posthog_down_is_retried_then_delivered_once_and_counted(
-    runtime: Runtime, capture: CaptureServer
+    runtime: Backends, capture: CaptureServer
 ) -> None:
     await fail_audits(runtime, "down-1", "down-2")
     capture.mode = "down"
@@ -342,7 +345,7 @@ async def test_posthog_down_is_retried_then_delivered_once_and_counted(
 
 
 async def test_a_slow_posthog_times_out_and_is_retried(
-    runtime: Runtime, capture: CaptureServer
+    runtime: Backends, capture: CaptureServer
 ) -> None:
     await fail_audits(runtime, "slow-1")
     capture.mode, capture.hang_seconds = "hang", 1.0
@@ -357,7 +360,7 @@ async def test_a_slow_posthog_times_out_and_is_retried(
 
 
 async def test_a_restart_does_not_resend_what_was_delivered(
-    runtime: Runtime, capture: CaptureServer
+    runtime: Backends, capture: CaptureServer
 ) -> None:
     await fail_audits(runtime, "again-1")
     async with telemetry(runtime) as t:
@@ -385,7 +388,7 @@ async def test_a_restart_does_not_resend_what_was_delivered(
 
 
 async def test_an_event_is_given_up_after_max_attempts(
-    runtime: Runtime, capture: CaptureServer
+    runtime: Backends, capture: CaptureServer
 ) -> None:
     await fail_audits(runtime, "lost-1")
     capture.mode = "down"
@@ -401,12 +404,12 @@ async def test_an_event_is_given_up_after_max_attempts(
 
 
 async def test_without_an_api_key_telemetry_cannot_be_built(tmp_path: Path) -> None:
-    from projections.errors import ConfigError
+    from statemachine.errors import ConfigError
 
     settings = load_settings(
         event_log_url=f"sqlite:///{tmp_path}/e.db", database_url=f"sqlite:///{tmp_path}/d.db"
     )
-    async with Runtime(settings) as rt:
+    async with Backends(settings) as rt:
         with pytest.raises(ConfigError, match="POSTHOG_API_KEY"):
             Telemetry(rt.log, rt.store, settings)
         async with Service(rt, ["telemetry"]) as service:

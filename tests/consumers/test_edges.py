@@ -6,18 +6,13 @@ import json
 
 import pytest
 
-from consumers.eventlog import (
-    DEAD_LETTER_ORIGINAL_MAX,
-    Record,
-    Topics,
-    dead_letter,
-    decode_verbatim,
-)
-from consumers.publishing import validate_items
-from consumers.simulator import SimulatorServer
-from consumers.workflows import ProbeFailure, WorkflowsClient
-from projections.errors import InvalidInput
+from consumers.eventlog.codec import DEAD_LETTER_ORIGINAL_MAX, dead_letter, decode_verbatim
+from consumers.eventlog.port import Record, Topics
+from consumers.operations.publishing import validate_items
+from consumers.workflows.client import ProbeFailure, WorkflowsClient
+from consumers.workflows.simulator.server import SimulatorServer
 from statemachine import events
+from statemachine.errors import InvalidInput
 
 
 def test_the_dead_letter_of_a_huge_record_stays_bounded_and_says_so() -> None:

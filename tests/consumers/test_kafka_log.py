@@ -17,7 +17,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError, OutOfOrderSequenceNumber
 from aiokafka.structs import TopicPartition as KafkaTP
 
-from consumers.eventlog import (
+from consumers.eventlog.kafka.log import KafkaEventLog, bootstrap_servers
+from consumers.eventlog.kafka.offsets import fetch_group_offsets
+from consumers.eventlog.port import (
     AssignCallback,
     Consumer,
     EventLog,
@@ -26,10 +28,8 @@ from consumers.eventlog import (
     TopicPartition,
     Topics,
 )
-from consumers.kafka_log import KafkaEventLog, bootstrap_servers
-from consumers.kafka_offsets import fetch_group_offsets
-from consumers.settings import load_settings
-from projections.errors import ConfigError, EventLogError
+from consumers.runtime.settings import load_settings
+from statemachine.errors import ConfigError, EventLogError
 from tests.contracts.eventlog import (
     WAIT,
     EventLogContract,

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from consumers.eventlog import Topics, decode, encode
-from consumers.reconciler import Reconciler
-from consumers.sqlite_log import SQLiteEventLog
-from projections.errors import EventLogError
+from consumers.components.reconciler import Reconciler
+from consumers.eventlog.codec import decode, encode
+from consumers.eventlog.port import Topics
+from consumers.eventlog.sqlite import SQLiteEventLog
+from statemachine.errors import EventLogError
 from statemachine.events import (
     AuditStarted,
     AuditStartedData,

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from consumers.simulator import STATUSES, Simulator, SimulatorServer
+from consumers.workflows.simulator.server import STATUSES, Simulator, SimulatorServer
 
 ACC = "acc-1"
 
@@ -341,7 +341,7 @@ def test_run_simulator_serves_a_seed_in_the_foreground(tmp_path: Path) -> None:
         port = s.getsockname()[1]
     seed = tmp_path / "seed.json"
     seed.write_text(json.dumps({"instances": [{"id": "*/5 * * * *-1", "status": "running"}]}))
-    code = ("from consumers.simulator import run_simulator; "
+    code = ("from consumers.workflows.simulator.server import run_simulator; "
             f"run_simulator('127.0.0.1', {port}, 'tok', {str(seed)!r})")  # fmt: skip
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)  # fmt: skip

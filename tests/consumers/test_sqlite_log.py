@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from consumers.eventlog import EventLog, Topics
-from consumers.sqlite_log import SQLiteEventLog
-from projections.errors import EventLogError
+from consumers.eventlog.port import EventLog, Topics
+from consumers.eventlog.sqlite import SQLiteEventLog
+from statemachine.errors import EventLogError
 from tests.contracts.eventlog import EventLogContract, LogFactory, drain, next_offsets, records
 
 
@@ -49,8 +49,8 @@ async def run_python(code: str, *args: str) -> None:
 
 _PRELUDE = """
 import asyncio, os, sys
-from consumers.eventlog import OutRecord, Topics
-from consumers.sqlite_log import SQLiteEventLog
+from consumers.eventlog.port import OutRecord, Topics
+from consumers.eventlog.sqlite import SQLiteEventLog
 log = SQLiteEventLog(sys.argv[1], Topics(prefix="only"))
 """
 

@@ -13,8 +13,13 @@ from typing import Any
 import httpx
 import pytest
 
-from consumers.simulator import STATUSES, SimulatorServer
-from consumers.workflows import INSTANCE_STATUSES, InstanceStatus, ProbeFailure, WorkflowsClient
+from consumers.workflows.client import (
+    INSTANCE_STATUSES,
+    InstanceStatus,
+    ProbeFailure,
+    WorkflowsClient,
+)
+from consumers.workflows.simulator.server import STATUSES, SimulatorServer
 from statemachine.events import ProbeFailureReason as R
 
 TOKEN = "cf-secret-token-0123456789"
@@ -398,7 +403,7 @@ async def test_start_and_stop_are_idempotent(simulator: SimulatorServer) -> None
 
 async def test_a_given_transport_is_used(simulator: SimulatorServer) -> None:
     simulator.sim.set_instance("i/x", "waiting")
-    transport = httpx.ASGITransport(app=simulator.sim.app)
+    transport = httpx.ASGITransport(app=simulator.app)
     async with WorkflowsClient(api_url="http://sim/client/v4", account_id="a",
                                workflow="site-audit", api_token=None,
                                transport=transport) as client:  # fmt: skip

@@ -1,4 +1,4 @@
-"""The event log contract: every adapter of :class:`consumers.eventlog.EventLog` passes it.
+"""The event log contract: every adapter of :class:`consumers.eventlog.port.EventLog` passes it.
 
 Subclass :class:`EventLogContract` in a ``test_*.py`` module and override the ``make_log``
 fixture with a factory ``async (topics) -> started EventLog``; every call within one test
@@ -20,19 +20,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from consumers.eventlog import (
-    Consumer,
-    DecodeError,
-    EventLog,
-    OutRecord,
-    Record,
-    TopicPartition,
-    Topics,
-    dead_letter,
-    decode,
-    encode,
-)
-from projections.errors import EventLogError
+from consumers.eventlog.codec import dead_letter, decode, encode
+from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record, TopicPartition, Topics
+from statemachine.errors import DecodeError, EventLogError
 from statemachine.events import AuditStarted, AuditStartedData
 
 __all__ = ["EventLogContract", "LogFactory", "drain", "next_offsets", "read_all"]

@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from projections.errors import StoreError
 from projections.row import AuditRow, project
 from projections.store import ApplyResult, Position, ProjectionStore
+from statemachine.errors import StoreError
 from statemachine.events import (
     AuditCompleted,
     AuditEvent,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from consumers.simulator import SimulatorServer
+from consumers.workflows.simulator.server import SimulatorServer
 from projections.row import COLUMNS
 from tests.conftest import Backend
 

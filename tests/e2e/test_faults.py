@@ -23,11 +23,13 @@ from typing import Any
 
 import pytest
 
-from consumers.eventlog import EventLog, Topics, decode, encode, open_event_log
-from consumers.settings import load_settings
-from projections.errors import EventLogError
+from consumers.eventlog.codec import decode, encode
+from consumers.eventlog.factory import open_event_log
+from consumers.eventlog.port import EventLog, Topics
+from consumers.runtime.settings import load_settings
+from projections.factory import open_store
 from projections.row import AuditRow, project
-from projections.store import open_store
+from statemachine.errors import EventLogError
 from statemachine.events import EVENT_ADAPTER, AuditEvent
 from tests.conftest import BACKEND_PAIRS, Backend, backend_pair, kafka_and_postgres
 

@@ -15,9 +15,10 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from projections.errors import StoreError
-from projections.postgres import SCHEMA_VERSION, PostgresStore
-from projections.store import ProjectionStore, open_store
+from projections.factory import open_store
+from projections.postgres.store import SCHEMA_VERSION, PostgresStore
+from projections.store import ProjectionStore
+from statemachine.errors import StoreError
 from statemachine.events import AuditEvent
 from tests.contracts.projection_store import (
     CONSUMER,

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from projections.sqlite import SQLiteStore
-from projections.store import ProjectionStore, open_store
+from projections.factory import open_store
+from projections.sqlite.store import SQLiteStore
+from projections.store import ProjectionStore
 from tests.contracts.projection_store import MakeStore, ProjectionStoreContract
 
 

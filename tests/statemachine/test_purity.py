@@ -129,7 +129,7 @@ def test_the_core_imports_only_itself_pydantic_transitions_and_the_standard_libr
             if top not in sys.stdlib_module_names and top != "__future__":
                 third_party.add(top)
 
-    assert third_party <= {"pydantic", "transitions"}
+    assert third_party <= {"statemachine", "pydantic", "transitions"}
 
 
 def test_import_statemachine_is_this_project_not_python_statemachine() -> None:

@@ -1,0 +1,252 @@
+"""The HTTP API's request and response models, and the OpenAPI declarations built from them:
+the error responses each route may give, and the body of ``POST /events`` (the lifecycle
+event envelopes, which the endpoint validates itself); and the listing's opaque cursor.
+"""
+
+import base64
+import binascii
+import json
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from projections.row import AuditRow
+from statemachine.errors import InvalidInput
+from statemachine.events import EVENT_ADAPTER
+
+__all__ = [
+    "EVENTS_BODY",
+    "R401",
+    "R404",
+    "R422",
+    "R503",
+    "Accepted",
+    "Audit",
+    "AuditHistory",
+    "AuditPage",
+    "AuditStatus",
+    "Health",
+    "HistoryStep",
+    "LogPosition",
+    "Message",
+    "OutcomeResult",
+    "Problems",
+    "Readiness",
+    "Reconciliation",
+    "Responses",
+    "SweepSummary",
+    "decode_cursor",
+    "encode_cursor",
+    "event_input_schemas",
+]
+
+# --- response models ---------------------------------------------------------------------
+
+OutcomeResult = Literal["failed", "would_fail", "healthy", "unchanged", "probe_error", "pending"]
+Responses = dict[int | str, dict[str, Any]]
+
+
+class Reconciliation(BaseModel):
+    """What the on-demand probe of this request found, and what the reconciler made of it."""
+
+    audit_id: str
+    request_id: str = Field(description="The ProbeRequested event's id.")
+    result: OutcomeResult = Field(
+        description="`failed`: failed in this response; `would_fail`: shadow mode; `healthy` / "
+        "`unchanged`: still running; `probe_error`: the Workflows API could not tell; "
+        "`pending`: the outcome did not arrive within AUDITREC_ON_DEMAND_WAIT."
+    )
+    rule: str | None = None
+    reason: str | None = None
+    error_code: str | None = None
+    observed_status: str | None = None
+    probe_error: str | None = None
+
+
+class Audit(BaseModel):
+    """One row of the ``audits`` table (DESIGN §6)."""
+
+    audit_id: str
+    project_id: str | None = None
+    organization_id: str | None = None
+    started_by_user_id: str | None = None
+    start_url: str | None = None
+    workflow_instance_id: str | None = None
+    status: str = Field(description="`running`, `completed` or `failed`.")
+    current_phase: str | None = None
+    pages_crawled: int | None = None
+    pages_total: int | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    error_code: str | None = None
+    error_detail: str | None = None
+    failed_phase: str | None = None
+    failed_by: str | None = None
+    reconciled_by: str | None = None
+    last_observed_status: str | None = None
+    last_observed_at: datetime | None = None
+    overturned: bool = False
+    version: int = Field(description="Events applied to this row.")
+    last_event_id: str | None = None
+    updated_at: datetime | None = None
+
+
+class AuditStatus(Audit):
+    reconciliation: Reconciliation | None = Field(
+        default=None, description="Present when this request probed the workflow."
+    )
+    note: str | None = Field(
+        default=None, description="Why the audit was not probed, or why no outcome is given."
+    )
+
+
+class AuditPage(BaseModel):
+    audits: list[Audit]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null on the last page."
+    )
+
+
+class LogPosition(BaseModel):
+    topic: str
+    partition: int
+    offset: int
+
+
+class HistoryStep(BaseModel):
+    event_id: str
+    type: str
+    occurred_at: datetime
+    producer: str
+    causation_id: str | None = None
+    before: str = Field(description="Status before the event (`none` before AuditStarted).")
+    after: str = Field(description="Status after the event.")
+    rule: str = Field(description="The rule or transition that fired.")
+    reason: str
+    data: dict[str, Any]
+    position: LogPosition | None = None
+
+
+class AuditHistory(BaseModel):
+    audit_id: str
+    status: str | None = Field(description="Current status in the projection (null: no row).")
+    events: list[HistoryStep]
+
+
+class Accepted(BaseModel):
+    accepted: int
+    event_ids: list[str]
+
+
+class SweepSummary(BaseModel):
+    sweep_id: str | None
+    candidates: int
+    probed: int
+    failed: dict[str, int] = Field(description="Audits failed by this sweep, per error code.")
+    would_fail: dict[str, int]
+    healthy: int
+    unchanged: int
+    probe_errors: dict[str, int] = Field(description="Probes the API could not answer, by reason.")
+    pending: int = Field(description="Outcomes that did not arrive within AUDITREC_SWEEP_WAIT.")
+    skipped: bool = Field(description="Another watchdog held the lock; nothing was probed.")
+    elapsed_s: float
+    audits: list[Reconciliation]
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "unavailable"]
+    checks: dict[str, str] = Field(description="`ok`, or what failed, per dependency.")
+
+
+class Problems(BaseModel):
+    detail: list[str] = Field(description="One line per problem, naming the item or parameter.")
+    message: str | None = None
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    detail: str
+
+
+# --- OpenAPI declarations ----------------------------------------------------------------
+
+_OMITTABLE = ("event_id", "occurred_at", "schema_version", "producer")
+
+
+def event_input_schemas() -> dict[str, Any]:
+    """The lifecycle event schemas as OpenAPI components, for what a publisher may send: the
+    omittable envelope fields are optional, ``type`` is required."""
+    schema = EVENT_ADAPTER.json_schema(ref_template="#/components/schemas/{model}")
+    defs: dict[str, Any] = schema.pop("$defs")
+    for name in schema["discriminator"]["mapping"]:
+        envelope = defs[name]
+        required = [f for f in envelope.get("required", []) if f not in _OMITTABLE]
+        envelope["required"] = ["type", *[f for f in required if f != "type"]]
+    defs["EventEnvelope"] = schema
+    return defs
+
+
+EVENTS_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "oneOf": [
+                        {"$ref": "#/components/schemas/EventEnvelope"},
+                        {
+                            "type": "array",
+                            "minItems": 1,
+                            "items": {"$ref": "#/components/schemas/EventEnvelope"},
+                        },
+                    ]
+                },
+                "example": {
+                    "type": "AuditStarted",
+                    "audit_id": "a-123",
+                    "producer": "crawler",
+                    "data": {"project_id": "p-1", "workflow_instance_id": "wf-a-123"},
+                },
+            }
+        },
+    }
+}
+
+R401: Responses = {401: {"model": Message, "description": "Missing or invalid bearer token."}}
+R404: Responses = {404: {"model": Message, "description": "Unknown audit."}}
+R422: Responses = {422: {"model": Problems, "description": "Invalid input; each problem is named."}}
+R503: Responses = {
+    503: {"model": Message, "description": "A dependency is unavailable; retry later."}
+}
+
+
+# --- the listing's opaque cursor -------------------------------------------------------
+
+
+def encode_cursor(row: AuditRow) -> str:
+    started = row.state.started_at
+    raw = json.dumps([started.isoformat() if started else None, row.audit_id])
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    problem = InvalidInput(
+        "invalid cursor", ["query.cursor: not a cursor returned by GET /audits (next_cursor)"]
+    )
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        raw = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+        started, audit_id = raw
+        if not isinstance(started, str) or not isinstance(audit_id, str):
+            raise ValueError("cursor fields")
+        at = datetime.fromisoformat(started)
+    except (ValueError, TypeError, binascii.Error, UnicodeError, RecursionError):
+        raise problem from None
+    if at.tzinfo is None:
+        raise problem
+    return at, audit_id

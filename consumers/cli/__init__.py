@@ -1,0 +1,1 @@
+"""The command line, the composition root, and the demo."""

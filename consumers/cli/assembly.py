@@ -1,0 +1,104 @@
+"""The composition root: which component each name stands for, built on one process's
+backends, and the operations wired to run the pipeline in-process when asked (``--inline``).
+
+Nothing below the interfaces knows this catalogue: the supervisor runs what it is handed, and
+:class:`~consumers.operations.operations.Operations` is handed a way to run the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import structlog
+
+from consumers.api.server import ApiServer
+from consumers.components.probe import Probe
+from consumers.components.projector import Projector
+from consumers.components.reconciler import Reconciler
+from consumers.components.telemetry import Telemetry
+from consumers.components.watchdog import Watchdog
+from consumers.operations.backends import Backends
+from consumers.operations.operations import Operations
+from consumers.runtime.component import Component
+from consumers.runtime.names import COMPONENTS, PIPELINE
+from consumers.runtime.supervision import Builder, Supervisor
+from statemachine.errors import ConfigError
+
+__all__ = ["Service", "operations", "parse_components"]
+
+log = structlog.get_logger("auditrec")
+
+
+def parse_components(text: str | None) -> list[str]:
+    if not text:
+        return list(COMPONENTS)
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in COMPONENTS]
+    if unknown or not names:
+        raise ConfigError(
+            f"--only: unknown component(s) {', '.join(unknown) or '(none)'}; "
+            f"choose from {', '.join(COMPONENTS)}"
+        )
+    return list(dict.fromkeys(names))
+
+
+def operations(rt: Backends) -> Operations:
+    """What the CLI and the API share, able to run the pipeline here when no serve does."""
+
+    async def run_pipeline(timeout: float) -> None:
+        async with Service(rt, PIPELINE) as service:
+            await service.drain(timeout=timeout)
+
+    return Operations(rt, run_pipeline=run_pipeline)
+
+
+def _builder(rt: Backends, name: str) -> Builder:
+    s = rt.settings
+
+    async def projector(built: dict[str, Component]) -> Component:
+        return Projector(rt.log, rt.store)
+
+    async def reconciler(built: dict[str, Component]) -> Component:
+        return Reconciler(rt.log, rt.policy)
+
+    async def probe(built: dict[str, Component]) -> Component:
+        return Probe(rt.log, await rt.client())
+
+    async def watchdog(built: dict[str, Component]) -> Component:
+        projector = built.get("projector")
+        return Watchdog(
+            rt.log,
+            rt.store,
+            stale_after=s.stale_running_after,
+            interval=s.watchdog_interval,
+            batch_limit=s.watchdog_batch_limit,
+            ready=projector.idle if projector is not None else None,
+        )
+
+    async def telemetry(built: dict[str, Component]) -> Component | None:
+        if s.posthog_api_key is None:
+            log.info("telemetry off: AUDITREC_POSTHOG_API_KEY is not set")
+            return None
+        return Telemetry(rt.log, rt.store, s)
+
+    async def api(built: dict[str, Component]) -> Component:
+        return ApiServer(Operations(rt))
+
+    builders: dict[str, Builder] = {
+        "projector": projector,
+        "reconciler": reconciler,
+        "probe": probe,
+        "watchdog": watchdog,
+        "telemetry": telemetry,
+        "api": api,
+    }
+    return builders[name]
+
+
+class Service(Supervisor):
+    """The named components on one process's backends. ``async with`` starts and stops them."""
+
+    def __init__(self, rt: Backends, names: Iterable[str]) -> None:
+        wanted = set(names)
+        self.runtime = rt
+        super().__init__([(n, _builder(rt, n)) for n in COMPONENTS if n in wanted], rt)

@@ -1,0 +1,214 @@
+"""``auditrec demo``: a scripted end-to-end run on the embedded default.
+
+It starts the Workflows simulator, publishes a realistic mix of audits (healthy, killed by OOM,
+timed out, terminated, expired from retention, finished but never finalized, never attached,
+young, already completed, one whose probe fails), shows the table, sweeps, shows it again,
+overturns one failure with a late completion, and replays one audit's history.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from consumers.cli.assembly import Service, operations
+from consumers.operations.backends import Backends
+from consumers.runtime.names import PIPELINE
+from consumers.runtime.settings import load_settings
+from consumers.workflows.simulator.server import SimulatorServer
+from projections.row import AuditRow
+from statemachine.events import EVENT_ADAPTER, AuditEvent
+
+__all__ = ["run_demo"]
+
+ERRORS: dict[str, Any] = {
+    "oom": {"name": "Error", "message": "Worker exceeded memory limit"},
+    "timeout": {"name": "WorkflowTimeoutError", "message": "Execution timed out after 1800000ms"},
+    "d1": "D1_ERROR: Failed query: SELECT * FROM pages (SQLITE_BUSY)",
+}
+
+# audit id, workflow status (None: no instance), error, minutes since start, attach instance
+SCENARIO: list[tuple[str, str | None, Any, int, bool]] = [
+    ("demo-healthy", "running", None, 120, True),
+    ("demo-oom", "errored", ERRORS["oom"], 95, True),
+    ("demo-timeout", "errored", ERRORS["timeout"], 240, True),
+    ("demo-db", "errored", ERRORS["d1"], 60, True),
+    ("demo-terminated", "terminated", None, 45, True),
+    ("demo-expired", None, None, 60 * 24 * 9, True),
+    ("demo-finalize", "complete", None, 180, True),
+    ("demo-unattached", None, None, 50, False),
+    ("demo-young", None, None, 5, True),
+    ("demo-flaky", "running", None, 70, True),
+    ("demo-done", "complete", None, 200, True),
+]
+
+
+def _event(kind: str, audit_id: str, at: datetime, data: dict[str, Any]) -> AuditEvent:
+    return EVENT_ADAPTER.validate_python(
+        {
+            "event_id": str(uuid.uuid4()),
+            "type": kind,
+            "audit_id": audit_id,
+            "occurred_at": at,
+            "producer": "crawler",
+            "data": data,
+        }
+    )
+
+
+def _events(now: datetime) -> list[AuditEvent]:
+    events = []
+    for i, (audit_id, _status, _error, minutes, attach) in enumerate(SCENARIO):
+        started = now - timedelta(minutes=minutes)
+        data: dict[str, Any] = {
+            "project_id": f"proj-{i % 3 + 1}",
+            "organization_id": "org-acme",
+            "started_by_user_id": f"user-{i % 2 + 1}",
+            "start_url": f"https://{audit_id.removeprefix('demo-')}.example.com/",
+            "pages_total": 250,
+        }
+        if attach:
+            data["workflow_instance_id"] = f"wf-{audit_id}"
+        events.append(_event("AuditStarted", audit_id, started, data))
+        events.append(
+            _event(
+                "AuditProgressed",
+                audit_id,
+                started + timedelta(minutes=min(3, minutes // 2)),
+                {"current_phase": "crawl", "pages_crawled": 40 + i * 7},
+            )
+        )
+        if audit_id == "demo-done":
+            events.append(
+                _event(
+                    "AuditCompleted",
+                    audit_id,
+                    started + timedelta(minutes=30),
+                    {"pages_crawled": 250},
+                )
+            )
+    return events
+
+
+def _table(rows: list[AuditRow], title: str) -> Table:
+    table = Table(title=title, title_justify="left", box=None, pad_edge=False)
+    for col in (
+        "audit_id",
+        "status",
+        "phase",
+        "error_code",
+        "failed_by",
+        "reconciled_by",
+        "last observed",
+    ):
+        table.add_column(col)
+    for row in sorted(rows, key=lambda r: r.audit_id):
+        s = row.state
+        status = s.status + (" (overturned)" if s.overturned else "")
+        style = {"failed": "red", "completed": "green"}.get(s.status, "yellow")
+        table.add_row(
+            s.audit_id,
+            f"[{style}]{status}[/{style}]",
+            s.current_phase or "",
+            s.error_code or "",
+            s.failed_by or "",
+            s.reconciled_by or "",
+            s.last_observed_status or "",
+        )
+    return table
+
+
+async def run_demo(work_dir: Path | None, out: Console) -> int:
+    temp = None
+    if work_dir is None:
+        temp = tempfile.TemporaryDirectory(prefix="auditrec-demo-")
+        work_dir = Path(temp.name)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    now = datetime.now(UTC)
+    try:
+        async with SimulatorServer() as server:
+            sim = server.sim
+            for audit_id, status, error, minutes, _attach in SCENARIO:
+                if status is None:
+                    continue
+                end = None
+                if status in ("complete", "errored", "terminated"):
+                    end = now - timedelta(minutes=max(1, minutes // 3))
+                sim.set_instance(
+                    f"wf-{audit_id}",
+                    status,
+                    error=error,
+                    start=now - timedelta(minutes=minutes),
+                    end=end,
+                )
+            sim.set_fault("wf-demo-flaky", "server_error")
+            settings = load_settings(
+                event_log_url=f"sqlite:///{work_dir}/events.db",
+                database_url=f"sqlite:///{work_dir}/audits.db",
+                cloudflare_api_url=server.url,
+                cloudflare_account_id="demo-account",
+                posthog_api_key=None,
+            )
+            out.print(f"[bold]auditrec demo[/bold] — event log and projection in {work_dir}")
+            out.print(f"Workflows API simulator at {server.url}\n")
+            async with Backends(settings) as rt:
+                ops = operations(rt)
+                events = _events(now)
+                await ops.publish(events)
+                out.print(f"published {len(events)} lifecycle events for {len(SCENARIO)} audits")
+                async with Service(rt, ["projector"]) as service:
+                    await service.drain()
+                out.print(_table(await rt.store.list_audits(limit=100), "\nbefore the sweep"))
+
+                summary = (await ops.sweep(inline=True)).as_dict()
+                failed = ", ".join(f"{k} {v}" for k, v in sorted(summary["failed"].items()))
+                out.print(
+                    f"\n[bold]sweep[/bold]: {summary['candidates']} stale candidates, "
+                    f"{summary['probed']} probed, failed: {failed}; healthy {summary['healthy']}, "
+                    f"unchanged {summary['unchanged']}, probe errors "
+                    f"{sum(summary['probe_errors'].values())}"
+                )
+                out.print(_table(await rt.store.list_audits(limit=100), "\nafter the sweep"))
+
+                out.print("\nthe crawler of demo-finalize reports completion at last:")
+                await ops.publish(
+                    [
+                        _event(
+                            "AuditCompleted",
+                            "demo-finalize",
+                            datetime.now(UTC),
+                            {"pages_crawled": 250},
+                        )
+                    ]
+                )
+                async with Service(rt, PIPELINE) as service:
+                    await service.drain()
+                row = await rt.store.get("demo-finalize")
+                assert row is not None
+                out.print(f"  demo-finalize is now {row.status}, overturned={row.state.overturned}")
+
+                out.print("\n[bold]auditrec replay demo-oom[/bold]")
+                for step in await ops.replay("demo-oom"):
+                    out.print(
+                        f"  {step.event.type:<24} {step.before:>9} → {step.after:<9} "
+                        f"[cyan]{step.rule}[/cyan]: {step.reason}",
+                        highlight=False,
+                    )
+                failures = sum(summary["failed"].values())
+            out.print(
+                f"\n{failures} dead audits failed with a classified code; try "
+                f"`auditrec --event-log-url sqlite:///{work_dir}/events.db --database-url "
+                f"sqlite:///{work_dir}/audits.db replay demo-young`"
+                if temp is None
+                else f"\n{failures} dead audits failed with a classified code."
+            )
+            return 0
+    finally:
+        if temp is not None:
+            temp.cleanup()

@@ -1,0 +1,2 @@
+"""The log-driven components: projector, reconciler, probe, watchdog and telemetry, on one
+log-consumer base."""

@@ -1,0 +1,163 @@
+"""The probe: answers probe requests with what the Workflows API says. It decides nothing.
+
+Each ``ProbeRequested`` yields exactly one ``WorkflowStatusObserved`` or
+``WorkflowProbeFailed`` whose id is derived from the request's id and whose ``causation_id``
+is the request's id. Requests for the same instance in one batch share one API call.
+An audit without an instance id is observed ``not_attached`` without a call. Requests older
+than ``max_age`` are dropped (the watchdog will ask again) so a backlog never bursts the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import get_args
+
+import structlog
+from pydantic import ValidationError
+
+from consumers.components.base import LogConsumer
+from consumers.eventlog.codec import decode_probe, describe, encode
+from consumers.eventlog.port import EventLog, OutRecord, Record
+from consumers.runtime.metrics import PROBE_BUDGET_LEFT, PROBES
+from consumers.workflows.client import InstanceStatus, ProbeFailure, WorkflowsClient
+from statemachine.errors import DecodeError
+from statemachine.events import (
+    ObservedStatus,
+    ProbeFailureReason,
+    ProbeRequested,
+    WorkflowProbeFailed,
+    WorkflowProbeFailedData,
+    WorkflowStatusObserved,
+    WorkflowStatusObservedData,
+    derived_id,
+)
+
+__all__ = ["PRODUCER", "Probe"]
+
+PRODUCER = "auditrec-probe"
+KNOWN_STATUSES = frozenset(get_args(ObservedStatus))
+log = structlog.get_logger("auditrec.probe")
+
+
+class Probe(LogConsumer):
+    name = "probe"
+    group = "auditrec-probe"
+    transactional = True
+    max_records = 200
+
+    def __init__(
+        self,
+        event_log: EventLog,
+        client: WorkflowsClient,
+        *,
+        max_age: timedelta = timedelta(minutes=10),
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        super().__init__(event_log, [event_log.topics.probe_requests])
+        self.client = client
+        self.max_age = max_age
+        self.clock = clock
+        self.probed = 0
+
+    async def _handle(self, records: list[Record]) -> int:
+        outputs: dict[tuple[str, int], list[OutRecord]] = {}
+        requests: list[tuple[tuple[str, int], ProbeRequested]] = []
+        now = self.clock()
+        for record in records:
+            tp = (record.topic, record.partition)
+            out = outputs.setdefault(tp, [])
+            try:
+                request = decode_probe(record.value)
+            except DecodeError as exc:
+                self.dead_letter(record, str(exc), out)
+                continue
+            if now - request.occurred_at > self.max_age:
+                log.info("probe request expired", audit_id=request.audit_id)
+                continue
+            requests.append((tp, request))
+        by_instance: dict[str | None, list[tuple[tuple[str, int], ProbeRequested]]] = {}
+        for item in requests:
+            by_instance.setdefault(item[1].data.workflow_instance_id, []).append(item)
+        results = await asyncio.gather(*(self._probe(instance) for instance in by_instance))
+        lifecycle = self.log.topics.lifecycle
+        for (instance, group), (result, observed_at) in zip(
+            by_instance.items(), results, strict=True
+        ):
+            for tp, request in group:
+                try:
+                    event = self._observation(request, instance, result, observed_at)
+                except ValidationError as exc:
+                    failure = ProbeFailure(
+                        ProbeFailureReason.INVALID_RESPONSE,
+                        None,
+                        f"unusable answer: {describe(exc)}",
+                    )
+                    event = self._observation(request, instance, failure, observed_at)
+                outputs[tp].append(encode(lifecycle, event))
+                self.probed += 1
+        PROBE_BUDGET_LEFT.set(self.client.budget_left)
+        await self.commit(records, outputs)
+        return len(records)
+
+    async def _probe(self, instance: str | None) -> tuple[InstanceStatus | ProbeFailure, datetime]:
+        if instance is None:
+            return InstanceStatus("not_attached", None, None), self.clock()
+        try:
+            result: InstanceStatus | ProbeFailure = await self.client.get_instance(instance)
+        except Exception as exc:  # one bad answer must not hold back the batch
+            log.warning("probe raised", workflow_instance_id=instance, error=repr(exc)[:300])
+            result = ProbeFailure(
+                ProbeFailureReason.INVALID_RESPONSE, None, f"{type(exc).__name__}: {exc}"[:500]
+            )
+        outcome = result.status if isinstance(result, InstanceStatus) else result.reason.value
+        PROBES.labels(outcome).inc()
+        return result, self.clock()
+
+    @staticmethod
+    def _observation(
+        request: ProbeRequested,
+        instance: str | None,
+        result: InstanceStatus | ProbeFailure,
+        observed_at: datetime,
+    ) -> WorkflowStatusObserved | WorkflowProbeFailed:
+        common = {
+            "event_id": derived_id(request.event_id, "probe-observation"),
+            "audit_id": request.audit_id,
+            "occurred_at": observed_at,
+            "producer": PRODUCER,
+            "causation_id": request.event_id,
+            "correlation_id": request.correlation_id,
+        }
+        if isinstance(result, InstanceStatus):
+            if result.status not in KNOWN_STATUSES:
+                log.warning(
+                    "unknown workflow status", audit_id=request.audit_id, status=result.status
+                )
+                result = InstanceStatus("unknown", result.error, result.ended_at)
+            error = result.error
+            if isinstance(error, dict):
+                error = {k: error.get(k) for k in ("name", "message")}
+            return WorkflowStatusObserved(
+                **common,
+                data=WorkflowStatusObservedData(
+                    workflow_instance_id=instance,
+                    status=result.status,
+                    error=error,
+                    workflow_ended_at=result.ended_at,
+                    trigger=request.data.trigger,
+                    observed_at=observed_at,
+                ),
+            )
+        return WorkflowProbeFailed(
+            **common,
+            data=WorkflowProbeFailedData(
+                workflow_instance_id=instance,
+                reason=result.reason,
+                http_status=result.http_status,
+                detail=result.detail[:2000],
+                trigger=request.data.trigger,
+                observed_at=observed_at,
+            ),
+        )

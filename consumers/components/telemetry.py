@@ -1,0 +1,369 @@
+"""Telemetry: one PostHog ``site_audit:complete`` event for each audit failed by reconciliation.
+
+It is a consumer group of its own on the lifecycle topic, so PostHog being down or slow can
+delay telemetry but never the reconciler, the projector or the API.
+
+**What is sent.** For every ``AuditFailed`` with ``failed_by = "reconciler"`` that actually
+failed a running audit (a decision recorded on an audit already terminal changes nothing and
+is not reported; shadow mode's ``AuditFailureSimulated`` is never reported)::
+
+    capture("site_audit:complete", distinct_id=started_by_user_id,
+            groups={"organization": organization_id},
+            properties={audit_id, project_id, status: "failed", reconciled_by, error_code,
+                        failed_phase, pages_crawled, pages_total},
+            uuid=<the AuditFailed event_id>, timestamp=<its occurred_at>)
+
+Without a ``started_by_user_id`` the audit id is the ``distinct_id`` and
+``$process_person_profile`` is false, so no phantom person is created; without an
+organization there is no ``groups``.
+
+**Where the facts come from.** The consumer folds each audit's events itself (the same pure
+``evolve`` as everywhere), rebuilding its partitions from the log on assignment exactly like the
+reconciler, instead of reading the projection at send time: the projector may lag behind (or
+not run in this process), and the row may already show later events (an overturn). Folding
+gives the state at the failure itself. Only running audits are kept in memory.
+
+**Exactly once, as far as PostHog can tell.** The SDK runs in ``sync_mode`` in a worker thread
+(bounded by its HTTP timeout): ``capture`` returns the event's uuid only once PostHog answered
+200, and ``None`` when the request failed. Only then is the event id recorded in
+``telemetry_sent`` (the projection store), and events already recorded are skipped, so a
+restart does not resend. A crash between PostHog's answer and the record resends the *same*
+uuid and timestamp, which PostHog deduplicates.
+
+**Retries without blocking.** Undelivered events wait in a bounded outbox and are retried,
+oldest first, with exponential backoff while newer records keep being consumed. The group's
+offsets are committed only up to the oldest event still waiting, so a restart retries it. After
+``max_attempts`` an event is given up (logged, counted ``failed``). Counter
+``auditrec_telemetry{result}``: ``sent``, ``retried`` (a failed attempt that will be retried),
+``failed`` (given up), ``skipped`` (already sent before).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from consumers.components.base import LogConsumer
+from consumers.eventlog.codec import decode
+from consumers.eventlog.port import Consumer, EventLog, OutRecord, TopicPartition
+from consumers.runtime.metrics import TELEMETRY
+from consumers.runtime.settings import Settings
+from projections.store import ProjectionStore
+from statemachine.errors import ConfigError, DecodeError
+from statemachine.events import AuditEvent, AuditFailed, FailedBy
+from statemachine.machine import TERMINAL
+from statemachine.state import AuditState, evolve
+
+__all__ = ["EVENT_NAME", "Telemetry", "capture_arguments"]
+
+EVENT_NAME = "site_audit:complete"
+log = structlog.get_logger("auditrec.telemetry")
+
+
+def capture_arguments(state: AuditState, event: AuditFailed) -> dict[str, Any]:
+    """The keyword arguments of ``Posthog.capture`` for a reconciler failure of ``state``."""
+    d = event.data
+    properties: dict[str, Any] = {
+        "audit_id": event.audit_id,
+        "project_id": state.project_id,
+        "status": "failed",
+        "reconciled_by": d.reconciled_by.value if d.reconciled_by is not None else None,
+        "error_code": d.error_code,
+        "failed_phase": d.failed_phase if d.failed_phase is not None else state.current_phase,
+        "pages_crawled": state.pages_crawled,
+        "pages_total": state.pages_total,
+    }
+    distinct_id = state.started_by_user_id
+    if not distinct_id:
+        distinct_id = event.audit_id
+        properties["$process_person_profile"] = False
+    args: dict[str, Any] = {
+        "distinct_id": distinct_id,
+        "properties": properties,
+        "uuid": str(event.event_id),
+        "timestamp": event.occurred_at,
+    }
+    if state.organization_id:
+        args["groups"] = {"organization": state.organization_id}
+    return args
+
+
+@dataclass
+class _Pending:
+    tp: TopicPartition
+    offset: int
+    event_id: str
+    audit_id: str
+    capture: dict[str, Any]
+    attempts: int = 0
+
+
+class _NoTraceback(logging.Filter):
+    """The SDK logs every failed sync send with a traceback; we log the retry ourselves."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and "Error in capture" in record.getMessage()[:40]:
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def _quiet_sdk_errors() -> None:
+    sdk = logging.getLogger("posthog")
+    if not any(isinstance(f, _NoTraceback) for f in sdk.filters):
+        sdk.addFilter(_NoTraceback())
+
+
+def build_client(settings: Settings, *, timeout: float) -> Any:
+    """A PostHog client that sends synchronously (``capture`` returns the uuid once PostHog
+    answered 200) over the v0 ``/batch/`` protocol, whatever ``POSTHOG_CAPTURE_MODE`` says."""
+    from posthog import Posthog
+
+    if settings.posthog_api_key is None:
+        raise ConfigError("AUDITREC_POSTHOG_API_KEY is not set: telemetry is off")
+    options: dict[str, Any] = {
+        "host": settings.posthog_host,
+        "sync_mode": True,
+        "timeout": timeout,
+        "max_retries": 0,  # retried here, with backoff, without blocking the consumer
+    }
+    _quiet_sdk_errors()
+    accepted = inspect.signature(Posthog.__init__).parameters
+    if "capture_mode" in accepted:
+        options["capture_mode"] = "v0"
+    if "enable_local_evaluation" in accepted:
+        options["enable_local_evaluation"] = False
+    return Posthog(settings.posthog_api_key.get_secret_value(), **options)
+
+
+class Telemetry(LogConsumer):
+    name = "telemetry"
+    group = "auditrec-telemetry"
+
+    def __init__(
+        self,
+        event_log: EventLog,
+        store: ProjectionStore,
+        settings: Settings,
+        *,
+        client: Any = None,
+        send_timeout: float = 5.0,
+        retry_base: float = 1.0,
+        retry_cap: float = 60.0,
+        max_attempts: int = 60,
+        max_pending: int = 1000,
+    ) -> None:
+        super().__init__(event_log, [event_log.topics.lifecycle])
+        if client is None and settings.posthog_api_key is None:
+            raise ConfigError("AUDITREC_POSTHOG_API_KEY is not set: telemetry is off")
+        self.store = store
+        self.settings = settings
+        self.client = client
+        self._own_client = client is None
+        self.send_timeout = send_timeout
+        self.retry_base = retry_base
+        self.retry_cap = retry_cap
+        self.max_attempts = max_attempts
+        self.max_pending = max_pending
+        self.partitions: dict[TopicPartition, dict[str, AuditState]] = {}
+        self.pending: list[_Pending] = []
+        self._consumed: dict[TopicPartition, int] = {}
+        self._committed: dict[TopicPartition, int] = {}
+        self._failures = 0  # consecutive failed attempts: PostHog is down or slow
+        self._blocked_until = 0.0
+        self.sent = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.client is None:
+            self.client = build_client(self.settings, timeout=self.send_timeout)
+        await super().start()
+
+    async def stop(self) -> None:
+        await super().stop()
+        self.pending.clear()
+        self.partitions.clear()
+        self._consumed.clear()
+        self._committed.clear()
+        client = self.client
+        if self._own_client and client is not None:
+            self.client = None
+            try:  # waits for a send in flight at most one HTTP timeout
+                await asyncio.wait_for(asyncio.to_thread(client.shutdown), self.send_timeout + 1)
+            except Exception as exc:
+                log.warning("PostHog client shutdown failed", error=str(exc))
+
+    async def on_assign(self, consumer: Consumer, partitions: Sequence[TopicPartition]) -> None:
+        committed = await consumer.committed()
+        for tp in partitions:
+            start = committed.get(tp, 0)
+            states: dict[str, AuditState] = {}
+            if start > 0:
+                async for batch in self.log.read(tp[0], tp[1], 0, start):
+                    for record in batch:
+                        try:
+                            self._fold(states, decode(record.value))
+                        except DecodeError:
+                            continue
+            self.partitions[tp] = states
+            self._consumed[tp] = self._committed[tp] = start
+            consumer.seek(tp, start)
+            log.info("partition assigned", partition=tp[1], committed=start, running=len(states))
+
+    async def on_revoke(self, consumer: Consumer, partitions: Sequence[TopicPartition]) -> None:
+        try:
+            await self._commit([])
+        except Exception as exc:  # the next owner re-reads from the last commit: no loss
+            log.warning("commit on revoke failed", error=str(exc))
+        gone = set(partitions)
+        self.pending = [p for p in self.pending if p.tp not in gone]
+        for tp in gone:
+            self.partitions.pop(tp, None)
+            self._consumed.pop(tp, None)
+            self._committed.pop(tp, None)
+
+    # -- folding ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _fold(states: dict[str, AuditState], event: AuditEvent) -> tuple[AuditState, AuditState]:
+        before = states.get(event.audit_id) or AuditState(audit_id=event.audit_id)
+        after = evolve(before, event)
+        if after.exists and after.status not in TERMINAL:
+            states[event.audit_id] = after
+        else:
+            states.pop(event.audit_id, None)  # terminal audits are never reported again
+        return before, after
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    async def step(self) -> int:
+        handled = 0
+        dlq: list[OutRecord] = []
+        if len(self.pending) < self.max_pending:
+            records = await self.poll()
+            for record in records:
+                tp = (record.topic, record.partition)
+                self._consumed[tp] = record.offset + 1
+                event = self.decode(record, dlq)
+                if event is None:
+                    continue
+                states = self.partitions.setdefault(tp, {})
+                before, after = self._fold(states, event)
+                if (
+                    isinstance(event, AuditFailed)
+                    and event.data.failed_by is FailedBy.RECONCILER
+                    and before.status == "running"
+                    and after.status == "failed"
+                ):
+                    self.pending.append(
+                        _Pending(
+                            tp,
+                            record.offset,
+                            str(event.event_id),
+                            event.audit_id,
+                            capture_arguments(before, event),
+                        )
+                    )
+            handled += len(records)
+        delivered = await self._deliver()
+        await self._commit(dlq)
+        if not handled and not delivered and self.pending:
+            # Waiting for a retry with nothing new to read: do not spin.
+            wait = self._blocked_until - time.monotonic()
+            await asyncio.sleep(min(max(wait, 0.05), self.poll_timeout))
+        return handled + delivered
+
+    async def _deliver(self) -> int:
+        if not self.pending or time.monotonic() < self._blocked_until:
+            return 0
+        already = await self.store.telemetry_sent(p.event_id for p in self.pending)
+        done = 0
+        for item in list(self.pending):
+            if item.event_id in already:
+                TELEMETRY.labels("skipped").inc()
+                self.pending.remove(item)
+                done += 1
+                continue
+            item.attempts += 1
+            if await self._send(item):
+                await self.store.mark_telemetry_sent(item.event_id, datetime.now(UTC))
+                TELEMETRY.labels("sent").inc()
+                self.sent += 1
+                self.pending.remove(item)
+                self._failures = 0
+                done += 1
+                log.info(
+                    "telemetry sent",
+                    audit_id=item.audit_id,
+                    event_id=item.event_id,
+                    attempts=item.attempts,
+                )
+                continue
+            self._failures += 1
+            delay = min(self.retry_base * 2 ** (self._failures - 1), self.retry_cap)
+            self._blocked_until = time.monotonic() + delay
+            if item.attempts >= self.max_attempts:
+                TELEMETRY.labels("failed").inc()
+                self.pending.remove(item)
+                done += 1
+                log.error(
+                    "telemetry given up",
+                    audit_id=item.audit_id,
+                    event_id=item.event_id,
+                    attempts=item.attempts,
+                )
+            else:
+                TELEMETRY.labels("retried").inc()
+                log.warning(
+                    "telemetry not delivered; will retry",
+                    audit_id=item.audit_id,
+                    event_id=item.event_id,
+                    attempts=item.attempts,
+                    retry_in_s=round(delay, 2),
+                )
+            break  # PostHog is down or slow: back off for every event, not just this one
+        return done
+
+    async def _send(self, item: _Pending) -> bool:
+        client = self.client
+        if client is None:
+            return False
+        try:
+            result = await asyncio.wait_for(
+                asyncio.to_thread(client.capture, EVENT_NAME, **item.capture),
+                self.send_timeout + 2,
+            )
+        except Exception as exc:  # never let PostHog stop the loop
+            log.warning("telemetry send raised", event_id=item.event_id, error=str(exc))
+            return False
+        return result is not None and str(result) == item.event_id
+
+    async def _commit(self, dlq: list[OutRecord]) -> None:
+        """Move offsets up to the oldest undelivered event of each partition."""
+        if self.consumer is None:
+            return
+        offsets = dict(self._consumed)
+        for item in self.pending:
+            offsets[item.tp] = min(offsets.get(item.tp, item.offset), item.offset)
+        moved = {tp: o for tp, o in offsets.items() if self._committed.get(tp) != o}
+        if not moved and not dlq:
+            return
+        await self.consumer.commit(offsets if moved else {}, dlq)
+        self._committed.update(moved)
+
+    async def idle(self) -> bool:
+        """Caught up, and every waiting event has been tried at least once (the rest wait for
+        their retry; their offsets are not committed, so nothing is lost by stopping)."""
+        if any(p.attempts == 0 for p in self.pending):
+            return False
+        return await super().idle()

@@ -1,0 +1,131 @@
+"""The watchdog: each tick, request probes for stale running audits.
+
+Selection (DESIGN §4, §5): running audits started more than ``STALE_RUNNING_AFTER`` ago, never
+observed first, then least recently observed, then oldest, at most ``WATCHDOG_BATCH_LIMIT``.
+Every probe attempt — an observation or a failed probe — moves an audit to the back of the
+queue, so audits that can never be resolved (a workflow that runs for days, an API that keeps
+failing for one instance) cannot starve the rest. One tick runs at a time across processes
+(the store's watchdog lock).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import structlog
+
+from consumers.eventlog.codec import encode
+from consumers.eventlog.port import EventLog
+from consumers.runtime.component import Component
+from projections.row import AuditRow
+from projections.store import ProjectionStore
+from statemachine.events import ProbeRequested, ProbeRequestedData, Trigger
+
+__all__ = ["PRODUCER", "Tick", "Watchdog", "probe_requests"]
+
+PRODUCER = "auditrec-watchdog"
+log = structlog.get_logger("auditrec.watchdog")
+
+
+@dataclass(frozen=True)
+class Tick:
+    sweep_id: str
+    at: datetime
+    candidates: list[AuditRow]
+    requests: list[ProbeRequested] = field(default_factory=list)
+    skipped: bool = False  # another process held the lock
+
+
+def probe_requests(
+    rows: list[AuditRow],
+    trigger: Trigger,
+    at: datetime,
+    sweep_id: str | None = None,
+    producer: str = PRODUCER,
+) -> list[ProbeRequested]:
+    return [
+        ProbeRequested(
+            event_id=uuid.uuid4(),
+            audit_id=row.audit_id,
+            occurred_at=at,
+            producer=producer,
+            correlation_id=None,
+            data=ProbeRequestedData(
+                workflow_instance_id=row.state.workflow_instance_id,
+                trigger=trigger,
+                sweep_id=sweep_id,
+            ),
+        )
+        for row in rows
+    ]
+
+
+class Watchdog(Component):
+    name = "watchdog"
+
+    def __init__(
+        self,
+        event_log: EventLog,
+        store: ProjectionStore,
+        *,
+        stale_after: timedelta,
+        interval: timedelta,
+        batch_limit: int,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        ready: Callable[[], Awaitable[bool]] | None = None,
+        ready_within: float = 60.0,
+    ) -> None:
+        self.log = event_log
+        self.store = store
+        self.stale_after = stale_after
+        self.interval = interval
+        self.batch_limit = batch_limit
+        self.clock = clock
+        self._next = 0.0
+        self.ticks = 0
+        # The first tick waits (bounded) until ``ready()``: a projector starting in the same
+        # process catches up first, so the tick does not select from a stale table.
+        self.ready = ready
+        self._ready_by = time.monotonic() + ready_within
+
+    async def candidates(self, now: datetime | None = None) -> list[AuditRow]:
+        now = now or self.clock()
+        return await self.store.stale_running(now - self.stale_after, self.batch_limit)
+
+    async def tick(self, *, dry_run: bool = False, trigger: Trigger = Trigger.WATCHDOG) -> Tick:
+        now = self.clock()
+        sweep_id = f"sweep-{now.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        if dry_run:
+            return Tick(sweep_id, now, await self.candidates(now))
+        async with self.store.watchdog_lock() as held:
+            if not held:
+                log.info("tick skipped: another watchdog holds the lock")
+                return Tick(sweep_id, now, [], skipped=True)
+            rows = await self.candidates(now)
+            requests = probe_requests(rows, trigger, now, sweep_id)
+            if requests:
+                topic = self.log.topics.probe_requests
+                await self.log.append([encode(topic, r) for r in requests])
+        self.ticks += 1
+        log.info("tick", sweep_id=sweep_id, candidates=len(rows))
+        return Tick(sweep_id, now, rows, requests)
+
+    def due(self) -> bool:
+        return time.monotonic() >= self._next
+
+    async def step(self) -> int:
+        if not self.due():
+            return 0
+        first = self.ticks == 0 and self.ready is not None and time.monotonic() < self._ready_by
+        if first and self.ready is not None and not await self.ready():
+            return 0
+        self._next = time.monotonic() + self.interval.total_seconds()
+        tick = await self.tick()
+        return len(tick.requests)
+
+    async def burst(self) -> None:
+        await self.tick()

@@ -1,0 +1,148 @@
+"""Events to records and back: the wire format of every topic.
+
+:func:`encode` writes an event as UTF-8 JSON with the ``event-type`` and ``schema-version``
+headers; :func:`decode` reads any version of any lifecycle event (old versions upcast) and
+raises :class:`~statemachine.errors.DecodeError` naming the problem; :func:`dead_letter` wraps a
+record that could not be decoded or applied, with the reason and where it came from.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from consumers.eventlog.port import OutRecord, Record, Topics
+from statemachine.errors import DecodeError
+from statemachine.events import (
+    CURRENT_VERSION,
+    EVENT_ADAPTER,
+    EVENT_TYPES,
+    PROBE_ADAPTER,
+    AuditEvent,
+    ProbeRequested,
+    upcast,
+)
+
+__all__ = [
+    "DEAD_LETTER_ORIGINAL_MAX",
+    "dead_letter",
+    "decode",
+    "decode_probe",
+    "decode_verbatim",
+    "describe",
+    "encode",
+]
+
+
+def encode(topic: str, event: BaseModel) -> OutRecord:
+    value = event.model_dump_json().encode()
+    kind = getattr(event, "type", "")
+    version = str(getattr(event, "schema_version", 1))
+    return OutRecord(
+        topic=topic,
+        key=getattr(event, "audit_id"),  # noqa: B009 - every envelope has one
+        value=value,
+        headers=(("event-type", kind.encode()), ("schema-version", version.encode())),
+    )
+
+
+def _loads(value: bytes) -> dict[str, Any]:
+    try:
+        raw = json.loads(value)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DecodeError(f"not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise DecodeError("not a JSON object")
+    try:
+        return upcast(raw)
+    except ValueError as exc:
+        raise DecodeError(str(exc)) from None
+
+
+def describe(exc: ValidationError) -> str:
+    """A validation error as ``field.path: problem; …``, without the union's type tag."""
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = list(err["loc"])
+        if loc and loc[0] in EVENT_TYPES:
+            loc = loc[1:]
+        where = ".".join(str(p) for p in loc) or "(root)"
+        message = err["msg"]
+        if err["type"] == "string_pattern_mismatch" and loc == ["audit_id"]:
+            message = "must be 1-128 characters of [A-Za-z0-9._:-]"
+        elif err["type"] == "union_tag_invalid":
+            where = "type"
+            message = (
+                f"unknown event type {err['input'].get('type')!r}"
+                if isinstance(err.get("input"), dict)
+                else message
+            )
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)
+
+
+def decode(value: bytes) -> AuditEvent:
+    """A lifecycle event from a record's bytes, or :class:`DecodeError` with the reason."""
+    return decode_verbatim(value)[0]
+
+
+def decode_verbatim(value: bytes) -> tuple[AuditEvent, bytes | None]:
+    """:func:`decode`, and ``value`` itself when it is valid current-version JSON of the
+    event (so it can be stored as the event's JSON without serialising it again); ``None``
+    when the event had to be upcast."""
+    try:  # fast path: current-version JSON parsed and validated in one pass
+        event = EVENT_ADAPTER.validate_json(value)
+        if event.schema_version == CURRENT_VERSION[event.type]:
+            return event, value
+    except ValidationError:
+        pass
+    raw = _loads(value)
+    try:
+        return EVENT_ADAPTER.validate_python(raw), None
+    except ValidationError as exc:
+        raise DecodeError(describe(exc)) from None
+
+
+def decode_probe(value: bytes) -> ProbeRequested:
+    raw = _loads(value)
+    try:
+        return PROBE_ADAPTER.validate_python(raw)
+    except ValidationError as exc:
+        raise DecodeError(describe(exc)) from None
+
+
+DEAD_LETTER_ORIGINAL_MAX = 256 * 1024
+
+
+def dead_letter(topics: Topics, record: Record, consumer: str, error: str) -> OutRecord:
+    """The dead-letter record for ``record``: original bytes, where it came from, and why.
+
+    The original is kept as text when it is UTF-8, else base64. Past
+    :data:`DEAD_LETTER_ORIGINAL_MAX` bytes it is cut (``original_truncated``, with the full
+    ``original_size``): the dead letter must always fit where the original did, or a large bad
+    record could never be set aside. The source position leads back to the whole record.
+    """
+    original = record.value[:DEAD_LETTER_ORIGINAL_MAX]
+    body: dict[str, object] = {
+        "source_topic": record.topic,
+        "source_partition": record.partition,
+        "source_offset": record.offset,
+        "key": record.key,
+        "consumer": consumer,
+        "error": error[:2000],
+        "original_size": len(record.value),
+        "original_truncated": len(original) < len(record.value),
+    }
+    try:
+        body["original"] = original.decode()
+    except UnicodeDecodeError:
+        body["original_base64"] = base64.b64encode(original).decode()
+    return OutRecord(
+        topic=topics.dead_letter,
+        key=record.key or f"{record.topic}:{record.partition}:{record.offset}",
+        value=json.dumps(body).encode(),
+        headers=(("consumer", consumer.encode()),),
+    )

@@ -1,0 +1,107 @@
+"""The shared resources of a process, opened from settings: the event log, the projection
+store, the policy in force, and (lazily) the Workflows API client.
+
+``start()`` connects (and creates topics and tables); retriable failures (the broker or the
+database not up yet) are retried with backoff when asked to wait. It is also the process's
+:class:`~consumers.runtime.supervision.Presence`: heartbeats say which components run here.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from consumers.eventlog.factory import open_event_log
+from consumers.eventlog.port import EventLog, Topics
+from consumers.runtime.settings import Settings
+from consumers.runtime.supervision import retrying
+from consumers.workflows.client import WorkflowsClient
+from projections.factory import open_store
+from projections.store import ProjectionStore
+from statemachine.longlived import LongLived
+
+__all__ = ["LIVE_WITHIN", "Backends"]
+
+LIVE_WITHIN = timedelta(seconds=10)
+
+
+class Backends(LongLived):
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.topics = Topics(settings.topic_prefix)
+        self.log: EventLog = open_event_log(
+            settings.event_log_url, self.topics, **_kafka_options(settings)
+        )
+        self.store: ProjectionStore = open_store(settings.database_url)
+        self.policy = settings.policy()
+        self._client: WorkflowsClient | None = None
+        self._started = False
+        self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+    async def start(self, *, init: bool = True, wait: float = 0.0, with_log: bool = True) -> None:
+        """Connect (and create topics/tables). With ``wait`` > 0, retriable failures (the
+        broker or the database not up yet) are retried with backoff for that many seconds.
+        ``with_log=False`` connects the projection store only (read-only commands)."""
+        if self._started:
+            return
+
+        async def connect() -> None:
+            if with_log:
+                await self.log.start()
+            await self.store.start()
+            if init:
+                if with_log:
+                    await self.log.init()
+                await self.store.init()
+
+        await retrying(connect, self.stop, wait=wait, what="not ready")
+        self._started = True
+
+    async def stop(self) -> None:
+        self._started = False
+        if self._client is not None:
+            await self._client.stop()
+            self._client = None
+        await self.store.stop()
+        await self.log.stop()
+
+    async def client(self) -> WorkflowsClient:
+        if self._client is None:
+            s = self.settings
+            token = s.cloudflare_api_token.get_secret_value() if s.cloudflare_api_token else None
+            self._client = WorkflowsClient(
+                api_url=s.cloudflare_api_url,
+                account_id=s.cloudflare_account_id,
+                workflow=s.cloudflare_workflow,
+                api_token=token,
+                concurrency=s.probe_concurrency,
+                budget=s.probe_budget,
+                budget_window=s.probe_budget_window.total_seconds(),
+                timeout=s.probe_timeout.total_seconds(),
+            )
+            await self._client.start()
+        return self._client
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    async def live_components(self) -> dict[str, list[str]]:
+        return await self.store.live_components(self.now() - LIVE_WITHIN)
+
+    # -- presence ---------------------------------------------------------------------------
+
+    async def heartbeat(self, names: Sequence[str]) -> None:
+        await self.store.heartbeat(self.process_id, list(names), self.now())
+
+    async def forget(self) -> None:
+        await self.store.forget_process(self.process_id)
+
+
+def _kafka_options(settings: Settings) -> dict[str, Any]:
+    if not settings.event_log_url.startswith("kafka://"):
+        return {}
+    return {"settings": settings}

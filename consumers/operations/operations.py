@@ -1,0 +1,226 @@
+"""What operators and other services ask of auditrec, shared by the CLI and the HTTP API:
+publish events, read an audit with on-demand reconciliation, sweep, replay.
+
+Probing and deciding are done by the pipeline (probe → reconciler → projector). When a
+``serve`` process runs it (seen through its heartbeats), requests go through the log and the
+answer is awaited in the projection. When none runs, ``inline=True`` runs the pipeline in this
+process for the duration of the call; otherwise :class:`NoServer` says what to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from consumers.components.watchdog import Watchdog, probe_requests
+from consumers.eventlog.codec import encode
+from consumers.operations.backends import Backends
+from consumers.operations.freshness import wait_for_projection
+from consumers.operations.outcomes import Outcome, Summary, await_outcomes
+from consumers.runtime.metrics import SWEEP_DURATION
+from consumers.runtime.names import PIPELINE
+from projections.row import AuditRow
+from statemachine.errors import NoServer, NotFound
+from statemachine.events import AuditEvent, Trigger
+from statemachine.explain import Step, explain
+
+__all__ = ["Operations", "StatusResult"]
+
+PUBLISHED_MEMORY = 10_000
+
+log = structlog.get_logger("auditrec")
+
+
+@dataclass
+class StatusResult:
+    row: AuditRow
+    probed: bool
+    outcome: Outcome | None = None
+    note: str | None = None
+
+
+class Operations:
+    def __init__(
+        self, runtime: Backends, *, run_pipeline: Callable[[float], Awaitable[None]] | None = None
+    ) -> None:
+        """``run_pipeline(timeout)`` runs probe → reconciler → projector in this process until
+        drained (``inline=True``); without it, inline requests are refused."""
+        self.rt = runtime
+        self._run_pipeline = run_pipeline
+        self._inflight: dict[str, asyncio.Task[StatusResult]] = {}
+        self._requested: dict[str, float] = {}
+        # Read-your-writes: the last event this process published per audit, so a read that
+        # follows a publish waits (bounded) for the projection to have it.
+        self._published: OrderedDict[str, tuple[str, float]] = OrderedDict()
+
+    # -- publish ----------------------------------------------------------------------------
+
+    async def publish(self, events: Sequence[AuditEvent]) -> list[str]:
+        topic = self.rt.topics.lifecycle
+        await self.rt.log.append([encode(topic, e) for e in events])
+        now = time.monotonic()
+        for event in events:
+            self._published[event.audit_id] = (str(event.event_id), now)
+            self._published.move_to_end(event.audit_id)
+        while len(self._published) > PUBLISHED_MEMORY:
+            self._published.popitem(last=False)
+        return [str(e.event_id) for e in events]
+
+    async def _await_own_writes(self, audit_id: str) -> None:
+        entry = self._published.get(audit_id)
+        if entry is None:
+            return
+        event_id, at = entry
+        wait = self.rt.settings.on_demand_wait.total_seconds()
+        deadline = time.monotonic() + wait
+        if time.monotonic() - at > max(wait, 60.0):
+            del self._published[audit_id]
+            return
+        while time.monotonic() < deadline:
+            history = await self.rt.store.history(audit_id)
+            if any(str(h.event.event_id) == event_id for h in history):
+                self._published.pop(audit_id, None)
+                return
+            await asyncio.sleep(0.02)
+
+    # -- pipeline liveness --------------------------------------------------------------------
+
+    async def pipeline_live(self) -> bool:
+        live = await self.rt.live_components()
+        return all(name in live for name in PIPELINE)
+
+    async def _missing(self) -> list[str]:
+        live = await self.rt.live_components()
+        return [name for name in PIPELINE if name not in live]
+
+    async def _run_inline(self) -> None:
+        if self._run_pipeline is None:
+            raise NoServer("this process cannot run the pipeline in-process")
+        await self._run_pipeline(max(30.0, self.rt.settings.sweep_wait.total_seconds()))
+
+    # -- status -----------------------------------------------------------------------------
+
+    async def status(
+        self, audit_id: str, *, probe: bool = True, inline: bool = False
+    ) -> StatusResult:
+        await self._await_own_writes(audit_id)
+        if probe and "projector" in await self.rt.live_components():
+            # What was published before this read (by anyone) is in the table first.
+            await wait_for_projection(
+                self.rt.log, self.rt.store, self.rt.settings.on_demand_wait.total_seconds()
+            )
+        row = await self.rt.store.get(audit_id)
+        if row is None:
+            raise NotFound(f"unknown audit {audit_id!r}")
+        if not probe or row.status != "running":
+            return StatusResult(row, probed=False)
+        task = self._inflight.get(audit_id)
+        if task is not None:  # a probe of this audit is under way: share its outcome
+            return await asyncio.shield(task)
+        s = self.rt.settings
+        now = self.rt.now()
+        interval = s.on_demand_min_interval.total_seconds()
+        last = row.state.last_observed_at
+        self._forget_requests_older_than(interval)
+        recent = self._requested.get(audit_id)
+        if (last is not None and (now - last).total_seconds() < interval) or recent is not None:
+            return StatusResult(row, probed=False, note="observed recently; not probed again")
+        task = asyncio.create_task(self._probe_now(row, inline))
+        self._inflight[audit_id] = task
+        task.add_done_callback(lambda _t: self._inflight.pop(audit_id, None))
+        return await asyncio.shield(task)
+
+    def _forget_requests_older_than(self, interval: float) -> None:
+        cutoff = time.monotonic() - interval
+        for audit_id in [a for a, at in self._requested.items() if at < cutoff]:
+            del self._requested[audit_id]
+
+    async def _probe_now(self, row: AuditRow, inline: bool) -> StatusResult:
+        live = await self.pipeline_live()
+        if not live and not inline:
+            missing = ", ".join(await self._missing())
+            return StatusResult(
+                row,
+                probed=False,
+                note=f"not reconciled: no running `auditrec serve` runs {missing}",
+            )
+        request = probe_requests([row], Trigger.ON_DEMAND, self.rt.now(), producer="auditrec-api")
+        self._requested[row.audit_id] = time.monotonic()
+        await self.rt.log.append([encode(self.rt.topics.probe_requests, r) for r in request])
+        wait = self.rt.settings.on_demand_wait.total_seconds()
+        if not live:
+            await self._run_inline()
+            wait = 1.0
+        [outcome] = await await_outcomes(self.rt.store, request, self.rt.policy, timeout=wait)
+        fresh = await self.rt.store.get(row.audit_id) or row
+        note = None
+        if outcome.result == "pending":
+            note = f"probe requested; outcome not in within {wait:g}s"
+        elif not live:
+            note = "reconciled in this process (no running `auditrec serve`)"
+        return StatusResult(fresh, probed=True, outcome=outcome, note=note)
+
+    # -- sweep ------------------------------------------------------------------------------
+
+    async def sweep(self, *, dry_run: bool = False, inline: bool = False) -> Summary:
+        s = self.rt.settings
+        watchdog = Watchdog(
+            self.rt.log,
+            self.rt.store,
+            stale_after=s.stale_running_after,
+            interval=s.watchdog_interval,
+            batch_limit=s.watchdog_batch_limit,
+        )
+        if dry_run:
+            tick = await watchdog.tick(dry_run=True)
+            return Summary(
+                candidates=len(tick.candidates),
+                sweep_id=tick.sweep_id,
+                candidate_rows=tick.candidates,
+            )
+        live = await self.pipeline_live()
+        if not live and not inline:
+            missing = ", ".join(await self._missing())
+            raise NoServer(
+                f"no running `auditrec serve` runs {missing}: start `auditrec serve` "
+                "(or run this sweep in-process with `auditrec sweep --inline`)"
+            )
+        started = time.monotonic()
+        if not live:
+            await self._run_inline()  # catch the projection up before selecting
+        else:  # select from a table that has everything published before this sweep
+            await wait_for_projection(
+                self.rt.log, self.rt.store, min(s.sweep_wait.total_seconds(), 30.0)
+            )
+        tick = await watchdog.tick()
+        if not live and tick.requests:
+            await self._run_inline()
+        wait = s.sweep_wait.total_seconds() if live else 5.0
+        outcomes = await await_outcomes(self.rt.store, tick.requests, self.rt.policy, timeout=wait)
+        elapsed = time.monotonic() - started
+        SWEEP_DURATION.observe(elapsed)
+        return Summary(
+            candidates=len(tick.candidates),
+            candidate_rows=tick.candidates,
+            outcomes=outcomes,
+            sweep_id=tick.sweep_id,
+            elapsed_s=elapsed,
+            skipped=tick.skipped,
+        )
+
+    # -- replay -----------------------------------------------------------------------------
+
+    async def replay(self, audit_id: str) -> list[Step]:
+        history = await self.rt.store.history(audit_id)
+        if not history:
+            raise NotFound(f"unknown audit {audit_id!r}")
+        return explain([h.event for h in history], self.rt.policy)
+
+    def explain_dicts(self, steps: list[Step]) -> list[dict[str, Any]]:
+        return [step.as_dict() for step in steps]

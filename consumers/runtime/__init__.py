@@ -1,0 +1,1 @@
+"""What every process runs on: settings, logs, metrics, component names, and supervision."""

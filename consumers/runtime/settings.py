@@ -1,0 +1,116 @@
+"""Settings from the environment (prefix ``AUDITREC_``) and flags. Durations: ``15m``, ``90s``."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from statemachine.errors import ConfigError
+from statemachine.policy import Policy, parse_duration
+
+__all__ = ["Settings", "load_settings"]
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="AUDITREC_", extra="ignore", frozen=True)
+
+    event_log_url: str = "sqlite:///.auditrec/events.db"
+    database_url: str = "sqlite:///.auditrec/audits.db"
+    topic_prefix: str = Field(default="audit", pattern=r"^[A-Za-z0-9._-]{1,100}$")
+
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    kafka_sasl_mechanism: str | None = None
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: SecretStr | None = None
+    kafka_ssl_cafile: Path | None = None
+    kafka_ssl_certfile: Path | None = None
+    kafka_ssl_keyfile: Path | None = None
+    kafka_lifecycle_partitions: int = Field(default=12, ge=1)
+    kafka_replication_factor: int = Field(default=1, ge=1)
+
+    cloudflare_account_id: str = "local"
+    cloudflare_api_token: SecretStr | None = None
+    cloudflare_workflow: str = "site-audit"
+    cloudflare_api_url: str = "https://api.cloudflare.com/client/v4"
+
+    posthog_api_key: SecretStr | None = None
+    posthog_host: str | None = None
+
+    stale_running_after: Duration = timedelta(minutes=15)
+    instance_lost_grace: Duration = timedelta(minutes=10)
+    finalize_grace: Duration = timedelta(minutes=10)
+    watchdog_interval: Duration = timedelta(minutes=5)
+    watchdog_batch_limit: int = Field(default=100, ge=1, le=100_000)
+    on_demand_min_interval: Duration = timedelta(seconds=30)
+    on_demand_wait: Duration = timedelta(seconds=3)
+    sweep_wait: Duration = timedelta(seconds=60)
+
+    probe_budget: int = Field(default=1000, ge=1)
+    probe_budget_window: Duration = timedelta(minutes=5)
+    probe_concurrency: int = Field(default=8, ge=1, le=256)
+    probe_timeout: Duration = timedelta(seconds=10)
+
+    mode: Literal["enforce", "shadow"] = "enforce"
+    api_tokens: SecretStr | None = None
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8080, ge=0, le=65535)
+    api_max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    log_format: Literal["auto", "json", "console"] = "auto"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+
+    @field_validator("event_log_url")
+    @classmethod
+    def _event_log_scheme(cls, value: str) -> str:
+        if not value.startswith(("sqlite://", "kafka://")):
+            raise ValueError("must start with sqlite:/// or kafka://")
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("cloudflare_api_url", "posthog_host")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/") if value else value
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_scheme(cls, value: str) -> str:
+        if not value.startswith(("sqlite://", "postgresql://", "postgres://")):
+            raise ValueError("must start with sqlite:/// or postgresql://")
+        return value
+
+    def policy(self) -> Policy:
+        return Policy(
+            stale_running_after=self.stale_running_after,
+            instance_lost_grace=self.instance_lost_grace,
+            finalize_grace=self.finalize_grace,
+            shadow=self.mode == "shadow",
+        )
+
+    def api_token_list(self) -> list[str]:
+        if self.api_tokens is None:
+            return []
+        return [t.strip() for t in self.api_tokens.get_secret_value().split(",") if t.strip()]
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment; a bad value raises :class:`ConfigError` naming it."""
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            name = "AUDITREC_" + "_".join(str(p) for p in err["loc"]).upper()
+            problems.append(f"{name}: {err['msg']}")
+        raise ConfigError("invalid configuration: " + "; ".join(problems)) from None

@@ -1,0 +1,420 @@
+"""The Cloudflare Workflows REST client the probe uses to ask about one instance.
+
+:meth:`WorkflowsClient.get_instance` never raises for API or network trouble: it answers an
+:class:`InstanceStatus` (the API spoke about the instance, ``"not_found"`` included) or a
+:class:`ProbeFailure` (it did not; such a failure must never fail an audit)::
+
+    HTTP / body                                      answer
+    200, success: true, result.status known          InstanceStatus(status, error, ended_at)
+    errors[].code 10400 / "instance.not_found"       InstanceStatus("not_found")
+    errors[].code 10200 / "workflow.not_found"       ProbeFailure(workflow_not_found)
+    401, 403, errors[].code 10000                    ProbeFailure(unauthorized)
+    429                                              ProbeFailure(rate_limited), pauses ALL calls
+    5xx, 409, 200 with success: false                ProbeFailure(server_error)      retried
+    408, client timeout                              ProbeFailure(timeout)           retried
+    connection / protocol error                      ProbeFailure(network)           retried
+    anything else (bad JSON, missing fields, ...)    ProbeFailure(invalid_response)
+
+Policies:
+
+- **Retries**: at most ``max_retries`` (default 2) more attempts for the retried rows above,
+  after ``min(0.5 * 2**n, 8)`` s less up to 25 % jitter; a ``retry-after`` on such an answer
+  replaces the backoff when it is <= 2 s and stops retrying when longer. Every attempt is a
+  request and counts against the budget.
+- **429**: probing pauses for ``retry-after`` (seconds or HTTP date), else the ``Ratelimit``
+  header's ``t=``, else ``X-RateLimit-Reset``, else 60 s (clamped to 1 s .. 15 min). During the
+  pause every call answers ``rate_limited`` at once, without sending anything, however short the
+  pause: the caller (watchdog, on-demand) asks again later, and a client that is told to back off
+  should not queue requests to fire the moment the pause ends.
+- **Budget**: ``budget`` requests per sliding ``budget_window`` seconds, shared by every caller
+  of this client. A call waits for a slot to free, but never longer than ``timeout``; if no slot
+  frees in time it answers ``rate_limited`` ("local request budget exhausted") without waiting.
+- **Concurrency**: at most ``concurrency`` requests in flight (a semaphore, and the same
+  connection limits on the transport). Calls queue for the semaphore without a deadline.
+
+The API token is sent as ``Authorization: Bearer`` and is scrubbed from every detail and log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import random
+import re
+import ssl
+import time
+from collections import deque
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from statemachine.events import ProbeFailureReason
+from statemachine.longlived import LongLived
+
+__all__ = ["INSTANCE_STATUSES", "InstanceStatus", "ProbeFailure", "WorkflowsClient"]
+
+INSTANCE_STATUSES = frozenset({
+    "queued", "running", "paused", "errored", "terminated", "complete", "waiting",
+    "waitingForPause", "rollingBack", "unknown",
+})  # fmt: skip
+"""Status values the API may answer (REST values plus the binding's ``unknown``)."""
+
+_Reason = ProbeFailureReason
+_RETRY_AFTER_HONOURED = 2.0
+_DEFAULT_PAUSE = 60.0
+_PAUSE_BOUNDS = (1.0, 900.0)
+_MAX_DETAIL = 500
+_MAX_ERROR_TEXT = 2000
+_RATELIMIT_T = re.compile(r"(?:^|;)\s*t=(\d+(?:\.\d+)?)")
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceStatus:
+    """The API answered about the instance."""
+
+    status: str
+    """An API status (:data:`INSTANCE_STATUSES`) or ``"not_found"``."""
+    error: dict[str, str | None] | str | None
+    """``{"name", "message"}`` or a string, as the API gave it."""
+    ended_at: datetime | None
+    """``result.end`` as an aware UTC datetime, ``None`` when absent or null."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeFailure:
+    """The API did not answer about the instance; never a reason to fail an audit."""
+
+    reason: ProbeFailureReason
+    http_status: int | None
+    detail: str
+    """Human readable, at most 500 characters, never containing the API token."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    answer: InstanceStatus | ProbeFailure
+    retriable: bool = False
+    retry_after: float | None = None
+
+
+class WorkflowsClient(LongLived):
+    """Asks the Workflows API about instances of one workflow. Start it (or ``async with``)."""
+
+    def __init__(
+        self,
+        *,
+        api_url: str,
+        account_id: str,
+        workflow: str,
+        api_token: str | None,
+        concurrency: int = 8,
+        budget: int = 1000,
+        budget_window: float = 300.0,
+        timeout: float = 10.0,
+        max_retries: int = 2,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        """``transport`` (e.g. for tests) is used as given and owned by the client: its
+        connection limits are the caller's business; the default transport gets
+        ``concurrency`` connections."""
+        if concurrency < 1 or budget < 1 or budget_window <= 0 or timeout <= 0 or max_retries < 0:
+            raise ValueError("concurrency and budget must be >= 1, window and timeout > 0")
+        self._base = (
+            f"{api_url.rstrip('/')}/accounts/{_segment(account_id)}"
+            f"/workflows/{_segment(workflow)}/instances/"
+        )
+        self._token = api_token or None
+        self._concurrency = concurrency
+        self._budget = budget
+        self._window = budget_window
+        self._timeout = timeout
+        self._max_retries = max_retries
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+        self._semaphore = asyncio.Semaphore(concurrency)
+        self._sent: deque[float] = deque()
+        self._paused_until: float | None = None
+
+    def __repr__(self) -> str:  # no token here
+        return f"WorkflowsClient({self._base!r}, concurrency={self._concurrency})"
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._client is not None:
+            return
+        headers = {"Accept": "application/json", "User-Agent": "auditrec"}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        limits = httpx.Limits(
+            max_connections=self._concurrency,
+            max_keepalive_connections=self._concurrency,
+            keepalive_expiry=30.0,
+        )
+        self._client = httpx.AsyncClient(
+            headers=headers,
+            timeout=httpx.Timeout(self._timeout),
+            transport=self._transport
+            or httpx.AsyncHTTPTransport(verify=_ssl_context(), limits=limits),
+            follow_redirects=False,
+        )
+
+    async def stop(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    # --- state ---------------------------------------------------------------------------------
+
+    @property
+    def budget_left(self) -> int:
+        """Requests that may be sent now without waiting for the window."""
+        self._prune(time.monotonic())
+        return self._budget - len(self._sent)
+
+    @property
+    def paused_until(self) -> float | None:
+        """``time.monotonic()`` at which a 429 pause ends; ``None`` when not paused."""
+        if self._paused_until is not None and self._paused_until > time.monotonic():
+            return self._paused_until
+        return None
+
+    # --- the call ------------------------------------------------------------------------------
+
+    async def get_instance(self, instance_id: str) -> InstanceStatus | ProbeFailure:
+        """The instance's status, or why the API could not tell (see the module docstring)."""
+        if not instance_id:
+            raise ValueError("instance_id must not be empty")
+        if self._client is None:
+            raise RuntimeError("WorkflowsClient is not started")
+        url = self._base + _segment(instance_id) + "?simple=true"
+        attempt = 0
+        while True:
+            outcome = await self._attempt(url)
+            if not outcome.retriable or attempt >= self._max_retries:
+                return outcome.answer
+            if outcome.retry_after is None:
+                delay = min(0.5 * 2**attempt, 8.0) * (1 - 0.25 * random.random())
+            elif outcome.retry_after <= _RETRY_AFTER_HONOURED:
+                delay = outcome.retry_after
+            else:
+                return outcome.answer
+            attempt += 1
+            await asyncio.sleep(delay)
+
+    async def _attempt(self, url: str) -> _Outcome:
+        if paused := self._paused_answer():
+            return _Outcome(paused)  # before queueing for the semaphore
+        async with self._semaphore:
+            if refused := await self._take_budget():
+                return _Outcome(refused)
+            client = self._client
+            if client is None:
+                raise RuntimeError("WorkflowsClient was stopped")
+            try:
+                response = await client.get(url)
+            except httpx.TimeoutException as exc:
+                detail = f"no answer within {self._timeout:g}s ({type(exc).__name__})"
+                return _Outcome(self._failure(_Reason.TIMEOUT, None, detail), retriable=True)
+            except httpx.UnsupportedProtocol as exc:
+                return _Outcome(self._failure(_Reason.NETWORK, None, f"bad API URL: {exc}"))
+            except httpx.TransportError as exc:
+                detail = f"{type(exc).__name__}: {exc}"
+                return _Outcome(self._failure(_Reason.NETWORK, None, detail), retriable=True)
+            except httpx.HTTPError as exc:  # e.g. a body that cannot be decoded
+                detail = f"unreadable response: {type(exc).__name__}: {exc}"
+                return _Outcome(self._failure(_Reason.INVALID_RESPONSE, None, detail))
+        try:
+            return self._interpret(response)
+        except Exception as exc:  # a shape nobody foresaw: never stall the probe on it
+            detail = f"unusable response: {type(exc).__name__}: {exc}"
+            return _Outcome(self._failure(_Reason.INVALID_RESPONSE, response.status_code, detail))
+
+    def _paused_answer(self) -> ProbeFailure | None:
+        until = self.paused_until
+        if until is None:
+            return None
+        left = until - time.monotonic()
+        return self._failure(
+            _Reason.RATE_LIMITED, None, f"probing paused by a Cloudflare 429 for {left:.1f}s more"
+        )
+
+    async def _take_budget(self) -> ProbeFailure | None:
+        """Record one request in the window, waiting at most ``timeout`` for a free slot."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            if paused := self._paused_answer():
+                return paused
+            now = time.monotonic()
+            self._prune(now)
+            if len(self._sent) < self._budget:
+                self._sent.append(now)
+                return None
+            frees_at = self._sent[0] + self._window
+            if frees_at > deadline:
+                return self._failure(_Reason.RATE_LIMITED, None, "local request budget exhausted")
+            await asyncio.sleep(frees_at - now)
+
+    def _prune(self, now: float) -> None:
+        horizon = now - self._window
+        while self._sent and self._sent[0] <= horizon:
+            self._sent.popleft()
+
+    def _pause(self, seconds: float) -> None:
+        seconds = min(max(seconds, _PAUSE_BOUNDS[0]), _PAUSE_BOUNDS[1])
+        until = time.monotonic() + seconds
+        if self._paused_until is None or until > self._paused_until:
+            self._paused_until = until
+        logger.warning("Workflows API rate limit (429): probing paused for %.0fs", seconds)
+
+    def _failure(self, reason: ProbeFailureReason, status: int | None, detail: str) -> ProbeFailure:
+        if self._token:
+            detail = detail.replace(self._token, "[redacted]")
+        if len(detail) > _MAX_DETAIL:
+            detail = detail[: _MAX_DETAIL - 1] + "…"
+        return ProbeFailure(reason, status, detail)
+
+    # --- reading the answer ----------------------------------------------------------------------
+
+    def _interpret(self, response: httpx.Response) -> _Outcome:
+        code = response.status_code
+        try:
+            body: Any = response.json()
+        except (ValueError, UnicodeDecodeError):
+            body = None
+        errors = _errors(body)
+        said = f"HTTP {code}" + (f": {_describe(errors)}" if errors else "")
+        fail = self._failure
+        if code == 429:
+            seconds = _rate_limit_pause(response.headers)
+            self._pause(seconds)
+            return _Outcome(fail(_Reason.RATE_LIMITED, code, f"{said}; paused {seconds:.0f}s"))
+        if code < 500 and _has(errors, 10400, "instance.not_found"):
+            return _Outcome(InstanceStatus("not_found", None, None))
+        if code < 500 and _has(errors, 10200, "workflow.not_found"):
+            return _Outcome(fail(_Reason.WORKFLOW_NOT_FOUND, code, said))
+        if code in (401, 403) or _has(errors, 10000, None):
+            return _Outcome(fail(_Reason.UNAUTHORIZED, code, said))
+        retry_after = _seconds_from_retry_after(response.headers.get("retry-after"))
+        if code >= 500 or code in (408, 409):
+            reason = _Reason.TIMEOUT if code == 408 else _Reason.SERVER_ERROR
+            return _Outcome(fail(reason, code, said), retriable=True, retry_after=retry_after)
+        if code != 200:
+            return _Outcome(fail(_Reason.INVALID_RESPONSE, code, f"unexpected {said}"))
+        if not isinstance(body, dict):
+            what = "not JSON" if body is None else "not a JSON object"
+            return _Outcome(fail(_Reason.INVALID_RESPONSE, code, f"HTTP 200 body is {what}"))
+        success = body.get("success")
+        if success is False:
+            answer = fail(_Reason.SERVER_ERROR, code, f"{said} with success: false")
+            return _Outcome(answer, retriable=True, retry_after=retry_after)
+        if success is not True:
+            return _Outcome(fail(_Reason.INVALID_RESPONSE, code, "body has no boolean success"))
+        parsed = _parse_result(body.get("result"))
+        if isinstance(parsed, str):
+            return _Outcome(fail(_Reason.INVALID_RESPONSE, code, parsed))
+        return _Outcome(parsed)
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """Built once per process: loading the CA bundle costs ~0.1 s per client otherwise."""
+    return httpx.create_ssl_context()
+
+
+def _segment(value: str) -> str:
+    """One percent-encoded path segment; ``.``/``..`` encoded so nothing normalises them away."""
+    encoded = quote(value, safe="")
+    return encoded.replace(".", "%2E") if encoded in (".", "..") else encoded
+
+
+def _errors(body: Any) -> list[tuple[int | None, str]]:
+    if not isinstance(body, dict) or not isinstance(body.get("errors"), list):
+        return []
+    found: list[tuple[int | None, str]] = []
+    for item in body["errors"]:
+        if not isinstance(item, dict):
+            continue
+        raw = item.get("code")
+        text = str(raw) if isinstance(raw, int | str) else ""
+        code = int(text) if text.isascii() and text.isdigit() else None
+        found.append((code, str(item.get("message", ""))[:200]))
+    return found
+
+
+def _has(errors: list[tuple[int | None, str]], code: int, fragment: str | None) -> bool:
+    return any(c == code or (fragment is not None and fragment in m) for c, m in errors)
+
+
+def _describe(errors: list[tuple[int | None, str]]) -> str:
+    return "; ".join(f"{c} {m}" if c is not None else m for c, m in errors[:3])
+
+
+def _parse_result(result: Any) -> InstanceStatus | str:
+    """The instance status, or what is wrong with ``result`` (a string)."""
+    if not isinstance(result, dict):
+        return "result is missing or not an object"
+    status = result.get("status")
+    if not isinstance(status, str) or status not in INSTANCE_STATUSES:
+        return f"unknown instance status {json.dumps(status)[:60]}"
+    error = result.get("error")
+    if isinstance(error, dict):
+        parts = {k: error.get(k) for k in ("name", "message")}
+        if not all(v is None or isinstance(v, str) for v in parts.values()):
+            return "result.error has a non-string name or message"
+        error = {k: v[:_MAX_ERROR_TEXT] if v else v for k, v in parts.items()}
+    elif isinstance(error, str):
+        error = error[:_MAX_ERROR_TEXT]
+    elif error is not None:
+        return "result.error is neither an object nor a string"
+    end = result.get("end")
+    if end is None:
+        return InstanceStatus(status, error, None)
+    if not isinstance(end, str):
+        return "result.end is not a string"
+    try:
+        ended = datetime.fromisoformat(end)
+    except ValueError:
+        return f"result.end is not an ISO timestamp: {end[:40]!r}"
+    if ended.tzinfo is None:
+        ended = ended.replace(tzinfo=UTC)
+    return InstanceStatus(status, error, ended.astimezone(UTC))
+
+
+def _seconds_from_retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    return max(seconds, 0.0) if seconds == seconds else None  # NaN guard
+
+
+def _rate_limit_pause(headers: httpx.Headers) -> float:
+    """Seconds a 429 asks for: retry-after, Ratelimit ``t=``, X-RateLimit-Reset, else 60."""
+    seconds = _seconds_from_retry_after(headers.get("retry-after"))
+    if seconds is not None:
+        return seconds
+    if m := _RATELIMIT_T.search(headers.get("ratelimit", "")):
+        return float(m[1])
+    reset = headers.get("x-ratelimit-reset", "").strip()
+    if reset.replace(".", "", 1).isdigit():
+        value = float(reset)
+        return value - time.time() if value > 1_000_000_000 else value  # epoch or delta
+    return _DEFAULT_PAUSE

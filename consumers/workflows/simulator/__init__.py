@@ -1,0 +1,1 @@
+"""A Cloudflare Workflows API simulator: in-memory state, its HTTP app, and a server."""

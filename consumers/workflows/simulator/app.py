@@ -1,0 +1,261 @@
+"""The Workflows simulator's HTTP side: a Starlette app that routes the Workflows REST API and
+the ``/_sim`` control API (see :mod:`.server`) to a :class:`Simulator`, with the
+Cloudflare response envelope, error codes and injected faults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections import Counter
+from typing import Any
+from urllib.parse import unquote
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from consumers.workflows.simulator.state import (
+    ConfigBody,
+    Fault,
+    FaultBody,
+    Instance,
+    InstanceBody,
+    Simulator,
+    iso,
+)
+
+__all__ = ["API_PREFIX", "build_app"]
+
+API_PREFIX = "/client/v4"
+
+_INTERNAL = (10001, "workflows.api.error.internal_server")
+_NOT_FOUND_INSTANCE = (10400, "workflows.api.error.instance.not_found")
+_NOT_FOUND_WORKFLOW = (10200, "workflows.api.error.workflow.not_found")
+_AUTH = (10000, "Authentication error")
+_RATE = (10100, "More than 1200 requests per 300 seconds reached. Please wait and consider "
+         "throttling your request speed")  # fmt: skip
+_API_ROUTE = re.compile(
+    r"^/accounts/(?P<account>[^/]+)/workflows/(?P<workflow>[^/]+)"
+    r"(?:(?P<list>/instances)(?:/(?P<instance>[^/]+)(?P<status>/status)?)?)?/?$"
+)
+_SIM_INSTANCE = re.compile(r"^/_sim/workflows/(?P<workflow>[^/]+)/instances/(?P<instance>[^/]+)$")
+_SIM_WORKFLOW = re.compile(r"^/_sim/workflows/(?P<workflow>[^/]+)$")
+_SIM_FAULT = re.compile(r"^/_sim/faults/(?P<instance>[^/]+)$")
+
+
+def build_app(sim: Simulator) -> Starlette:
+    async def dispatch(request: Request) -> Response:
+        # The raw path keeps %2F inside an id; Starlette's decoded path would split it.
+        raw = request.scope.get("raw_path") or request.scope["path"].encode()
+        path = raw.decode("latin-1").split("?", 1)[0]
+        if path.startswith(API_PREFIX + "/"):
+            path = path[len(API_PREFIX) :]
+        if request.method in ("PUT", "PATCH", "POST"):
+            data = await request.body()
+            try:
+                request.state.json = json.loads(data) if data else {}
+            except ValueError:
+                return _error(400, 10002, "body is not valid JSON")
+            if not isinstance(request.state.json, dict):
+                return _error(400, 10002, "body must be a JSON object")
+        if path.startswith("/_sim/"):
+            return await _control(sim, request, path)
+        if m := _API_ROUTE.match(path):
+            return await _api(sim, request, m)
+        return _no_route()
+
+    methods = ["GET", "PUT", "PATCH", "POST", "DELETE"]
+    return Starlette(routes=[Route("/{rest:path}", dispatch, methods=methods)])
+
+
+# --- the Workflows API ------------------------------------------------------------------------
+
+
+async def _api(sim: Simulator, request: Request, m: re.Match[str]) -> Response:
+    instance = unquote(m["instance"]) if m["instance"] else None
+    fault, delay = sim.arrive(instance)
+    try:
+        if delay > 0 and await _client_left_within(request, delay):
+            return Response(status_code=499)  # nobody is listening any more
+        if sim.token is not None and request.headers.get("authorization") != (
+            f"Bearer {sim.token}"
+        ):
+            return _error(403, *_AUTH)
+        workflow = unquote(m["workflow"])
+        if fault is not None and fault.kind != "latency":
+            return _fault_response(sim, fault, workflow, instance)
+        response = _answer(
+            sim, request, workflow, m["list"] is not None, instance, m["status"] is not None
+        )
+        if fault is not None and fault.headers:
+            response.headers.update(fault.headers)
+        return response
+    finally:
+        sim.leave()
+
+
+def _fault_response(sim: Simulator, fault: Fault, workflow: str, instance: str | None) -> Response:
+    headers = dict(fault.headers or {})
+    if fault.kind == "rate_limit":
+        if fault.retry_after is not None:
+            seconds = max(0, round(fault.retry_after))
+            headers.setdefault("retry-after", str(seconds))
+            headers.setdefault("ratelimit", f'"default";r=0;t={seconds}')
+            headers.setdefault("ratelimit-policy", '"default";q=1200;w=300')
+        return _error(429, *_RATE, headers=headers)
+    if fault.retry_after is not None:
+        headers.setdefault("retry-after", f"{fault.retry_after:g}")
+    if fault.kind == "server_error":
+        return _error(fault.http_status or 500, *_INTERNAL, headers=headers)
+    if fault.kind == "forbidden":
+        return _error(fault.http_status or 403, *_AUTH, headers=headers)
+    if fault.kind == "success_false":
+        result = sim.get_instance(instance, workflow=workflow) if instance else None
+        return _error(200, *_INTERNAL, headers=headers, result=result)
+    if fault.kind == "malformed":
+        body = '{"success": true, "errors": [], "result": {"status": "runn'
+        return Response(body, 200, headers, media_type="application/json")
+    return Response(fault.body or "", fault.http_status or 200, headers,
+                    media_type="application/json")  # fmt: skip
+
+
+def _answer(
+    sim: Simulator,
+    request: Request,
+    workflow: str,
+    listing: bool,
+    instance: str | None,
+    status: bool,
+) -> Response:
+    method = request.method
+    with sim.locked_workflows() as workflows:
+        instances = workflows.get(workflow)
+        if instances is None:
+            return _error(404, *_NOT_FOUND_WORKFLOW)
+        if instance is None:
+            if listing:
+                return _list(instances, workflow, request) if method == "GET" else _no_route()
+            if method != "GET":
+                return _no_route()
+            counts = Counter(i.status for i in instances.values())
+            return _ok({"id": workflow, "name": workflow, "class_name": "SiteAudit",
+                        "script_name": workflow, "instances": dict(counts)})  # fmt: skip
+        inst = instances.get(instance)
+        if inst is None:
+            return _error(404, *_NOT_FOUND_INSTANCE)
+        if method == "GET" and not status:
+            return _ok(inst.result())
+        if not (method == "PATCH" and status):
+            return _no_route()
+    return _change_status(sim, inst, request)
+
+
+def _change_status(sim: Simulator, inst: Instance, request: Request) -> Response:
+    # Read synchronously from the cached body: the handler awaited it before routing.
+    action = getattr(request.state, "json", {}).get("status")
+    changed = sim.change_status(inst, action)
+    if changed is None:
+        return _error(400, 10021, "status must be pause, resume, terminate or restart")
+    status, now = changed
+    return _ok({"status": status, "timestamp": iso(now)})
+
+
+def _list(instances: dict[str, Instance], workflow: str, request: Request) -> JSONResponse:
+    q = request.query_params
+    wanted = q.get("status")
+    rows = [i for i in instances.values() if wanted is None or i.status == wanted]
+    try:
+        per_page = max(1, min(int(q.get("per_page", 50)), 100))
+        page_no = max(int(q.get("page", 1)), 1)
+        offset = max(int(q["cursor"]), 0) if "cursor" in q else (page_no - 1) * per_page
+    except ValueError:
+        return _error(400, 10021, "per_page, page and cursor must be integers")
+    page = rows[offset : offset + per_page]
+    info: dict[str, Any] = {"page": offset // per_page + 1, "per_page": per_page,
+                            "count": len(page), "total_count": len(rows)}  # fmt: skip
+    if offset + per_page < len(rows):
+        info["cursor"] = str(offset + per_page)
+    return _ok([i.summary(workflow) for i in page], result_info=info)
+
+
+# --- the control API --------------------------------------------------------------------------
+
+
+async def _control(sim: Simulator, request: Request, path: str) -> Response:
+    method, body = request.method, getattr(request.state, "json", None)
+    try:
+        if m := _SIM_INSTANCE.match(path):
+            wf, iid = unquote(m["workflow"]), unquote(m["instance"])
+            if method == "PUT":
+                item = InstanceBody.model_validate(body)
+                return JSONResponse(sim.put_instance(wf, iid, item))
+            if method == "DELETE":
+                deleted = sim.delete_instance(iid, workflow=wf)
+                return Response(status_code=204 if deleted else 404)
+            if method == "GET" and (found := sim.get_instance(iid, workflow=wf)):
+                return JSONResponse(found)
+            if method == "GET":
+                return JSONResponse({"error": "no such instance"}, 404)
+        elif (m := _SIM_WORKFLOW.match(path)) and method == "PUT":
+            sim.add_workflow(unquote(m["workflow"]))
+            return JSONResponse({"workflow": unquote(m["workflow"])})
+        elif m := _SIM_FAULT.match(path):
+            if method == "PUT":
+                f = FaultBody.model_validate(body)
+                sim.set_fault(unquote(m["instance"]), f.kind, **f.model_dump(exclude={"kind"}))
+                return JSONResponse({"fault": f.model_dump()})
+            if method == "DELETE":
+                sim.clear_fault(unquote(m["instance"]))
+                return Response(status_code=204)
+        elif path == "/_sim/config" and method in ("GET", "PUT"):
+            if method == "PUT":
+                sim.latency_ms = ConfigBody.model_validate(body).latency_ms
+            return JSONResponse({"latency_ms": sim.latency_ms})
+        elif path == "/_sim/stats" and method == "GET":
+            return JSONResponse(sim.stats())
+        elif path == "/_sim/reset" and method == "POST":
+            sim.reset()
+            return JSONResponse({"reset": True})
+    except ValidationError as exc:
+        return JSONResponse({"error": "invalid body", "detail": json.loads(exc.json())}, 422)
+    return JSONResponse({"error": f"no route for {method} {path}"}, 404)
+
+
+# --- HTTP plumbing ----------------------------------------------------------------------------
+
+
+async def _client_left_within(request: Request, seconds: float) -> bool:
+    """Sleep ``seconds``, ending early (True) if the client disconnects meanwhile, so a timed-out
+    request does not linger in the in-flight count or hold up shutdown."""
+
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    watcher = asyncio.ensure_future(disconnected())
+    try:
+        done, _ = await asyncio.wait({watcher}, timeout=seconds)
+        return bool(done)
+    finally:
+        watcher.cancel()
+
+
+def _ok(result: Any, **extra: Any) -> JSONResponse:
+    return JSONResponse({"success": True, "errors": [], "messages": [], "result": result, **extra})
+
+
+def _error(
+    status: int, code: int, message: str, *, headers: dict[str, str] | None = None,
+    result: Any = None,
+) -> JSONResponse:  # fmt: skip
+    body = {"success": False, "errors": [{"code": code, "message": message}], "messages": [],
+            "result": result}  # fmt: skip
+    return JSONResponse(body, status, headers)
+
+
+def _no_route() -> JSONResponse:
+    return _error(404, 7000, "No route for that URI")

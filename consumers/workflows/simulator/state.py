@@ -1,0 +1,316 @@
+"""The Workflows simulator's in-memory state: workflows, instances, faults and request
+statistics, behind one lock; and the JSON formats of a seed and of the control API bodies.
+
+The HTTP side is :mod:`.app`; :mod:`.server` documents the
+whole simulator and runs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+__all__ = [
+    "DEFAULT_WORKFLOW",
+    "STATUSES",
+    "TERMINAL",
+    "ConfigBody",
+    "ErrorValue",
+    "Fault",
+    "FaultBody",
+    "FaultKind",
+    "Instance",
+    "InstanceBody",
+    "Seed",
+    "Simulator",
+    "iso",
+]
+
+DEFAULT_WORKFLOW = "site-audit"
+STATUSES = (
+    "queued", "running", "paused", "errored", "terminated", "complete",
+    "waiting", "waitingForPause", "rollingBack", "unknown",
+)  # fmt: skip
+TERMINAL = frozenset({"complete", "errored", "terminated"})
+FaultKind = Literal[
+    "latency", "rate_limit", "server_error", "success_false", "forbidden", "malformed",
+    "custom", "none",
+]  # fmt: skip
+ErrorValue = dict[str, str | None] | str | None
+
+_AUTO: Any = object()  # "not given": derive the timestamp from the status
+
+
+def iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    kind: FaultKind
+    latency_ms: float = 0.0
+    retry_after: float | None = None
+    times: int | None = None
+    http_status: int | None = None
+    headers: dict[str, str] | None = None
+    body: str | None = None
+
+
+@dataclass(slots=True)
+class Instance:
+    id: str
+    status: str
+    error: ErrorValue
+    queued: datetime
+    start: datetime | None
+    end: datetime | None
+    output: Any = None
+    params: dict[str, Any] = field(default_factory=dict)
+    modified: datetime = field(default_factory=_now)
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "status": self.status, "error": self.error, "output": self.output,
+            "params": self.params, "queued": iso(self.queued), "start": iso(self.start),
+            "end": iso(self.end), "success": self.status == "complete" if self.end else None,
+            "trigger": {"source": "api"}, "versionId": "00000000-0000-4000-8000-000000000001",
+            "step_count": 0, "steps": [],
+        }  # fmt: skip
+
+    def summary(self, workflow: str) -> dict[str, Any]:
+        return {
+            "id": self.id, "status": self.status, "created_on": iso(self.queued),
+            "modified_on": iso(self.modified), "started_on": iso(self.start),
+            "ended_on": iso(self.end), "version_id": "00000000-0000-4000-8000-000000000001",
+            "workflow_id": workflow,
+        }  # fmt: skip
+
+
+class Simulator:
+    """In-memory state of the simulated account; thread-safe (the server runs in its own thread)."""
+
+    def __init__(self, *, token: str | None = None, latency_ms: float = 0.0) -> None:
+        self._lock = threading.Lock()
+        self.token = token
+        self.latency_ms = latency_ms
+        self._workflows: dict[str, dict[str, Instance]] = {DEFAULT_WORKFLOW: {}}
+        self._faults: dict[str, Fault] = {}
+        self._requests: Counter[str] = Counter()
+        self._total = 0
+        self._in_flight = 0
+        self._max_in_flight = 0
+
+    # --- state -----------------------------------------------------------------------------
+
+    def add_workflow(self, workflow: str) -> None:
+        with self._lock:
+            self._workflows.setdefault(workflow, {})
+
+    def set_instance(
+        self,
+        instance_id: str,
+        status: str = "running",
+        *,
+        workflow: str = DEFAULT_WORKFLOW,
+        error: ErrorValue = None,
+        start: datetime | None = _AUTO,
+        end: datetime | None = _AUTO,
+        queued: datetime | None = None,
+        output: Any = None,
+        params: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Create or replace an instance (creating the workflow too); returns its API result.
+
+        ``start``/``end`` left out are derived: started unless queued, ended now if terminal.
+        """
+        if not instance_id or not status:
+            raise ValueError("instance_id and status must be non-empty")
+        now = _now()
+        if start is _AUTO:
+            start = None if status == "queued" else now
+        if end is _AUTO:
+            end = now if status in TERMINAL else None
+        inst = Instance(instance_id, status, error, queued or start or now, start, end, output,
+                        dict(params or {}))  # fmt: skip
+        with self._lock:
+            self._workflows.setdefault(workflow, {})[instance_id] = inst
+            return inst.result()
+
+    def delete_instance(self, instance_id: str, *, workflow: str = DEFAULT_WORKFLOW) -> bool:
+        with self._lock:
+            return self._workflows.get(workflow, {}).pop(instance_id, None) is not None
+
+    def get_instance(
+        self, instance_id: str, *, workflow: str = DEFAULT_WORKFLOW
+    ) -> dict[str, Any] | None:
+        with self._lock:
+            inst = self._workflows.get(workflow, {}).get(instance_id)
+            return None if inst is None else inst.result()
+
+    def set_fault(self, instance_id: str, kind: FaultKind, **options: Any) -> None:
+        """Make the next ``times`` requests for ``instance_id`` misbehave (see
+        :mod:`.server`)."""
+        with self._lock:
+            if kind == "none":
+                self._faults.pop(instance_id, None)
+            else:
+                self._faults[instance_id] = Fault(kind, **options)
+
+    def clear_fault(self, instance_id: str) -> None:
+        self.set_fault(instance_id, "none")
+
+    def reset(self) -> None:
+        """Back to a fresh simulator: one empty workflow, no faults, latency or token, no stats."""
+        with self._lock:
+            self._workflows = {DEFAULT_WORKFLOW: {}}
+            self._faults.clear()
+            self._requests.clear()
+            self._total = 0
+            self._max_in_flight = self._in_flight
+            self.latency_ms = 0.0
+            self.token = None
+
+    def load_seed(self, seed: dict[str, Any]) -> None:
+        """Apply a seed document: ``{workflows: [..], latency_ms, instances: [{workflow?, id,
+        status, error?, start?, end?}], faults: [{id, kind, ...}]}``."""
+        doc = Seed.model_validate(seed)
+        for name in doc.workflows:
+            self.add_workflow(name)
+        if doc.latency_ms is not None:
+            self.latency_ms = doc.latency_ms
+        for item in doc.instances:
+            self.put_instance(item.workflow, item.id, item)
+        for f in doc.faults:
+            self.set_fault(f.id, f.kind, **f.model_dump(exclude={"id", "kind"}))
+
+    # --- stats -----------------------------------------------------------------------------
+
+    def requests_for(self, instance_id: str) -> int:
+        """API requests received for one instance id (any method, counted on arrival)."""
+        with self._lock:
+            return self._requests[instance_id]
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "total": self._total, "by_instance": dict(self._requests),
+                "in_flight": self._in_flight, "max_in_flight": self._max_in_flight,
+            }  # fmt: skip
+
+    # --- for the request handlers (server thread) -------------------------------------------
+
+    def put_instance(self, workflow: str, instance_id: str, body: InstanceBody) -> dict[str, Any]:
+        given = body.model_fields_set
+        return self.set_instance(
+            instance_id, body.status, workflow=workflow, error=body.error,
+            start=body.start if "start" in given else _AUTO,
+            end=body.end if "end" in given else _AUTO,
+            queued=body.queued, output=body.output, params=body.params,
+        )  # fmt: skip
+
+    def arrive(self, instance_id: str | None) -> tuple[Fault | None, float]:
+        """Count a request on arrival; its fault (one use of it) and delay in seconds."""
+        with self._lock:
+            self._total += 1
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+            fault = None
+            if instance_id is not None:
+                self._requests[instance_id] += 1
+                fault = self._faults.get(instance_id)
+                if fault is not None and fault.times is not None:
+                    if fault.times <= 1:
+                        del self._faults[instance_id]
+                    else:
+                        self._faults[instance_id] = replace(fault, times=fault.times - 1)
+            delay = self.latency_ms + (fault.latency_ms if fault else 0.0)
+            return fault, delay / 1000
+
+    def leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    @contextlib.contextmanager
+    def locked_workflows(self) -> Iterator[dict[str, dict[str, Instance]]]:
+        """The workflows (name → instance id → instance) with the lock held: keep it short."""
+        with self._lock:
+            yield self._workflows
+
+    def change_status(self, inst: Instance, action: Any) -> tuple[str, datetime] | None:
+        """Apply a status action (``pause``, ``resume``, ``terminate``, ``restart``) to an
+        instance; its new status and the time, or ``None`` for an unknown action."""
+        now = _now()
+        with self._lock:
+            if action == "pause":
+                inst.status = "paused"
+            elif action == "resume":
+                inst.status = "running"
+            elif action == "terminate":
+                inst.status, inst.end = "terminated", now
+            elif action == "restart":
+                inst.status, inst.queued, inst.start, inst.end, inst.error = (
+                    "running", now, now, None, None)  # fmt: skip
+            else:
+                return None
+            inst.modified = now
+            return inst.status, now
+
+
+# --- JSON bodies: seed documents and the control API ------------------------------------------
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class InstanceBody(_Body):
+    status: str = Field(min_length=1, max_length=64)
+    error: ErrorValue = None
+    start: AwareDatetime | None = None
+    end: AwareDatetime | None = None
+    queued: AwareDatetime | None = None
+    output: Any = None
+    params: dict[str, Any] | None = None
+
+
+class _SeedInstance(InstanceBody):
+    workflow: str = DEFAULT_WORKFLOW
+    id: str = Field(min_length=1)
+
+
+class FaultBody(_Body):
+    kind: FaultKind
+    latency_ms: float = Field(default=0.0, ge=0)
+    retry_after: float | None = Field(default=None, ge=0)
+    times: int | None = Field(default=None, ge=1)
+    http_status: int | None = Field(default=None, ge=100, le=599)
+    headers: dict[str, str] | None = None
+    body: str | None = None
+
+
+class _SeedFault(FaultBody):
+    id: str = Field(min_length=1)
+
+
+class ConfigBody(_Body):
+    latency_ms: float = Field(ge=0)
+
+
+class Seed(_Body):
+    workflows: list[str] = []
+    latency_ms: float | None = Field(default=None, ge=0)
+    instances: list[_SeedInstance] = []
+    faults: list[_SeedFault] = []

@@ -1,0 +1,24 @@
+"""Picks the projection store adapter by URL scheme (kept apart from the port, so adapters
+import the port and never the reverse). The adapter is imported when chosen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from projections.store import ProjectionStore
+from statemachine.errors import ConfigError
+
+__all__ = ["open_store"]
+
+
+def open_store(url: str, **options: Any) -> ProjectionStore:
+    """The adapter for ``url``: ``sqlite:///path`` or ``postgresql://…``."""
+    if url.startswith("sqlite://"):
+        from projections.sqlite.store import SQLiteStore
+
+        return SQLiteStore(url)
+    if url.startswith(("postgresql://", "postgres://")):
+        from projections.postgres.store import PostgresStore
+
+        return PostgresStore(url, **options)
+    raise ConfigError(f"AUDITREC_DATABASE_URL: unsupported scheme {url.split('://')[0]!r}")

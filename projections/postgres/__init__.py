@@ -1,0 +1,1 @@
+"""The production projection store: PostgreSQL through asyncpg."""

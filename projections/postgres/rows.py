@@ -1,0 +1,161 @@
+"""Audit rows in PostgreSQL: reading, decoding and encoding them, writing a batch of them
+through a staging table with optimistic concurrency, and replacing the NUL characters that
+PostgreSQL text and jsonb cannot hold (with U+FFFD).
+"""
+
+from __future__ import annotations
+
+import operator
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from projections.postgres.schema import ROW_COLUMNS, ROW_TYPES
+from projections.row import STATE_FIELDS, AuditRow
+from projections.store import Position
+from statemachine.events import AuditEvent
+from statemachine.state import AuditState
+
+__all__ = [
+    "SELECT_ROWS",
+    "decode_row",
+    "init_connection",
+    "load_rows",
+    "replace_nul",
+    "replace_nul_json",
+    "write_rows",
+]
+
+_TEXT = tuple(i for i, c in enumerate(ROW_COLUMNS) if ROW_TYPES[c] == "text")
+_N_STATE = len(STATE_FIELDS)
+
+SELECT_ROWS = f"SELECT {', '.join(ROW_COLUMNS)} FROM audits"
+_LOAD_ROWS = f"{SELECT_ROWS} WHERE audit_id = ANY($1::text[])"
+# Rows are written through a per-connection temporary table: binary COPY in, then one
+# UPDATE and one INSERT from it. (COPY encodes values cheaply; array parameters for
+# `unnest` cost the client ~3x more per value in asyncpg.)
+_STAGE = "auditrec_stage"
+_STAGE_COLUMNS = (*ROW_COLUMNS, "expected")
+_CREATE_STAGE = (
+    f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} ("
+    + ", ".join(f"{c} {ROW_TYPES[c]}" for c in ROW_COLUMNS).replace(
+        "audit_id text", 'audit_id text COLLATE "C"'
+    )
+    + ", expected bigint) ON COMMIT DELETE ROWS"
+)
+# Optimistic concurrency: a row is written only if it still has the version it was folded
+# from (`expected`); `version` counts the audit's events, so it grows with every write.
+_UPDATE_FROM_STAGE = (
+    "UPDATE audits AS a SET "
+    + ", ".join(f"{c} = s.{c}" for c in ROW_COLUMNS if c != "audit_id")
+    + f" FROM pg_temp.{_STAGE} AS s"
+    " WHERE s.expected IS NOT NULL AND a.audit_id = s.audit_id AND a.version = s.expected"
+)
+_INSERT_FROM_STAGE = (
+    f"INSERT INTO audits ({', '.join(ROW_COLUMNS)}) "
+    f"SELECT {', '.join(ROW_COLUMNS)} FROM pg_temp.{_STAGE} WHERE expected IS NULL "
+    "ON CONFLICT (audit_id) DO NOTHING"
+)
+
+
+def replace_nul(value: str) -> str:
+    return value.replace("\x00", "\ufffd")
+
+
+def replace_nul_json(value: Any) -> Any:
+    if isinstance(value, str):
+        return replace_nul(value)
+    if isinstance(value, dict):
+        return {replace_nul(k): replace_nul_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [replace_nul_json(v) for v in value]
+    return value
+
+
+_state_values = operator.attrgetter(*STATE_FIELDS)
+
+
+def _encode_row(row: AuditRow, now: datetime, expected: int | None) -> tuple[Any, ...]:
+    return (*_state_values(row.state), row.version, row.last_event_id, now, expected)
+
+
+def _without_nul(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    out = list(values)
+    for i in _TEXT:
+        if out[i] is not None and "\x00" in out[i]:
+            out[i] = replace_nul(out[i])
+    return tuple(out)
+
+
+async def init_connection(conn: asyncpg.Connection) -> None:
+    await conn.execute(_CREATE_STAGE)
+
+
+def decode_row(rec: Sequence[Any]) -> AuditRow:
+    last = rec[_N_STATE + 1]
+    return AuditRow(
+        state=AuditState(*rec[:_N_STATE]),
+        version=rec[_N_STATE],
+        last_event_id=uuid.UUID(bytes=last.bytes) if last is not None else None,
+        updated_at=rec[_N_STATE + 2],
+    )
+
+
+async def load_rows(
+    conn: asyncpg.Connection, events: Sequence[tuple[AuditEvent, Position]]
+) -> tuple[dict[str, AuditRow], list[int]]:
+    """The affected rows, and the indexes of the events not recorded yet (first of
+    duplicates)."""
+    if not events:
+        return {}, []
+    rows: dict[str, AuditRow] = {}
+    for rec in await conn.fetch(_LOAD_ROWS, list({e.audit_id for e, _ in events})):
+        row = decode_row(rec)
+        rows[row.audit_id] = row
+    seen = {
+        uuid.UUID(bytes=r[0].bytes)
+        for r in await conn.fetch(
+            "SELECT event_id FROM audit_events WHERE event_id = ANY($1::uuid[])",
+            list({e.event_id for e, _ in events}),
+        )
+    }
+    fresh = []
+    for i, (event, _) in enumerate(events):
+        if event.event_id not in seen:
+            seen.add(event.event_id)
+            fresh.append(i)
+    return rows, fresh
+
+
+async def write_rows(
+    conn: asyncpg.Connection,
+    changed: Mapping[str, AuditRow],
+    folded_from: Mapping[str, int],
+    now: datetime,
+    nul: bool,
+) -> int:
+    """Write each changed row once; return how many another writer changed concurrently
+    (and so were not written: the caller's transaction must not commit)."""
+    # Rows come from stored rows (never NUL) and this batch's events: only a NUL in an
+    # event can put one in a row.
+    staged = [
+        _encode_row(changed[audit_id], now, folded_from.get(audit_id))
+        for audit_id in sorted(changed)
+    ]
+    if nul:
+        staged = [_without_nul(values) for values in staged]
+    await conn.copy_records_to_table(
+        _STAGE, records=staged, columns=_STAGE_COLUMNS, schema_name="pg_temp"
+    )
+    updates = sum(1 for audit_id in changed if audit_id in folded_from)
+    written = 0
+    if updates:
+        status = await conn.execute(_UPDATE_FROM_STAGE)
+        written += int(status.rsplit(" ", 1)[-1])
+    if updates < len(staged):
+        status = await conn.execute(_INSERT_FROM_STAGE)
+        written += int(status.rsplit(" ", 1)[-1])
+    return len(staged) - written

@@ -1,0 +1,133 @@
+"""The projection's PostgreSQL schema: column types, the versioned migrations, and applying
+them.
+
+Migrations are recorded in ``schema_migrations`` and run under a transaction-level advisory
+lock, so applying them is safe twice and from several processes at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import asyncpg
+
+from projections.row import STATE_FIELDS
+
+__all__ = [
+    "MIGRATIONS",
+    "ROW_COLUMNS",
+    "ROW_TYPES",
+    "SCHEMA_VERSION",
+    "create_schema",
+    "migrate",
+]
+
+ROW_TYPES: dict[str, str] = {
+    "audit_id": "text",
+    "status": "text",
+    "project_id": "text",
+    "organization_id": "text",
+    "started_by_user_id": "text",
+    "start_url": "text",
+    "workflow_instance_id": "text",
+    "current_phase": "text",
+    "pages_crawled": "bigint",
+    "pages_total": "bigint",
+    "started_at": "timestamptz",
+    "completed_at": "timestamptz",
+    "error_code": "text",
+    "error_detail": "text",
+    "failed_phase": "text",
+    "failed_by": "text",
+    "reconciled_by": "text",
+    "last_observed_status": "text",
+    "last_observed_at": "timestamptz",
+    "instance_ended_at": "timestamptz",
+    "overturned": "boolean",
+    "version": "bigint",
+    "last_event_id": "uuid",
+    "updated_at": "timestamptz",
+}
+ROW_COLUMNS: tuple[str, ...] = (*STATE_FIELDS, "version", "last_event_id", "updated_at")
+assert set(ROW_COLUMNS) == set(ROW_TYPES), "ROW_TYPES must cover every row column"
+
+MIGRATIONS: tuple[tuple[int, str], ...] = (
+    (
+        1,
+        """
+CREATE TABLE audits (
+    audit_id text COLLATE "C" PRIMARY KEY,
+    project_id text, organization_id text, started_by_user_id text, start_url text,
+    workflow_instance_id text, status text COLLATE "C" NOT NULL, current_phase text,
+    pages_crawled bigint, pages_total bigint,
+    started_at timestamptz, completed_at timestamptz,
+    error_code text, error_detail text, failed_phase text, failed_by text, reconciled_by text,
+    last_observed_status text, last_observed_at timestamptz, instance_ended_at timestamptz,
+    overturned boolean NOT NULL DEFAULT false,
+    version bigint NOT NULL,
+    last_event_id uuid,
+    updated_at timestamptz
+) WITH (fillfactor = 80);  -- room on each page for HOT updates: a row changes many times
+-- The watchdog: status = 'running' AND started_at < $1
+--   ORDER BY last_observed_at NULLS FIRST, started_at, audit_id LIMIT $2
+CREATE INDEX audits_watchdog ON audits (last_observed_at NULLS FIRST, started_at, audit_id)
+    WHERE status = 'running';
+CREATE INDEX audits_listing ON audits (status, started_at, audit_id);
+CREATE INDEX audits_started ON audits (started_at, audit_id);
+CREATE TABLE audit_events (
+    seq bigserial PRIMARY KEY,
+    event_id uuid NOT NULL UNIQUE,
+    audit_id text COLLATE "C" NOT NULL,
+    type text NOT NULL,
+    occurred_at timestamptz NOT NULL,
+    causation_id uuid,
+    topic text, partition integer, "offset" bigint,
+    body jsonb NOT NULL,
+    recorded_at timestamptz NOT NULL
+);
+CREATE INDEX audit_events_audit ON audit_events (audit_id, seq);
+CREATE INDEX audit_events_causation ON audit_events (causation_id)
+    WHERE causation_id IS NOT NULL;
+CREATE TABLE projector_offsets (
+    consumer text NOT NULL, topic text NOT NULL, partition integer NOT NULL,
+    next_offset bigint NOT NULL,
+    PRIMARY KEY (consumer, topic, partition)
+);
+CREATE TABLE processes (
+    process text NOT NULL, component text NOT NULL, last_seen timestamptz NOT NULL,
+    PRIMARY KEY (process, component)
+);
+CREATE TABLE telemetry_sent (event_id uuid PRIMARY KEY, sent_at timestamptz NOT NULL);
+""",
+    ),
+)
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+async def create_schema(conn: asyncpg.Connection, schema: str) -> None:
+    """Outside the migration's transaction: a transaction that waited for the advisory
+    lock may still see the catalog as before the lock (no invalidations are processed
+    on taking an advisory lock), and with a missing schema that means a duplicate."""
+    exists = await conn.fetchval("SELECT true FROM pg_namespace WHERE nspname = $1", schema)
+    if exists:
+        return  # no CREATE privilege on the database needed
+    with contextlib.suppress(asyncpg.UniqueViolationError, asyncpg.DuplicateSchemaError):
+        await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+
+
+async def migrate(conn: asyncpg.Connection, lock_key: int) -> int:
+    """Apply the missing migrations, in a transaction the caller opened, under the advisory
+    lock ``lock_key``; return the schema version."""
+    await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key)
+    await conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        "version integer PRIMARY KEY, "
+        "applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+    current = await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations")
+    for version, ddl in MIGRATIONS:
+        if version > current:
+            await conn.execute(ddl)
+            await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", version)
+            current = version
+    return int(current)

@@ -1,0 +1,1 @@
+"""The embedded projection store: SQLite, zero setup."""

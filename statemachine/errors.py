@@ -1,0 +1,72 @@
+"""The exception tree. Every error auditrec raises is an :class:`AuditrecError`::
+
+    AuditrecError
+    ├── ConfigError            a setting is missing or invalid (names the variable)
+    ├── InvalidInput           an event, file or request failed validation (exit code 2)
+    │   └── DecodeError        a record read from the log is not a valid event
+    ├── NotFound               an audit id the projection does not know
+    ├── NoServer               no `auditrec serve` is running the needed components
+    └── InfrastructureError    the event log, the database or an API failed (``retriable``)
+        ├── EventLogError
+        └── StoreError
+
+``retriable`` tells a caller whether trying again may help; adapters translate their driver's
+errors into these (``raise ... from exc``) and add the context (topic, partition, audit id).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AuditrecError",
+    "ConfigError",
+    "DecodeError",
+    "EventLogError",
+    "InfrastructureError",
+    "InvalidInput",
+    "NoServer",
+    "NotFound",
+    "StoreError",
+]
+
+
+class AuditrecError(Exception):
+    retriable: bool = False
+    exit_code: int = 1
+
+
+class ConfigError(AuditrecError):
+    exit_code = 2
+
+
+class InvalidInput(AuditrecError):
+    exit_code = 2
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or [message]
+
+
+class DecodeError(InvalidInput):
+    """A record is not a valid event; the message says why."""
+
+
+class NotFound(AuditrecError):
+    pass
+
+
+class NoServer(AuditrecError):
+    pass
+
+
+class InfrastructureError(AuditrecError):
+    def __init__(self, message: str, *, retriable: bool = True) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+
+
+class EventLogError(InfrastructureError):
+    pass
+
+
+class StoreError(InfrastructureError):
+    pass
