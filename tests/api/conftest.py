@@ -32,6 +32,7 @@ from consumers.operations.backends import Backends
 from consumers.runtime.names import PIPELINE
 from consumers.runtime.settings import Settings, load_settings
 from consumers.workflows.simulator.server import SimulatorServer
+from tests.eventually import eventually, eventually_sync
 
 T = TypeVar("T")
 
@@ -82,11 +83,12 @@ class LiveServer:
             async with Backends(self.settings) as rt, Service(rt, self.components) as service:
                 self.runtime, self.service = rt, service
                 task = asyncio.create_task(service.run(drain_timeout=5))
-                deadline = time.monotonic() + 10
-                while not self._started(service):
-                    if task.done() or time.monotonic() > deadline:
-                        raise RuntimeError("the API did not come up")
-                    await asyncio.sleep(0.01)
+                await eventually(
+                    lambda: task.done() or self._started(service),
+                    message="the API to come up",
+                )
+                if task.done():
+                    raise RuntimeError(f"the service ended before the API came up: {task!r}")
                 self._ready.set()
                 await task
         except BaseException as exc:
@@ -110,13 +112,12 @@ class LiveServer:
     def wait_pipeline_live(self) -> None:
         assert self.runtime is not None
         rt = self.runtime
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            live = self.call(rt.live_components)
-            if all(name in live for name in PIPELINE):
-                return
-            time.sleep(0.05)
-        raise RuntimeError("the pipeline did not report live")
+        eventually_sync(
+            lambda: self.call(rt.live_components),
+            until=lambda live: all(name in live for name in PIPELINE),
+            interval=0.05,
+            message=f"the pipeline ({', '.join(PIPELINE)}) to report live",
+        )
 
     def component(self, name: str) -> Any:
         assert self.service is not None
@@ -203,16 +204,20 @@ def wait_for(
     timeout: float = 10,
 ) -> dict[str, Any]:
     """The audit (not probed) once the projection shows it and ``check`` holds."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
+
+    def row() -> dict[str, Any] | None:
         response = client.get(f"/audits/{audit_id}", params={"probe": "false"})
-        if response.status_code == 200:
-            last = response.json()
-            if check(last):
-                return last  # type: ignore[no-any-return]
-        time.sleep(0.03)
-    raise AssertionError(f"audit {audit_id} not as expected in time; last seen: {last}")
+        return response.json() if response.status_code == 200 else None  # type: ignore[no-any-return]
+
+    found = eventually_sync(
+        row,
+        until=lambda r: r is not None and check(r),
+        timeout=timeout,
+        interval=0.03,
+        message=f"audit {audit_id} to be projected as expected",
+    )
+    assert found is not None
+    return found
 
 
 def unique(prefix: str) -> str:
@@ -246,7 +251,7 @@ class CaptureServer:
                     capture.attempts += 1
                     mode = capture.mode
                 if mode == "hang":
-                    time.sleep(capture.hang_seconds)
+                    time.sleep(capture.hang_seconds)  # on purpose: a PostHog that hangs
                     self._answer(503, {"detail": "hung"})
                     return
                 if mode == "down":
@@ -295,13 +300,13 @@ class CaptureServer:
             return [e for e in self.events if e.get("event") == name]
 
     def wait_delivered(self, count: int, timeout: float = 15) -> list[dict[str, Any]]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            got = self.delivered()
-            if len(got) >= count:
-                return got
-            time.sleep(0.05)
-        raise AssertionError(f"expected {count} PostHog events, got {self.delivered()}")
+        return eventually_sync(
+            self.delivered,
+            until=lambda got: len(got) >= count,
+            timeout=timeout,
+            interval=0.05,
+            message=f"{count} PostHog events to be delivered",
+        )
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from consumers.runtime.metrics import REGISTRY
 from consumers.runtime.settings import load_settings
 from consumers.workflows.simulator.server import SimulatorServer
 from statemachine.events import EVENT_ADAPTER
+from tests.eventually import eventually, eventually_sync
 
 from .conftest import (
     API_AND_PIPELINE,
@@ -50,14 +51,27 @@ def counted(result: str) -> float:
 
 
 def telemetry_settled(live: LiveServer) -> None:
-    """Wait until the server's telemetry consumer has read everything and tried every event."""
+    """Wait until the server's telemetry consumer holds every partition, has read and
+    committed the whole lifecycle topic and has nothing left to send: it will send nothing
+    more unless new events arrive."""
     component = live.component("telemetry")
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if live.call(component.idle) and not component.pending:
-            return
-        time.sleep(0.05)
-    raise AssertionError("telemetry did not settle")
+    assert live.runtime is not None
+    rt = live.runtime
+
+    async def state() -> dict[str, Any]:
+        ends = await rt.log.end_offsets(rt.topics.lifecycle)
+        return {
+            "idle": await component.idle(),
+            "pending": len(component.pending),
+            "uncommitted": sum(ends.values()) - await committed(rt),
+        }
+
+    eventually_sync(
+        lambda: live.call(state),
+        until=lambda s: s["idle"] and s["pending"] == 0 and s["uncommitted"] == 0,
+        interval=0.05,
+        message="telemetry to settle",
+    )
 
 
 def failure_event(live: LiveServer, audit_id: str) -> dict[str, Any]:
@@ -125,7 +139,6 @@ def test_an_on_demand_failure_sends_one_exact_event_and_a_restart_does_not_resen
     with LiveServer(EVERYTHING, **settings) as again:  # same event log and database
         again.wait_pipeline_live()
         telemetry_settled(again)
-        time.sleep(0.3)
     assert capture.attempts == attempts
     assert len(capture.delivered()) == 1
 
@@ -184,16 +197,17 @@ def test_a_watchdog_failure_is_sent_and_failures_the_workflow_reported_are_not(
                 ),
             )
             # the late decision is recorded (history) but not applied (version stays 2)
-            deadline = time.monotonic() + 10
-            while len(client.get(f"/audits/{done}/events").json().get("events", [])) < 3:
-                assert time.monotonic() < deadline, "the late decision was not recorded"
-                time.sleep(0.05)
+            eventually_sync(
+                lambda: client.get(f"/audits/{done}/events").json().get("events", []),
+                until=lambda events: len(events) >= 3,
+                interval=0.05,
+                message="the late decision to be recorded",
+            )
             assert client.get(f"/audits/{done}?probe=false").json()["version"] == 2
             summary = client.post("/sweep").json()
             assert summary["failed"] == {"workflow_terminated": 1}
         [event] = capture.wait_delivered(1)
         telemetry_settled(live)
-        time.sleep(0.3)
 
     assert len(capture.delivered()) == 1
     assert event["properties"]["audit_id"] == dead
@@ -242,9 +256,9 @@ def test_posthog_hanging_never_delays_reconciliation_and_the_event_follows(
                 began = time.monotonic()
                 assert client.get(f"/audits/{audit_id}").json()["status"] == "failed"
                 assert time.monotonic() - began < 3
-        deadline = time.monotonic() + 10
-        while capture.attempts < 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        eventually_sync(
+            lambda: capture.attempts, interval=0.05, message="a first attempt to reach PostHog"
+        )
         assert capture.delivered() == []
         capture.mode = "ok"
         events = capture.wait_delivered(2, timeout=20)
@@ -308,10 +322,12 @@ def telemetry(rt: Backends, **options: Any) -> Telemetry:
 
 
 async def step_until(t: Telemetry, done: Callable[[], bool], timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, "timed out"
-        await t.step()
+    async def stepped() -> bool:
+        if not done():
+            await t.step()
+        return done()
+
+    await eventually(stepped, timeout=timeout, interval=0, message="telemetry stepped until done")
 
 
 async def committed(rt: Backends) -> int:

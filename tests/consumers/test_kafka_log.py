@@ -41,6 +41,7 @@ from tests.contracts.eventlog import (
     records,
     until_assigned,
 )
+from tests.eventually import eventually
 from tests.services import kafka_bootstrap
 
 pytestmark = pytest.mark.kafka
@@ -55,12 +56,12 @@ async def read_settled(log: EventLog, topic: str, at_least: int) -> list[Record]
     A transactional commit returns before its markers are written; until they are, the last
     stable offset (and so ``read``) stops short of the transaction's records.
     """
-    deadline = time.monotonic() + WAIT
-    while True:
-        got = await read_all(log, topic)
-        if len(got) >= at_least or time.monotonic() >= deadline:
-            return got
-        await asyncio.sleep(0.02)
+    return await eventually(
+        lambda: read_all(log, topic),
+        until=lambda got: len(got) >= at_least,
+        timeout=WAIT,
+        message=f"{at_least} records readable in {topic}",
+    )
 
 
 @pytest.fixture
@@ -243,8 +244,10 @@ async def test_group_offsets_wait_for_a_pending_transaction(
         assert await log.committed_offsets("txn", tp[0], [other]) == {}  # does not wait
 
         reading = asyncio.create_task(log.group_offsets("txn", topics.probe_requests))
-        await asyncio.sleep(0.5)
-        assert not reading.done()  # not the old (empty) offsets: it waits
+        # A negative check: for half a second the read must not answer (with the old, empty
+        # offsets); there is no event to await for "still waiting", so time passes on purpose.
+        finished, _ = await asyncio.wait({reading}, timeout=0.5)
+        assert not finished  # it waits
         await producer.commit_transaction()
         assert await asyncio.wait_for(reading, WAIT) == {tp[1]: offset}
 
@@ -355,20 +358,30 @@ async def test_two_members_of_a_group_split_the_partitions(
                 a, b = one.assignment(), two.assignment()
                 return bool(a and b and not a & b and a | b == everything)
 
-            deadline = time.monotonic() + WAIT
-            while not settled():
-                assert time.monotonic() < deadline, "the group did not rebalance"
-                await asyncio.gather(one.poll(timeout=0.2), two.poll(timeout=0.2))
+            async def rebalanced() -> bool:
+                if not settled():
+                    await asyncio.gather(one.poll(timeout=0.2), two.poll(timeout=0.2))
+                return settled()
+
+            await eventually(rebalanced, timeout=WAIT, interval=0, message="the group to rebalance")
 
             sent = records(topics.lifecycle, [f"audit-{i}" for i in range(30)], 4)
             await log.append(sent)
             got: dict[str, list[Record]] = {"one": [], "two": []}
-            deadline = time.monotonic() + WAIT
-            while len(got["one"]) + len(got["two"]) < len(sent):
-                assert time.monotonic() < deadline
+
+            async def received() -> int:
                 a, b = await asyncio.gather(one.poll(timeout=0.3), two.poll(timeout=0.3))
                 got["one"].extend(a)
                 got["two"].extend(b)
+                return len(got["one"]) + len(got["two"])
+
+            await eventually(
+                received,
+                until=lambda n: n >= len(sent),
+                timeout=WAIT,
+                interval=0,
+                message=f"{len(sent)} records between the two members",
+            )
             a, b = await asyncio.gather(one.poll(timeout=0.3), two.poll(timeout=0.3))
             assert a == b == []  # nothing twice
             mine = {"one": one.assignment(), "two": two.assignment()}
@@ -407,7 +420,7 @@ async def test_poll_returns_after_its_timeout_while_the_group_rebalances(
     async def slow_revoke(consumer: Consumer, tps: Sequence[TopicPartition]) -> None:
         if not revoking.is_set():
             revoking.set()
-            await asyncio.sleep(2.0)  # e.g. committing a large batch
+            await asyncio.sleep(2.0)  # on purpose: a revocation that takes long (a big commit)
             revoked.set()
 
     async with log.consumer("slow", [topics.lifecycle], on_revoke=slow_revoke) as one:
@@ -415,11 +428,18 @@ async def test_poll_returns_after_its_timeout_while_the_group_rebalances(
         two = log.consumer("slow", [topics.lifecycle])
         joining = asyncio.create_task(two.start())  # makes the group rebalance
         try:
-            durations = []
-            while not revoked.is_set():
+            durations: list[float] = []
+
+            async def polled_until_revoked() -> bool:
                 began = time.monotonic()
-                assert await one.poll(timeout=0.3) == []
+                if got := await one.poll(timeout=0.3):
+                    pytest.fail(f"records during the rebalance: {got}")
                 durations.append(time.monotonic() - began)
+                return revoked.is_set()
+
+            await eventually(
+                polled_until_revoked, timeout=WAIT, interval=0, message="the slow revocation"
+            )
             assert revoking.is_set() and len(durations) >= 3, durations
             assert max(durations) < 1.0, durations  # the rebalance did not hold poll up
             await joining

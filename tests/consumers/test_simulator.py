@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from consumers.workflows.simulator.server import STATUSES, Simulator, SimulatorServer
+from tests.eventually import eventually, eventually_sync
 
 ACC = "acc-1"
 
@@ -347,14 +348,14 @@ def test_run_simulator_serves_a_seed_in_the_foreground(tmp_path: Path) -> None:
                             stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         url = instance_url(f"http://127.0.0.1:{port}/client/v4", "*/5 * * * *-1")
-        deadline = time.monotonic() + 10
-        while True:
+
+        def answered() -> httpx.Response:
             try:
-                r = httpx.get(url, headers={"Authorization": "Bearer tok"})
-                break
-            except httpx.ConnectError:
-                assert time.monotonic() < deadline, "simulator did not come up"
-                time.sleep(0.05)
+                return httpx.get(url, headers={"Authorization": "Bearer tok"})
+            except httpx.ConnectError as exc:
+                raise AssertionError(f"not listening yet: {exc}") from exc
+
+        r = eventually_sync(answered, interval=0.05, message="the simulator to come up")
         assert r.json()["result"]["status"] == "running"
         assert httpx.get(url).status_code == 403
     finally:
@@ -368,8 +369,11 @@ async def test_a_client_that_gives_up_does_not_stay_in_flight(simulator: Simulat
     async with httpx.AsyncClient(timeout=0.1) as client:
         with pytest.raises(httpx.ReadTimeout):
             await client.get(instance_url(simulator.url, "slow"))
-    for _ in range(100):  # the server thread notices the disconnect within milliseconds
-        if simulator.sim.stats()["in_flight"] == 0:
-            break
-        await asyncio.sleep(0.01)
-    assert simulator.sim.stats()["in_flight"] == 0
+    # the server thread notices the disconnect within milliseconds
+    await eventually(
+        lambda: simulator.sim.stats()["in_flight"],
+        until=lambda n: n == 0,
+        timeout=1.0,
+        interval=0.01,
+        message="the abandoned request to leave in_flight",
+    )

@@ -24,6 +24,7 @@ from consumers.eventlog.codec import dead_letter, decode, encode
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record, TopicPartition, Topics
 from statemachine.errors import DecodeError, EventLogError
 from statemachine.events import AuditStarted, AuditStartedData
+from tests.eventually import eventually
 
 __all__ = ["EventLogContract", "LogFactory", "drain", "next_offsets", "read_all"]
 
@@ -49,10 +50,19 @@ async def drain(
     """Poll until ``count`` records arrived (fails after ``timeout``), then make sure no
     extra record follows shortly after."""
     got: list[Record] = []
-    deadline = time.monotonic() + timeout
-    while len(got) < count:
-        assert time.monotonic() < deadline, f"only {len(got)} of {count} records arrived"
+
+    async def arrived() -> int:
         got.extend(await consumer.poll(max_records=max_records, timeout=0.5))
+        return len(got)
+
+    if count:
+        await eventually(
+            arrived,
+            until=lambda n: n >= count,
+            timeout=timeout,
+            interval=0,
+            message=f"{count} records to arrive",
+        )
     got.extend(await consumer.poll(max_records=max_records, timeout=0.3))
     return got
 
@@ -60,10 +70,13 @@ async def drain(
 async def until_assigned(consumer: Consumer, *, timeout: float = WAIT) -> list[Record]:
     """Poll until the consumer holds partitions; returns what polling returned meanwhile."""
     got: list[Record] = []
-    deadline = time.monotonic() + timeout
-    while not consumer.assignment():
-        assert time.monotonic() < deadline, "no partition was assigned"
-        got.extend(await consumer.poll(timeout=0.2))
+
+    async def assigned() -> frozenset[TopicPartition]:
+        if not consumer.assignment():
+            got.extend(await consumer.poll(timeout=0.2))
+        return frozenset(consumer.assignment())
+
+    await eventually(assigned, timeout=timeout, interval=0, message="a partition assignment")
     return got
 
 
@@ -262,10 +275,12 @@ class EventLogContract:
         await log.append(records(topics.lifecycle, ["lagging"], 10))
         async with log.consumer("slow", [topics.lifecycle]) as consumer:
             got: list[Record] = []
-            deadline = time.monotonic() + WAIT
-            while len(got) < 4:
-                assert time.monotonic() < deadline
+
+            async def four() -> int:
                 got.extend(await consumer.poll(max_records=4 - len(got), timeout=0.5))
+                return len(got)
+
+            await eventually(four, until=lambda n: n >= 4, timeout=WAIT, interval=0)
             assert len(got) == 4
             assert await consumer.lag() == 6
             got.extend(await drain(consumer, 6))
@@ -295,12 +310,15 @@ class EventLogContract:
         )
         async with consumer:
             got: list[Record] = []
-            deadline = time.monotonic() + WAIT
-            while len(got) < 4:
-                assert time.monotonic() < deadline
+
+            async def polled() -> int:
                 batch = await consumer.poll(timeout=0.5)
-                assert not batch or calls, "records were returned before on_assign ran"
+                if batch and not calls:
+                    pytest.fail("records were returned before on_assign ran")
                 got.extend(batch)
+                return len(got)
+
+            await eventually(polled, until=lambda n: n >= 4, timeout=WAIT, interval=0)
             got.extend(await consumer.poll(timeout=0.3))
             assigned = sorted(consumer.assignment())
         assert [r.value for r in got] == [r.value for r in everything[6:]]
@@ -332,11 +350,19 @@ class EventLogContract:
         async def on_assign(consumer: Consumer, tps: Sequence[TopicPartition]) -> None:
             raise RuntimeError("cannot rebuild state")
 
+        async def polled_nothing() -> bool:
+            if got := await consumer.poll(timeout=0.2):
+                pytest.fail(f"records were returned although on_assign failed: {got}")
+            return False  # keep polling until poll() raises
+
         async with log.consumer("broken", [topics.lifecycle], on_assign=on_assign) as consumer:
             with pytest.raises(RuntimeError, match="cannot rebuild state"):
-                deadline = time.monotonic() + WAIT
-                while time.monotonic() < deadline:
-                    assert await consumer.poll(timeout=0.2) == []
+                await eventually(
+                    polled_nothing,
+                    timeout=WAIT,
+                    interval=0,
+                    message="poll() to raise the error of on_assign",
+                )
 
     # -- reading outside a group ----------------------------------------------------------
 

@@ -619,7 +619,7 @@ class ProjectionStoreContract:
             async with store.watchdog_lock() as held:
                 assert held is True
                 entered.set()
-                await asyncio.sleep(60)
+                await asyncio.Event().wait()  # holds the lock until cancelled
 
         task = asyncio.create_task(tick())
         await asyncio.wait_for(entered.wait(), 10)

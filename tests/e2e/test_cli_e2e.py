@@ -7,7 +7,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 from consumers.workflows.simulator.server import SimulatorServer
 from projections.row import COLUMNS
 from tests.conftest import Backend
+from tests.eventually import eventually_sync
 
 AUDITREC = str(Path(sys.executable).with_name("auditrec"))
 
@@ -119,15 +119,6 @@ def audits(backend: Backend, env: dict[str, str]) -> dict[str, dict[str, Any]]:
     return {row["audit_id"]: row for row in json.loads(result.stdout)}
 
 
-def wait_for(predicate: Any, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.3)
-    raise AssertionError("condition not met in time")
-
-
 def test_publish_serve_sweep_audits_status_replay(
     backend: Backend, env: dict[str, str], simulator: SimulatorServer, tmp_path: Path
 ) -> None:
@@ -149,7 +140,13 @@ def test_publish_serve_sweep_audits_status_replay(
         text=True,
     )
     try:
-        wait_for(lambda: len(audits(backend, env)) == 7)
+        eventually_sync(
+            lambda: audits(backend, env),
+            until=lambda rows: len(rows) == 7,
+            timeout=60,
+            interval=0.3,
+            message="serve to project the 7 audits",
+        )
 
         # when the operator sweeps
         swept = run(backend, "sweep", "--json", env=env)

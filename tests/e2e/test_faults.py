@@ -25,13 +25,14 @@ import pytest
 
 from consumers.eventlog.codec import decode, encode
 from consumers.eventlog.factory import open_event_log
-from consumers.eventlog.port import EventLog, Topics
+from consumers.eventlog.port import EventLog, OutRecord, Topics
 from consumers.runtime.settings import load_settings
 from projections.factory import open_store
 from projections.row import AuditRow, project
 from statemachine.errors import EventLogError
 from statemachine.events import EVENT_ADAPTER, AuditEvent
 from tests.conftest import BACKEND_PAIRS, Backend, backend_pair, kafka_and_postgres
+from tests.eventually import eventually, eventually_sync
 
 AUDITREC = str(Path(sys.executable).with_name("auditrec"))
 ROOT = Path(__file__).resolve().parents[2]
@@ -177,16 +178,23 @@ class Proc:
 async def publish(log: EventLog, events: list[AuditEvent], chunk: int, pause: float) -> None:
     topic = log.topics.lifecycle
     for i in range(0, len(events), chunk):
-        records = [encode(topic, e) for e in events[i : i + chunk]]
-        for attempt in range(120):
-            try:
-                await log.append(records)
-                break
-            except EventLogError as exc:
-                if not exc.retriable or attempt == 119:
-                    raise
-                await asyncio.sleep(0.5)
-        await asyncio.sleep(pause)
+        await append_retrying(log, [encode(topic, e) for e in events[i : i + chunk]])
+        await asyncio.sleep(pause)  # on purpose: a stream, so that faults land mid-way
+
+
+async def append_retrying(log: EventLog, records: list[OutRecord]) -> None:
+    """Append, retrying retriable failures (a broker restarting) for up to a minute."""
+
+    async def appended() -> bool:
+        try:
+            await log.append(records)
+        except EventLogError as exc:
+            if not exc.retriable:
+                raise
+            raise AssertionError(f"append refused: {exc}") from exc
+        return True
+
+    await eventually(appended, timeout=60, interval=0.5, message="the records to be appended")
 
 
 async def read_log(backend: Backend) -> list[AuditEvent]:
@@ -208,6 +216,23 @@ async def read_log(backend: Backend) -> list[AuditEvent]:
 async def projection(backend: Backend) -> dict[str, AuditRow]:
     async with open_store(backend.database_url) as store:
         return {row.audit_id: row async for row in store.iter_rows()}
+
+
+async def projected(backend: Backend) -> Counter[str]:
+    """How many audits the projection holds per status."""
+    async with open_store(backend.database_url) as store:
+        return Counter(await store.count_by_status())
+
+
+def wait_caught_up(backend: Backend, audits: int, must_fail: set[str]) -> None:
+    """Until the running processes have projected every audit and failed the dead ones."""
+    eventually_sync(
+        lambda: asyncio.run(projected(backend)),
+        until=lambda n: n.total() == audits and n["failed"] == len(must_fail),
+        timeout=120,
+        interval=0.5,
+        message=f"{audits} audits projected, {len(must_fail)} of them failed",
+    )
 
 
 def pure_fold(events: list[AuditEvent]) -> dict[str, AuditRow]:
@@ -282,7 +307,7 @@ def test_sigkill_of_projector_and_reconciler_loses_and_duplicates_nothing(
             task = asyncio.create_task(publish(log, events, chunk=250, pause=0.3))
             victims = [reconciler, projector]
             while not task.done():
-                await asyncio.sleep(rng.uniform(0.4, 1.5))
+                await asyncio.sleep(rng.uniform(0.4, 1.5))  # on purpose: a random kill point
                 victim = victims[(projector.kills + reconciler.kills) % 2]
                 victim.kill()
                 victim.start()
@@ -291,7 +316,7 @@ def test_sigkill_of_projector_and_reconciler_loses_and_duplicates_nothing(
     try:
         asyncio.run(run())
         assert projector.kills + reconciler.kills >= 4
-        time.sleep(rng.uniform(0.5, 1.5))
+        time.sleep(rng.uniform(0.5, 1.5))  # on purpose: the last kills land mid-work, too
         projector.kill()
         reconciler.kill()
     finally:
@@ -326,16 +351,24 @@ def test_two_reconcilers_in_one_group_share_partitions_without_a_double_decision
             async with open_event_log(backend.event_log_url, topics, settings=settings) as log:
                 await publish(log, events, chunk=150, pause=0.4)
 
+        def assigned() -> list[int]:
+            return [
+                (tmp_path / f"r{i}.log").read_text().count("partition assigned") for i in range(2)
+            ]
+
         try:
             asyncio.run(run())
-            time.sleep(3)
+            wait_caught_up(backend, audits, must_fail)
+            eventually_sync(
+                assigned,
+                until=lambda counts: all(n > 0 for n in counts),
+                timeout=30,
+                interval=0.2,
+                message="both reconcilers to own partitions",
+            )
         finally:
             codes = [p.stop() for p in (*procs, projector)]
         assert codes == [0, 0, 0]
-        assigned = [
-            (tmp_path / f"r{i}.log").read_text().count("partition assigned") for i in range(2)
-        ]
-        assert all(n > 0 for n in assigned), f"both reconcilers should own partitions: {assigned}"
         finish(env, tmp_path / "finish.log")
         check(backend, must_fail, audits)
 
@@ -374,7 +407,14 @@ def test_a_service_restart_mid_stream_loses_nothing(tmp_path: Path, service: str
             )
             async with open_event_log(backend.event_log_url, topics, settings=settings) as log:
                 task = asyncio.create_task(publish(log, events, chunk=100, pause=0.25))
-                await asyncio.sleep(1.5)
+                # restart while the consumers are at work: once the projection has rows
+                await eventually(
+                    lambda: projected(backend),
+                    until=lambda n: n.total() > 0,
+                    timeout=60,
+                    interval=0.1,
+                    message="the projector to apply the first events",
+                )
                 restart = await asyncio.create_subprocess_exec(
                     "bash",
                     str(ROOT / "scripts/services.sh"),
@@ -388,7 +428,7 @@ def test_a_service_restart_mid_stream_loses_nothing(tmp_path: Path, service: str
 
         try:
             asyncio.run(run())
-            time.sleep(3)
+            wait_caught_up(backend, audits, must_fail)  # the running consumers resumed
         finally:
             codes = [p.stop() for p in procs]
         assert codes == [0, 0]
