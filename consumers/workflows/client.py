@@ -31,6 +31,9 @@ Policies:
   frees in time it answers ``rate_limited`` ("local request budget exhausted") without waiting.
 - **Concurrency**: at most ``concurrency`` requests in flight (a semaphore, and the same
   connection limits on the transport). Calls queue for the semaphore without a deadline.
+- **Time**: pauses, the budget window and backoff are measured with ``clock`` (default
+  ``time.monotonic``) and waited with ``sleep`` (default ``asyncio.sleep``); tests pass a fake
+  pair to run them without waiting. HTTP timeouts are the transport's and use real time.
 
 The API token is sent as ``Authorization: Bearer`` and is scrubbed from every detail and log.
 """
@@ -46,6 +49,7 @@ import re
 import ssl
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -121,10 +125,13 @@ class WorkflowsClient(LongLived):
         timeout: float = 10.0,
         max_retries: int = 2,
         transport: httpx.AsyncBaseTransport | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         """``transport`` (e.g. for tests) is used as given and owned by the client: its
         connection limits are the caller's business; the default transport gets
-        ``concurrency`` connections."""
+        ``concurrency`` connections. ``clock`` (monotonic seconds) and ``sleep`` time the
+        429 pauses, the budget window and the retry backoff."""
         if concurrency < 1 or budget < 1 or budget_window <= 0 or timeout <= 0 or max_retries < 0:
             raise ValueError("concurrency and budget must be >= 1, window and timeout > 0")
         self._base = (
@@ -138,6 +145,8 @@ class WorkflowsClient(LongLived):
         self._timeout = timeout
         self._max_retries = max_retries
         self._transport = transport
+        self._clock = clock
+        self._sleep = sleep
         self._client: httpx.AsyncClient | None = None
         self._semaphore = asyncio.Semaphore(concurrency)
         self._sent: deque[float] = deque()
@@ -177,13 +186,13 @@ class WorkflowsClient(LongLived):
     @property
     def budget_left(self) -> int:
         """Requests that may be sent now without waiting for the window."""
-        self._prune(time.monotonic())
+        self._prune(self._clock())
         return self._budget - len(self._sent)
 
     @property
     def paused_until(self) -> float | None:
-        """``time.monotonic()`` at which a 429 pause ends; ``None`` when not paused."""
-        if self._paused_until is not None and self._paused_until > time.monotonic():
+        """The ``clock()`` reading at which a 429 pause ends; ``None`` when not paused."""
+        if self._paused_until is not None and self._paused_until > self._clock():
             return self._paused_until
         return None
 
@@ -208,7 +217,7 @@ class WorkflowsClient(LongLived):
             else:
                 return outcome.answer
             attempt += 1
-            await asyncio.sleep(delay)
+            await self._sleep(delay)
 
     async def _attempt(self, url: str) -> _Outcome:
         if paused := self._paused_answer():
@@ -242,18 +251,18 @@ class WorkflowsClient(LongLived):
         until = self.paused_until
         if until is None:
             return None
-        left = until - time.monotonic()
+        left = until - self._clock()
         return self._failure(
             _Reason.RATE_LIMITED, None, f"probing paused by a Cloudflare 429 for {left:.1f}s more"
         )
 
     async def _take_budget(self) -> ProbeFailure | None:
         """Record one request in the window, waiting at most ``timeout`` for a free slot."""
-        deadline = time.monotonic() + self._timeout
+        deadline = self._clock() + self._timeout
         while True:
             if paused := self._paused_answer():
                 return paused
-            now = time.monotonic()
+            now = self._clock()
             self._prune(now)
             if len(self._sent) < self._budget:
                 self._sent.append(now)
@@ -261,7 +270,7 @@ class WorkflowsClient(LongLived):
             frees_at = self._sent[0] + self._window
             if frees_at > deadline:
                 return self._failure(_Reason.RATE_LIMITED, None, "local request budget exhausted")
-            await asyncio.sleep(frees_at - now)
+            await self._sleep(frees_at - now)
 
     def _prune(self, now: float) -> None:
         horizon = now - self._window
@@ -270,7 +279,7 @@ class WorkflowsClient(LongLived):
 
     def _pause(self, seconds: float) -> None:
         seconds = min(max(seconds, _PAUSE_BOUNDS[0]), _PAUSE_BOUNDS[1])
-        until = time.monotonic() + seconds
+        until = self._clock() + seconds
         if self._paused_until is None or until > self._paused_until:
             self._paused_until = until
         logger.warning("Workflows API rate limit (429): probing paused for %.0fs", seconds)

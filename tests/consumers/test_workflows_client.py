@@ -1,4 +1,8 @@
-"""WorkflowsClient against the Workflows simulator over real HTTP."""
+"""WorkflowsClient against the Workflows simulator over real HTTP.
+
+The client's clock is a :class:`~tests.clock.FakeClock`: 429 pauses, the budget window and
+retry backoff run in fake time (nothing really sleeps), while every request is real HTTP.
+"""
 
 from __future__ import annotations
 
@@ -21,19 +25,26 @@ from consumers.workflows.client import (
 )
 from consumers.workflows.simulator.server import STATUSES, SimulatorServer
 from statemachine.events import ProbeFailureReason as R
+from tests.clock import FakeClock
 
 TOKEN = "cf-secret-token-0123456789"
 MakeClient = Callable[..., Awaitable[WorkflowsClient]]
 
 
 @pytest.fixture
-async def make_client(simulator: SimulatorServer) -> AsyncIterator[MakeClient]:
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def make_client(simulator: SimulatorServer, clock: FakeClock) -> AsyncIterator[MakeClient]:
     clients: list[WorkflowsClient] = []
 
     async def make(**options: Any) -> WorkflowsClient:
         settings: dict[str, Any] = {
             "api_url": simulator.url, "account_id": "acc", "workflow": "site-audit",
             "api_token": TOKEN, "timeout": 2.0, "max_retries": 0,
+            "clock": clock, "sleep": clock.sleep,
         }  # fmt: skip
         client = WorkflowsClient(**(settings | options))
         await client.start()
@@ -239,40 +250,51 @@ async def test_the_token_is_sent_and_never_shown(
 # --- retries ----------------------------------------------------------------------------------
 
 
-async def test_a_server_error_is_retried_with_backoff_and_every_try_is_budgeted(
-    simulator: SimulatorServer, make_client: MakeClient
+async def test_a_server_error_is_retried_with_growing_backoff_and_every_try_is_budgeted(
+    simulator: SimulatorServer, make_client: MakeClient, clock: FakeClock
 ) -> None:
+    # given an instance whose first two answers are 500s
     simulator.sim.set_instance("f", "running")
-    simulator.sim.set_fault("f", "server_error", times=1)
+    simulator.sim.set_fault("f", "server_error", times=2)
     client = await make_client(max_retries=2, budget=10)
-    t0 = time.monotonic()
-    assert await client.get_instance("f") == InstanceStatus("running", None, None)
-    assert 0.37 <= time.monotonic() - t0 < 1.0  # 0.5 s less up to 25 % jitter
-    assert simulator.sim.requests_for("f") == 2
-    assert client.budget_left == 8
+
+    # when it is asked about
+    answer = await client.get_instance("f")
+
+    # then the third try answers, after 0.5 s and 1 s of backoff less up to 25 % jitter
+    assert answer == InstanceStatus("running", None, None)
+    first, second = clock.sleeps
+    assert 0.375 <= first <= 0.5
+    assert 0.75 <= second <= 1.0
+    assert simulator.sim.requests_for("f") == 3
+    assert client.budget_left == 7
 
 
 async def test_retries_stop_after_max_retries(
-    simulator: SimulatorServer, make_client: MakeClient
+    simulator: SimulatorServer, make_client: MakeClient, clock: FakeClock
 ) -> None:
     simulator.sim.set_fault("f", "success_false", retry_after=0)
     client = await make_client(max_retries=2)
     answer = failure(await client.get_instance("f"))
     assert (answer.reason, answer.http_status) == (R.SERVER_ERROR, 200)
     assert simulator.sim.requests_for("f") == 3
+    assert clock.sleeps == [0.0, 0.0]  # retry-after: 0 replaced the backoff
 
 
 async def test_a_short_retry_after_replaces_the_backoff_and_a_long_one_stops_retries(
-    simulator: SimulatorServer, make_client: MakeClient
+    simulator: SimulatorServer, make_client: MakeClient, clock: FakeClock
 ) -> None:
     simulator.sim.set_instance("f", "running")
-    simulator.sim.set_fault("f", "server_error", retry_after=0, times=1)
     client = await make_client(max_retries=2)
-    t0 = time.monotonic()
+    # up to 2 s is honoured instead of the backoff
+    simulator.sim.set_fault("f", "server_error", retry_after=2, times=1)
     assert await client.get_instance("f") == InstanceStatus("running", None, None)
-    assert time.monotonic() - t0 < 0.3
+    assert clock.sleeps == [2.0]
+    assert simulator.sim.requests_for("f") == 2
+    # longer: the answer stands, no retry, no wait
     simulator.sim.set_fault("f", "server_error", retry_after=5)
     assert failure(await client.get_instance("f")).reason == R.SERVER_ERROR
+    assert clock.sleeps == [2.0]
     assert simulator.sim.requests_for("f") == 3
 
 
@@ -290,22 +312,30 @@ async def test_not_found_and_client_errors_are_not_retried(
 
 
 async def test_a_429_pauses_all_probing_for_retry_after_without_sending(
-    simulator: SimulatorServer, make_client: MakeClient
+    simulator: SimulatorServer, make_client: MakeClient, clock: FakeClock
 ) -> None:
+    # given a client that is told to back off for 30 s
     simulator.sim.set_instance("other", "running")
-    simulator.sim.set_fault("limited", "rate_limit", retry_after=1, times=1)
+    simulator.sim.set_fault("limited", "rate_limit", retry_after=30, times=1)
     client = await make_client(max_retries=2)
-    t0 = time.monotonic()
+    t0 = clock.now
     answer = failure(await client.get_instance("limited"))
     assert (answer.reason, answer.http_status) == (R.RATE_LIMITED, 429)
-    assert client.paused_until is not None and 0.9 <= client.paused_until - t0 <= 1.1
-    for instance_id in ("other", "limited"):
+    assert client.paused_until == t0 + 30
+
+    # when it is asked about any instance during the pause, up to its last moment
+    for instance_id, seconds_later in (("other", 0.0), ("limited", 15.0), ("other", 29.9)):
+        clock.now = t0 + seconds_later
         paused = failure(await client.get_instance(instance_id))
+
+        # then it answers rate_limited at once, without sending or waiting
         assert (paused.reason, paused.http_status) == (R.RATE_LIMITED, None)
-        assert "paused" in paused.detail
-    assert time.monotonic() - t0 < 0.2  # answered at once
-    assert simulator.sim.stats()["total"] == 1  # nothing sent during the pause
-    await asyncio.sleep(client.paused_until - time.monotonic() + 0.01)
+        assert f"paused by a Cloudflare 429 for {30 - seconds_later:.1f}s more" in paused.detail
+    assert simulator.sim.stats()["total"] == 1
+    assert clock.sleeps == []
+
+    # and once the pause is over it asks the API again
+    clock.now = t0 + 30
     assert client.paused_until is None
     assert await client.get_instance("other") == InstanceStatus("running", None, None)
     assert simulator.sim.stats()["total"] == 2
@@ -324,45 +354,74 @@ async def test_a_429_pauses_all_probing_for_retry_after_without_sending(
     ],
 )
 async def test_the_pause_length_comes_from_the_429_headers(
-    simulator: SimulatorServer, make_client: MakeClient, headers: dict[str, str], expected: float
+    simulator: SimulatorServer,
+    make_client: MakeClient,
+    clock: FakeClock,
+    headers: dict[str, str],
+    expected: float,
 ) -> None:
-    if headers.get("retry-after") == "__date__":
+    tolerance = 0.0
+    if headers.get("retry-after") == "__date__":  # an HTTP date: wall clock, whole seconds
         headers = {"retry-after": formatdate(time.time() + 120, usegmt=True)}
+        tolerance = 1.5
     simulator.sim.set_fault("f", "rate_limit", headers=headers)
     client = await make_client()
-    t0 = time.monotonic()
+    t0 = clock.now
     assert failure(await client.get_instance("f")).reason == R.RATE_LIMITED
     assert client.paused_until is not None
-    assert client.paused_until - t0 == pytest.approx(expected, abs=1.5)
+    assert client.paused_until - t0 == pytest.approx(expected, abs=tolerance)
 
 
 async def test_an_exhausted_budget_refuses_without_sending_when_no_slot_frees_in_time(
-    simulator: SimulatorServer, make_client: MakeClient
+    simulator: SimulatorServer, make_client: MakeClient, clock: FakeClock
 ) -> None:
+    # given 3 requests per minute, all used, and callers that wait at most 2 s
     simulator.sim.set_instance("i", "running")
-    client = await make_client(budget=3, budget_window=0.6, timeout=0.2)
+    client = await make_client(budget=3, budget_window=60, timeout=2.0)
     for _ in range(3):
         assert isinstance(await client.get_instance("i"), InstanceStatus)
     assert client.budget_left == 0
-    t0 = time.monotonic()
+
+    # when one more call comes
     answer = failure(await client.get_instance("i"))
+
+    # then it is refused at once, without sending
     assert (answer.reason, answer.http_status, answer.detail) == (
         R.RATE_LIMITED, None, "local request budget exhausted",
     )  # fmt: skip
-    assert time.monotonic() - t0 < 0.1
+    assert clock.sleeps == []
     assert simulator.sim.requests_for("i") == 3
+    # and the window frees the whole budget a minute after it was used
+    clock.advance(59.9)
+    assert client.budget_left == 0
+    clock.advance(0.1)
+    assert client.budget_left == 3
+    assert await client.get_instance("i") == InstanceStatus("running", None, None)
 
 
-async def test_a_caller_waits_for_the_budget_window_to_free_a_slot(
-    simulator: SimulatorServer, make_client: MakeClient
+@pytest.mark.parametrize(("timeout", "answered"), [(700.0, 5), (500.0, 4)])
+async def test_a_caller_waits_for_the_budget_window_as_long_as_its_timeout_allows(
+    simulator: SimulatorServer,
+    make_client: MakeClient,
+    clock: FakeClock,
+    timeout: float,
+    answered: int,
 ) -> None:
+    # given 2 requests per 5 minutes
     simulator.sim.set_instance("i", "running")
-    client = await make_client(budget=2, budget_window=0.4, timeout=1.0)
-    t0 = time.monotonic()
+    client = await make_client(budget=2, budget_window=300, timeout=timeout)
+    t0 = clock.now
+
+    # when 5 callers ask at once
     answers = await asyncio.gather(*(client.get_instance("i") for _ in range(5)))
-    assert all(isinstance(a, InstanceStatus) for a in answers)
-    assert 0.8 <= time.monotonic() - t0 < 1.5  # 2 now, 2 after 0.4 s, 1 after 0.8 s
-    assert simulator.sim.requests_for("i") == 5
+
+    # then 2 are sent now, 2 when the window frees them (5 min), 1 after 10 min, when the
+    # caller may wait that long; otherwise it is refused without sending
+    ok = [a for a in answers if isinstance(a, InstanceStatus)]
+    assert len(ok) == answered == simulator.sim.requests_for("i")
+    refused = [failure(a) for a in answers if isinstance(a, ProbeFailure)]
+    assert [r.detail for r in refused] == ["local request budget exhausted"] * (5 - answered)
+    assert clock.now - t0 == (600 if answered == 5 else 300)
 
 
 # --- concurrency and lifecycle ----------------------------------------------------------------
