@@ -12,43 +12,55 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from types import NoneType
+from typing import Any, Final, Literal, get_args, get_type_hints
 
 from statemachine.events import AuditEvent
 from statemachine.machine import next_status
 from statemachine.state import AuditState, evolve
 
-__all__ = ["COLUMNS", "AuditRow", "project", "row_dict"]
+__all__ = [
+    "COLUMNS",
+    "COLUMN_KINDS",
+    "INTERNAL_COLUMNS",
+    "STATE_FIELDS",
+    "STORED_COLUMNS",
+    "TIMESTAMPS",
+    "AuditRow",
+    "ColumnKind",
+    "project",
+    "row_dict",
+]
 
-COLUMNS: tuple[str, ...] = (
-    "audit_id",
-    "project_id",
-    "organization_id",
-    "started_by_user_id",
-    "start_url",
-    "workflow_instance_id",
-    "status",
-    "current_phase",
-    "pages_crawled",
-    "pages_total",
-    "started_at",
-    "completed_at",
-    "error_code",
-    "error_detail",
-    "failed_phase",
-    "failed_by",
-    "reconciled_by",
-    "last_observed_status",
-    "last_observed_at",
-    "overturned",
-    "version",
-    "last_event_id",
-    "updated_at",
-)
-STATE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(AuditState))
-TIMESTAMPS = frozenset(
-    {"started_at", "completed_at", "last_observed_at", "updated_at", "instance_ended_at"}
-)
+ColumnKind = Literal["text", "integer", "timestamp", "boolean", "uuid"]
+_KIND_OF_TYPE: Final[dict[type, ColumnKind]] = {
+    str: "text",
+    int: "integer",
+    datetime: "timestamp",
+    bool: "boolean",
+}
+
+
+def _kind(annotation: Any) -> ColumnKind:
+    """``str | None`` → ``text``, and so on."""
+    kinds = {_KIND_OF_TYPE[t] for t in get_args(annotation) or (annotation,) if t is not NoneType}
+    assert len(kinds) == 1, f"no single column kind for {annotation!r}"
+    return kinds.pop()
+
+
+STATE_FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in fields(AuditState))
+# Every stored column and its kind: the state's fields, then the projection's bookkeeping.
+# The stores map kinds to their own types; DESIGN §6 lists them all but the internal ones.
+COLUMN_KINDS: Final[dict[str, ColumnKind]] = {
+    **{name: _kind(hint) for name, hint in get_type_hints(AuditState).items()},
+    "version": "integer",
+    "last_event_id": "uuid",
+    "updated_at": "timestamp",
+}
+STORED_COLUMNS: Final[tuple[str, ...]] = tuple(COLUMN_KINDS)
+INTERNAL_COLUMNS: Final = frozenset({"instance_ended_at"})  # stored for rule 6, never shown
+COLUMNS: Final[tuple[str, ...]] = tuple(c for c in STORED_COLUMNS if c not in INTERNAL_COLUMNS)
+TIMESTAMPS: Final = frozenset(c for c, kind in COLUMN_KINDS.items() if kind == "timestamp")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +104,7 @@ def project(row: AuditRow | None, event: AuditEvent) -> AuditRow:
     after = evolve(state, event)
     # ``version`` counts the events applied by the transition table; events recorded but not
     # applied (before AuditStarted, after a terminal state) are history only.
-    counted = 1 if next_status(state.status, event.type, state.failed_by) is not None else 0
+    counted = 1 if next_status(state.status, event.type, state) is not None else 0
     return AuditRow(
         state=after,
         version=(row.version if row is not None else 0) + counted,

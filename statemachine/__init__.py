@@ -3,7 +3,7 @@
 No I/O, no asyncio, no clock, no randomness: time and ids come in as arguments.
 """
 
-from statemachine.classifier import ERROR_CODES, classify, error_text
+from statemachine.classifier import classify, error_text
 from statemachine.events import (
     EVENT_ADAPTER,
     PROBE_ADAPTER,
@@ -17,6 +17,7 @@ from statemachine.machine import STATES, TERMINAL, TRANSITIONS, mermaid, next_st
 from statemachine.policy import Policy, format_duration, parse_duration
 from statemachine.rules import Verdict, decide, judge
 from statemachine.state import AuditState, evolve, fold
+from statemachine.vocabulary import ERROR_CODES
 
 __all__ = [
     "ERROR_CODES",

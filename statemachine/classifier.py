@@ -1,4 +1,5 @@
-"""Error codes and the classifier that maps a workflow's error message to one.
+"""The classifier: which error code (:data:`~statemachine.vocabulary.ERROR_CODES`) a workflow's
+error message means.
 
 Matching is case-insensitive on ``"{name}: {message}"`` (or whichever of the two exists), and
 the first pattern that matches wins.
@@ -8,21 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-__all__ = ["ERROR_CODES", "MAX_DETAIL", "classify", "error_text", "truncate"]
+from statemachine.vocabulary import ERROR_CODES
 
-ERROR_CODES: Final = (
-    "step_timeout",
-    "oom",
-    "cpu_limit",
-    "db_error",
-    "step_output_too_large",
-    "workflow_internal",
-    "deploy_reset",
-    "instance_lost",
-    "workflow_terminated",
-    "finalize_lost",
-    "unknown",
-)
+__all__ = ["ERROR_CODES", "MAX_DETAIL", "classify", "error_text", "truncate"]
 
 MAX_DETAIL: Final = 500
 

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Final, Literal, TypeAlias
 
 from pydantic import (
     AfterValidator,
@@ -32,6 +32,9 @@ from pydantic import (
     StringConstraints,
     TypeAdapter,
 )
+
+from statemachine.errors import InvalidInput
+from statemachine.vocabulary import AUDIT_ID_PATTERN, ErrorCode, FailureRule, ObservedStatus
 
 __all__ = [
     "CURRENT_VERSION",
@@ -58,7 +61,7 @@ __all__ = [
     "upcast",
 ]
 
-AuditId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
+AuditId = Annotated[str, StringConstraints(pattern=AUDIT_ID_PATTERN)]
 
 _EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
 _LATEST = datetime(9000, 1, 1, tzinfo=UTC)
@@ -113,36 +116,6 @@ class ProbeFailureReason(StrEnum):
     INVALID_RESPONSE = "invalid_response"
 
 
-ObservedStatus = Literal[
-    "queued",
-    "running",
-    "paused",
-    "errored",
-    "terminated",
-    "complete",
-    "waiting",
-    "waitingForPause",
-    "rollingBack",
-    "unknown",
-    "not_found",
-    "not_attached",
-]
-
-ErrorCode = Literal[
-    "step_timeout",
-    "oom",
-    "cpu_limit",
-    "db_error",
-    "step_output_too_large",
-    "workflow_internal",
-    "deploy_reset",
-    "instance_lost",
-    "workflow_terminated",
-    "finalize_lost",
-    "unknown",
-]
-
-
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -190,6 +163,8 @@ class AuditFailedData(_Frozen):
     reconciled_by: ReconciledBy | None = None
     workflow_status: str | None = None
     policy: dict[str, Any] | None = None
+    # The rule that fired, for a reconciler decision (DESIGN §4); `policy` holds its thresholds.
+    rule: FailureRule | None = None
 
 
 class WorkflowStatusObservedData(_Frozen):
@@ -251,6 +226,7 @@ class AuditCompleted(_Envelope):
 
 class AuditFailed(_Envelope):
     type: Literal["AuditFailed"] = "AuditFailed"
+    schema_version: Annotated[int, Field(ge=1)] = 2
     data: AuditFailedData
 
 
@@ -258,6 +234,7 @@ class AuditFailureSimulated(_Envelope):
     """Shadow mode: the ``AuditFailed`` the reconciler would have emitted. History only."""
 
     type: Literal["AuditFailureSimulated"] = "AuditFailureSimulated"
+    schema_version: Annotated[int, Field(ge=1)] = 2
     data: AuditFailedData
 
 
@@ -308,17 +285,43 @@ LIFECYCLE_TYPES: dict[str, type[_Envelope]] = {
 }
 EVENT_TYPES: dict[str, type[_Envelope]] = {**LIFECYCLE_TYPES, "ProbeRequested": ProbeRequested}
 
-CURRENT_VERSION: dict[str, int] = dict.fromkeys(EVENT_TYPES, 1)
+CURRENT_VERSION: dict[str, int] = {
+    name: cls.model_fields["schema_version"].default for name, cls in EVENT_TYPES.items()
+}
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+
+# Version 1 reconciler decisions did not name their rule; the observed status tells it.
+_RULE_OF_STATUS: Final[Mapping[str, str]] = {
+    "errored": "errored",
+    "terminated": "terminated",
+    "not_found": "instance_lost",
+    "not_attached": "never_attached",
+    "complete": "finalize_lost",
+}
+
+
+def _failure_v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
+    data = raw.get("data")
+    if isinstance(data, dict) and data.get("failed_by") == "reconciler" and "rule" not in data:
+        rule = _RULE_OF_STATUS.get(str(data.get("workflow_status")))
+        if rule is not None:
+            data = {**data, "rule": rule}
+    return {**raw, "data": data, "schema_version": 2}
+
+
 # (type, from_version) -> function returning the envelope at from_version + 1.
-UPCASTERS: Mapping[tuple[str, int], Upcaster] = {}
+UPCASTERS: Mapping[tuple[str, int], Upcaster] = {
+    ("AuditFailed", 1): _failure_v1_to_v2,
+    ("AuditFailureSimulated", 1): _failure_v1_to_v2,
+}
 
 
 def upcast(raw: dict[str, Any]) -> dict[str, Any]:
     """Bring a decoded envelope of an older ``schema_version`` up to the current one.
 
-    Raises ``ValueError`` for a version newer than this code knows, or one with no path up.
+    Raises :class:`InvalidInput` for a version newer than this code knows, or one with no path
+    up.
     """
     kind = raw.get("type")
     version = raw.get("schema_version", 1)
@@ -326,11 +329,13 @@ def upcast(raw: dict[str, Any]) -> dict[str, Any]:
         return raw  # validation names the problem
     current = CURRENT_VERSION[kind]
     if version > current:
-        raise ValueError(f"schema_version {version} of {kind} is newer than supported ({current})")
+        raise InvalidInput(
+            f"schema_version {version} of {kind} is newer than supported ({current})"
+        )
     while version < current:
         step = UPCASTERS.get((kind, version))
         if step is None:
-            raise ValueError(f"no upcaster for {kind} schema_version {version}")
+            raise InvalidInput(f"no upcaster for {kind} schema_version {version}")
         raw = step(raw)
         version = raw["schema_version"]
     return raw

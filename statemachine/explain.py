@@ -1,17 +1,26 @@
-"""Why an audit ended as it did: each event, the state before → after, and what fired."""
+"""Why an audit ended as it did: each event, the state before → after, and what fired.
+
+A recorded reconciler decision is explained with the policy it recorded, never with today's
+settings: its observation is judged again under the thresholds in that decision, and the
+decision names its rule. An observation that led to no decision is judged under the policy
+given (today's); when that policy would fail the audit, the step says no decision was recorded.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from statemachine.events import AuditEvent, AuditFailed, AuditStarted
+from statemachine.events import AuditEvent, AuditFailed, AuditFailureSimulated, AuditStarted
 from statemachine.machine import INITIAL, next_status
 from statemachine.policy import Policy
 from statemachine.rules import judge
 from statemachine.state import AuditState, evolve
 
-__all__ = ["Step", "explain", "explain_one"]
+__all__ = ["Step", "explain", "explain_one", "recorded_decisions"]
+
+Decision = AuditFailed | AuditFailureSimulated
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,16 +44,36 @@ class Step:
         }
 
 
+def recorded_decisions(events: Sequence[AuditEvent]) -> dict[uuid.UUID, Decision]:
+    """The reconciler's decisions in ``events``, by the observation that caused each."""
+    return {
+        e.causation_id: e
+        for e in events
+        if isinstance(e, AuditFailed | AuditFailureSimulated)
+        and e.data.failed_by.value == "reconciler"
+        and e.causation_id is not None
+    }
+
+
 def explain_one(
-    state: AuditState | None, event: AuditEvent, policy: Policy
+    state: AuditState | None,
+    event: AuditEvent,
+    policy: Policy,
+    decision: Decision | None = None,
 ) -> tuple[Step, AuditState]:
-    """The step for ``event`` applied to ``state``, and the state after it."""
+    """The step for ``event`` applied to ``state``, and the state after it. ``decision`` is the
+    reconciler's recorded decision on this observation, if there is one: its policy applies."""
     current = state if state is not None else AuditState(audit_id=event.audit_id)
     after = evolve(current, event)
-    verdict = judge(current, event, policy)
-    row = next_status(current.status, event.type, current.failed_by)
+    in_force = policy
+    if decision is not None and decision.data.policy is not None:
+        in_force = Policy.from_evidence(decision.data.policy, policy)
+    verdict = judge(current, event, in_force)
+    row = next_status(current.status, event.type, current)
     if verdict is not None:
         rule, reason = verdict.rule, verdict.reason
+        if verdict.failure is not None and decision is None and current.status == "running":
+            reason += " (under today's policy; no decision was recorded)"
     elif row is None:
         rule = "recorded"
         if isinstance(event, AuditStarted) and current.exists:
@@ -56,9 +85,11 @@ def explain_one(
     else:
         rule = "transition"
         reason = row.note
-        if isinstance(event, AuditFailed):
+        if isinstance(event, AuditFailed | AuditFailureSimulated):
             d = event.data
-            reason = f"failed {d.error_code} by {d.failed_by.value}: {d.error_detail}"
+            rule = d.rule or rule
+            done = "would fail" if isinstance(event, AuditFailureSimulated) else "failed"
+            reason = f"{done} {d.error_code} by {d.failed_by.value}: {d.error_detail}"
         elif row.guard:
             reason = f"{row.note} [{row.guard}]"
     before = current.status if current.exists else INITIAL
@@ -66,9 +97,11 @@ def explain_one(
 
 
 def explain(events: Iterable[AuditEvent], policy: Policy) -> list[Step]:
+    history = list(events)
+    decisions = recorded_decisions(history)
     steps: list[Step] = []
     state: AuditState | None = None
-    for event in events:
-        step, state = explain_one(state, event, policy)
+    for event in history:
+        step, state = explain_one(state, event, policy, decisions.get(event.event_id))
         steps.append(step)
     return steps

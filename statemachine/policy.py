@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -67,6 +68,25 @@ class Policy:
     instance_lost_grace: timedelta = timedelta(minutes=10)
     finalize_grace: timedelta = timedelta(minutes=10)
     shadow: bool = False
+
+    @classmethod
+    def from_evidence(cls, evidence: Mapping[str, Any], default: Policy) -> Policy:
+        """The policy a decision recorded (:meth:`evidence`); what it lacks comes from
+        ``default``."""
+
+        def seconds(key: str, fallback: timedelta) -> timedelta:
+            value = evidence.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+                return timedelta(seconds=value)
+            return fallback
+
+        mode = evidence.get("mode")
+        return cls(
+            stale_running_after=seconds("stale_running_after_s", default.stale_running_after),
+            instance_lost_grace=seconds("instance_lost_grace_s", default.instance_lost_grace),
+            finalize_grace=seconds("finalize_grace_s", default.finalize_grace),
+            shadow=default.shadow if mode not in ("shadow", "enforce") else mode == "shadow",
+        )
 
     def evidence(self) -> dict[str, Any]:
         """The thresholds as carried by every decision, in seconds."""

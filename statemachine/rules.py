@@ -27,13 +27,11 @@ from statemachine.events import (
 )
 from statemachine.policy import Policy, format_duration
 from statemachine.state import AuditState
+from statemachine.vocabulary import HEALTHY_STATUSES, FailureRule
 
-__all__ = ["HEALTHY_STATUSES", "PRODUCER", "Verdict", "decide", "judge"]
+__all__ = ["PRODUCER", "Verdict", "decide", "judge"]
 
 PRODUCER = "auditrec-reconciler"
-HEALTHY_STATUSES = frozenset(
-    {"queued", "running", "paused", "waiting", "waitingForPause", "rollingBack", "unknown"}
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +48,12 @@ def _reconciled_by(trigger: Trigger) -> ReconciledBy:
 
 
 def _fail(
-    state: AuditState, obs: WorkflowStatusObserved, policy: Policy, code: str, detail: str
+    rule: FailureRule,
+    state: AuditState,
+    obs: WorkflowStatusObserved,
+    policy: Policy,
+    code: str,
+    detail: str,
 ) -> AuditFailedData:
     d = obs.data
     evidence = dict(policy.evidence())
@@ -72,6 +75,7 @@ def _fail(
         reconciled_by=_reconciled_by(d.trigger),
         workflow_status=d.status,
         policy=evidence,
+        rule=rule,
     )
 
 
@@ -115,7 +119,7 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
             "errored",
             f"errored ({truncate(text, 200) if text else 'no error payload'})"
             f" → {_fails(policy, code)}",
-            _fail(state, event, policy, code, text or "Workflow instance errored"),
+            _fail("errored", state, event, policy, code, text or "Workflow instance errored"),
         )
     if status == "terminated":
         text = error_text(d.error)
@@ -123,10 +127,12 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
         return Verdict(
             "terminated",
             f"terminated{f' ({truncate(text, 200)})' if text else ''} → {_fails(policy, code)}",
-            _fail(state, event, policy, code, text or "Workflow instance was terminated"),
+            _fail(
+                "terminated", state, event, policy, code, text or "Workflow instance was terminated"
+            ),
         )
     if status in ("not_found", "not_attached"):
-        rule = "instance_lost" if status == "not_found" else "never_attached"
+        rule: FailureRule = "instance_lost" if status == "not_found" else "never_attached"
         if age >= grace:
             detail = (
                 "Workflow instance was not found"
@@ -137,7 +143,7 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
                 rule,
                 f"{status}, age {format_duration(age)} ≥ grace {format_duration(grace)}"
                 f" → {_fails(policy, 'instance_lost')}",
-                _fail(state, event, policy, "instance_lost", detail),
+                _fail(rule, state, event, policy, "instance_lost", detail),
             )
         return Verdict(
             rule,
@@ -154,6 +160,7 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
                 f"{format_duration(fgrace)} with no AuditCompleted"
                 f" → {_fails(policy, 'finalize_lost')}",
                 _fail(
+                    "finalize_lost",
                     state,
                     event,
                     policy,

@@ -2,7 +2,8 @@
 
 ``AuditState`` carries every column of the audit row that events determine (DESIGN §6); the
 projection adds only bookkeeping (version, last event, update time). Status changes come from
-the transition table alone (:func:`statemachine.machine.next_status`); an event without a
+the transition table alone (:func:`statemachine.machine.next_status`: every destination is
+the row's); an event without a
 transition is recorded, not applied — except that observations of a terminal audit still
 update what was last observed, which is information, not lifecycle.
 """
@@ -35,13 +36,14 @@ _intern = sys.intern
 
 @dataclass(frozen=True, slots=True)
 class AuditState:
+    # The fields in the order of the audit row's columns (DESIGN §6).
     audit_id: str
-    status: str = INITIAL
     project_id: str | None = None
     organization_id: str | None = None
     started_by_user_id: str | None = None
     start_url: str | None = None
     workflow_instance_id: str | None = None
+    status: str = INITIAL
     current_phase: str | None = None
     pages_crawled: int | None = None
     pages_total: int | None = None
@@ -54,9 +56,9 @@ class AuditState:
     reconciled_by: str | None = None
     last_observed_status: str | None = None
     last_observed_at: datetime | None = None
+    overturned: bool = False
     # When the current instance was first seen ``complete`` (or its reported end): rule 6.
     instance_ended_at: datetime | None = None
-    overturned: bool = False
 
     @property
     def exists(self) -> bool:
@@ -118,7 +120,7 @@ def _later(a: datetime | None, b: datetime) -> datetime:
 
 def evolve(state: AuditState, event: AuditEvent) -> AuditState:
     """The state after ``event``. Total: any event on any state gives a state."""
-    row = next_status(state.status, event.type, state.failed_by)
+    row = next_status(state.status, event.type, state)
     if row is None:
         # Recorded, not applied. Observations still refresh what was last seen.
         return _observed(state, event) if state.exists else state
@@ -126,7 +128,7 @@ def evolve(state: AuditState, event: AuditEvent) -> AuditState:
         d = event.data
         return replace(
             state,
-            status="running",
+            status=row.dest,
             project_id=d.project_id,
             organization_id=d.organization_id,
             started_by_user_id=d.started_by_user_id,
@@ -165,7 +167,7 @@ def evolve(state: AuditState, event: AuditEvent) -> AuditState:
         overturn = state.status == "failed"
         return replace(
             state,
-            status="completed",
+            status=row.dest,
             pages_crawled=done.pages_crawled
             if done.pages_crawled is not None
             else state.pages_crawled,
@@ -182,7 +184,7 @@ def evolve(state: AuditState, event: AuditEvent) -> AuditState:
         failure = event.data
         return replace(
             state,
-            status="failed",
+            status=row.dest,
             error_code=failure.error_code,
             error_detail=failure.error_detail,
             failed_phase=failure.failed_phase
@@ -192,7 +194,7 @@ def evolve(state: AuditState, event: AuditEvent) -> AuditState:
             reconciled_by=failure.reconciled_by.value if failure.reconciled_by else None,
             completed_at=event.occurred_at,
         )
-    # Observations, probe failures and simulated failures keep the status.
+    # Observations, probe failures and simulated failures: the table keeps the status.
     return _observed(state, event)
 
 

@@ -75,18 +75,18 @@ from statemachine.errors import (
     StoreError,
 )
 from statemachine.explain import explain
+from statemachine.vocabulary import AUDIT_ID_PATTERN, AUDIT_ID_RULE
 
-__all__ = ["AUDIT_ID_PATTERN", "build_app"]
+__all__ = ["build_app"]
 
 log = structlog.get_logger("auditrec.api")
 
-AUDIT_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 READY_TIMEOUT = 3.0
 AuditIdPath = Annotated[
     str,
     Path(
         pattern=AUDIT_ID_PATTERN,
-        description="1-128 characters of `[A-Za-z0-9._:-]`.",
+        description=f"The audit id: {AUDIT_ID_RULE.removeprefix('must be ')}.",
         examples=["a-123"],
     ),
 ]

@@ -9,9 +9,10 @@ import json
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from projections.row import AuditRow
+from consumers.operations.outcomes import Outcome
+from projections.row import COLUMN_KINDS, COLUMNS, AuditRow, ColumnKind
 from statemachine.errors import InvalidInput
 from statemachine.events import EVENT_ADAPTER
 
@@ -30,10 +31,8 @@ __all__ = [
     "HistoryStep",
     "LogPosition",
     "Message",
-    "OutcomeResult",
     "Problems",
     "Readiness",
-    "Reconciliation",
     "Responses",
     "SweepSummary",
     "decode_cursor",
@@ -43,57 +42,41 @@ __all__ = [
 
 # --- response models ---------------------------------------------------------------------
 
-OutcomeResult = Literal["failed", "would_fail", "healthy", "unchanged", "probe_error", "pending"]
 Responses = dict[int | str, dict[str, Any]]
 
 
-class Reconciliation(BaseModel):
-    """What the on-demand probe of this request found, and what the reconciler made of it."""
-
-    audit_id: str
-    request_id: str = Field(description="The ProbeRequested event's id.")
-    result: OutcomeResult = Field(
-        description="`failed`: failed in this response; `would_fail`: shadow mode; `healthy` / "
-        "`unchanged`: still running; `probe_error`: the Workflows API could not tell; "
-        "`pending`: the outcome did not arrive within AUDITREC_ON_DEMAND_WAIT."
-    )
-    rule: str | None = None
-    reason: str | None = None
-    error_code: str | None = None
-    observed_status: str | None = None
-    probe_error: str | None = None
+_PYTHON_OF_KIND: dict[ColumnKind, Any] = {
+    "text": str,
+    "integer": int,
+    "timestamp": datetime,
+    "boolean": bool,
+    "uuid": str,
+}
+_REQUIRED = {"audit_id", "status", "overturned", "version"}
+_DESCRIPTIONS = {
+    "status": "`running`, `completed` or `failed`.",
+    "version": "Events applied to this row.",
+    "overturned": "A reconciler's failure was overturned by a late completion.",
+}
 
 
-class Audit(BaseModel):
-    """One row of the ``audits`` table (DESIGN §6)."""
+def _column(name: str, kind: ColumnKind) -> tuple[Any, Any]:
+    python = _PYTHON_OF_KIND[kind]
+    if name in _REQUIRED:
+        return python, Field(description=_DESCRIPTIONS.get(name))
+    return python | None, Field(default=None, description=_DESCRIPTIONS.get(name))
 
-    audit_id: str
-    project_id: str | None = None
-    organization_id: str | None = None
-    started_by_user_id: str | None = None
-    start_url: str | None = None
-    workflow_instance_id: str | None = None
-    status: str = Field(description="`running`, `completed` or `failed`.")
-    current_phase: str | None = None
-    pages_crawled: int | None = None
-    pages_total: int | None = None
-    started_at: datetime | None = None
-    completed_at: datetime | None = None
-    error_code: str | None = None
-    error_detail: str | None = None
-    failed_phase: str | None = None
-    failed_by: str | None = None
-    reconciled_by: str | None = None
-    last_observed_status: str | None = None
-    last_observed_at: datetime | None = None
-    overturned: bool = False
-    version: int = Field(description="Events applied to this row.")
-    last_event_id: str | None = None
-    updated_at: datetime | None = None
+
+# One row of the ``audits`` table (DESIGN §6), field for column.
+Audit = create_model(
+    "Audit",
+    __doc__="One row of the ``audits`` table (DESIGN §6).",
+    **{c: _column(c, COLUMN_KINDS[c]) for c in COLUMNS},  # type: ignore[call-overload]
+)
 
 
 class AuditStatus(Audit):
-    reconciliation: Reconciliation | None = Field(
+    reconciliation: Outcome | None = Field(
         default=None, description="Present when this request probed the workflow."
     )
     note: str | None = Field(
@@ -151,7 +134,7 @@ class SweepSummary(BaseModel):
     pending: int = Field(description="Outcomes that did not arrive within AUDITREC_SWEEP_WAIT.")
     skipped: bool = Field(description="Another watchdog held the lock; nothing was probed.")
     elapsed_s: float
-    audits: list[Reconciliation]
+    audits: list[Outcome]
 
 
 class Health(BaseModel):

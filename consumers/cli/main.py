@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from functools import wraps
@@ -20,19 +19,24 @@ from projections.row import row_dict
 from statemachine.errors import AuditrecError, InvalidInput
 from statemachine.events import EVENT_TYPES
 from statemachine.machine import mermaid
+from statemachine.vocabulary import AUDIT_ID_RULE, is_audit_id
 
 __all__ = ["main"]
 
 T = TypeVar("T")
-_AUDIT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 def _settings(ctx: click.Context) -> Settings:
+    """The settings, read once (pydantic-settings: environment and flags), and the logging
+    they ask for. Commands that print data log warnings only unless a level is set."""
     obj = ctx.ensure_object(dict)
     if "settings" not in obj:
-        obj["settings"] = load_settings(**obj.get("overrides", {}))
-    settings: Settings = obj["settings"]
-    return settings
+        settings = load_settings(**obj.get("overrides", {}))
+        level = settings.log_level if "log_level" in settings.model_fields_set else None
+        configure_logging(level or obj.get("default_level", "INFO"), settings.log_format)
+        obj["settings"] = settings
+    result: Settings = obj["settings"]
+    return result
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
@@ -60,10 +64,8 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _check_audit_id(audit_id: str) -> None:
-    if not _AUDIT_ID.fullmatch(audit_id):
-        raise InvalidInput(
-            f"invalid audit id {audit_id!r}: must be 1-128 characters of [A-Za-z0-9._:-]"
-        )
+    if not is_audit_id(audit_id):
+        raise InvalidInput(f"invalid audit id {audit_id!r}: {AUDIT_ID_RULE}")
 
 
 async def _with_runtime(
@@ -83,14 +85,10 @@ async def _with_runtime(
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
-    "--event-log-url", envvar="AUDITREC_EVENT_LOG_URL", help="sqlite:///path or kafka://host:9092"
+    "--event-log-url", help="sqlite:///path or kafka://host:9092 (AUDITREC_EVENT_LOG_URL)"
 )
-@click.option(
-    "--database-url", envvar="AUDITREC_DATABASE_URL", help="sqlite:///path or postgresql://…"
-)
-@click.option(
-    "--log-level", envvar="AUDITREC_LOG_LEVEL", default=None, help="DEBUG, INFO, WARNING…"
-)
+@click.option("--database-url", help="sqlite:///path or postgresql://… (AUDITREC_DATABASE_URL)")
+@click.option("--log-level", default=None, help="DEBUG, INFO, WARNING… (AUDITREC_LOG_LEVEL)")
 @click.version_option(package_name="auditrec")
 @click.pass_context
 def main(
@@ -103,7 +101,9 @@ def main(
         "log_level": log_level,
     }
     quiet = ctx.invoked_subcommand not in ("serve", "simulate-workflows")
-    configure_logging(log_level or ("WARNING" if quiet else "INFO"), "auto")
+    ctx.obj["default_level"] = "WARNING" if quiet else "INFO"
+    # Until the settings are read (and for commands that need none): the default logging.
+    configure_logging(log_level or ctx.obj["default_level"], "auto")
 
 
 @main.command()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import get_args
 
 import structlog
 from pydantic import ValidationError
@@ -24,7 +23,6 @@ from consumers.runtime.metrics import PROBE_BUDGET_LEFT, PROBES
 from consumers.workflows.client import InstanceStatus, ProbeFailure, WorkflowsClient
 from statemachine.errors import DecodeError
 from statemachine.events import (
-    ObservedStatus,
     ProbeFailureReason,
     ProbeRequested,
     WorkflowProbeFailed,
@@ -33,11 +31,12 @@ from statemachine.events import (
     WorkflowStatusObservedData,
     derived_id,
 )
+from statemachine.vocabulary import OBSERVED_STATUSES
 
 __all__ = ["PRODUCER", "Probe"]
 
 PRODUCER = "auditrec-probe"
-KNOWN_STATUSES = frozenset(get_args(ObservedStatus))
+KNOWN_STATUSES = frozenset(OBSERVED_STATUSES)
 log = structlog.get_logger("auditrec.probe")
 
 

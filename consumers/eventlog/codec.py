@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from consumers.eventlog.port import OutRecord, Record, Topics
-from statemachine.errors import DecodeError
+from statemachine.errors import DecodeError, InvalidInput
 from statemachine.events import (
     CURRENT_VERSION,
     EVENT_ADAPTER,
@@ -25,6 +25,7 @@ from statemachine.events import (
     ProbeRequested,
     upcast,
 )
+from statemachine.vocabulary import AUDIT_ID_RULE
 
 __all__ = [
     "DEAD_LETTER_ORIGINAL_MAX",
@@ -58,7 +59,7 @@ def _loads(value: bytes) -> dict[str, Any]:
         raise DecodeError("not a JSON object")
     try:
         return upcast(raw)
-    except ValueError as exc:
+    except InvalidInput as exc:
         raise DecodeError(str(exc)) from None
 
 
@@ -72,7 +73,7 @@ def describe(exc: ValidationError) -> str:
         where = ".".join(str(p) for p in loc) or "(root)"
         message = err["msg"]
         if err["type"] == "string_pattern_mismatch" and loc == ["audit_id"]:
-            message = "must be 1-128 characters of [A-Za-z0-9._:-]"
+            message = AUDIT_ID_RULE
         elif err["type"] == "union_tag_invalid":
             where = "type"
             message = (

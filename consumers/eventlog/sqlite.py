@@ -74,10 +74,7 @@ class SQLiteEventLog(EventLog):
     def __init__(self, url: str, topics: Topics) -> None:
         self.url = url
         self.topics = topics
-        try:
-            path = sqlite_path(url)
-        except ValueError as exc:
-            raise EventLogError(str(exc), retriable=False) from None
+        path = sqlite_path(url)
         self.db = SQLiteDB(path, lambda msg, retriable: EventLogError(msg, retriable=retriable))
         self._appended = asyncio.Event()
 

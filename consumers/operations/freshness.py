@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import time
 
+from consumers.components.projector import Projector
 from consumers.eventlog.port import EventLog
 from projections.store import ProjectionStore
 
 __all__ = ["wait_for_projection"]
 
-PROJECTOR_GROUP = "auditrec-projector"
 SMALL_GAP = 100
 
 
@@ -26,7 +26,7 @@ async def wait_for_projection(log: EventLog, store: ProjectionStore, timeout: fl
     topic = log.topics.lifecycle
     target = await log.end_offsets(topic)
     while True:
-        stored = await store.stored_offsets(PROJECTOR_GROUP)
+        stored = await store.stored_offsets(Projector.group)
         gaps = {p: end - stored.get((topic, p), 0) for p, end in target.items()}
         if all(gap <= 0 for gap in gaps.values()):
             return True

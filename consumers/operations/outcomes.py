@@ -13,25 +13,37 @@ import asyncio
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
 
 from projections.row import AuditRow
 from projections.store import ProjectionStore
 from statemachine.events import AuditEvent, ProbeRequested
 from statemachine.policy import Policy
-from statemachine.rules import HEALTHY_STATUSES, judge
+from statemachine.rules import judge
 from statemachine.state import AuditState, evolve
+from statemachine.vocabulary import HEALTHY_STATUSES
 
-__all__ = ["Outcome", "Summary", "await_outcomes"]
+__all__ = ["Outcome", "OutcomeResult", "Summary", "await_outcomes"]
 
 _DECISIONS = ("AuditFailed", "AuditFailureSimulated")
 
 
-@dataclass
-class Outcome:
+OutcomeResult = Literal["failed", "would_fail", "healthy", "unchanged", "probe_error", "pending"]
+
+
+class Outcome(BaseModel):
+    """What one probe request found, and what the reconciler made of it."""
+
     audit_id: str
-    request_id: str
-    result: str = "pending"  # failed, would_fail, healthy, unchanged, probe_error, pending
+    request_id: str = Field(description="The ProbeRequested event's id.")
+    result: OutcomeResult = Field(
+        default="pending",
+        description="`failed`: failed in this response; `would_fail`: shadow mode; `healthy` / "
+        "`unchanged`: still running; `probe_error`: the Workflows API could not tell; "
+        "`pending`: the outcome did not arrive in time.",
+    )
     rule: str | None = None
     reason: str | None = None
     error_code: str | None = None
@@ -39,7 +51,7 @@ class Outcome:
     probe_error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        return self.model_dump(exclude_none=True)
 
 
 @dataclass
@@ -102,7 +114,9 @@ async def await_outcomes(
     poll_interval: float = 0.02,
 ) -> list[Outcome]:
     """One outcome per request, in request order; ``pending`` for what did not arrive in time."""
-    outcomes = {str(r.event_id): Outcome(r.audit_id, str(r.event_id)) for r in requests}
+    outcomes = {
+        str(r.event_id): Outcome(audit_id=r.audit_id, request_id=str(r.event_id)) for r in requests
+    }
     waiting_obs = set(outcomes)
     waiting_decision: dict[str, Outcome] = {}  # observation id -> outcome
     deadline = time.monotonic() + timeout

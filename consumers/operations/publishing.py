@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +19,7 @@ from pydantic import ValidationError
 
 from consumers.eventlog.codec import describe
 from statemachine.errors import InvalidInput
-from statemachine.events import EVENT_ADAPTER, AuditEvent, upcast
+from statemachine.events import CURRENT_VERSION, EVENT_ADAPTER, AuditEvent, upcast
 
 __all__ = ["complete_envelope", "parse_json_lines", "validate_items"]
 
@@ -39,7 +40,7 @@ def complete_envelope(
     if out.get("occurred_at") is None:
         out["occurred_at"] = now().isoformat()
     if out.get("schema_version") is None:
-        out["schema_version"] = 1
+        out["schema_version"] = CURRENT_VERSION.get(str(out.get("type")), 1)
     if out.get("producer") is None:
         out["producer"] = producer
     return out
@@ -47,70 +48,80 @@ def complete_envelope(
 
 def _validate(raw: Any, producer: str) -> AuditEvent:
     if not isinstance(raw, dict):
-        raise ValueError("expected a JSON object (an event envelope)")
+        raise InvalidInput("expected a JSON object (an event envelope)")
     if raw.get("type") in ("ProbeRequested", "AuditFailureSimulated"):
-        raise ValueError(f"type: {raw['type']} is written by auditrec itself, not published")
+        raise InvalidInput(f"type: {raw['type']} is written by auditrec itself, not published")
     data = raw.get("data")
     reserved = isinstance(data, dict) and data.get("failed_by") == "reconciler"
     if raw.get("type") == "AuditFailed" and reserved:
-        raise ValueError(
+        raise InvalidInput(
             "data.failed_by: 'reconciler' is reserved for auditrec's reconciler "
             "(publish failures with failed_by 'workflow' or 'operator')"
         )
     try:
         return EVENT_ADAPTER.validate_python(upcast(complete_envelope(raw, producer=producer)))
     except ValidationError as exc:
-        raise ValueError(describe(exc)) from None
+        raise InvalidInput(describe(exc)) from None
+
+
+@dataclass(frozen=True, slots=True)
+class _Unparsable:
+    reason: str
+
+
+def _validate_all(
+    entries: Iterable[tuple[str, Any]], *, kind: str, producer: str
+) -> list[AuditEvent]:
+    """Validate ``(name, raw)`` entries, duplicate event ids included; any problem rejects
+    them all with :class:`InvalidInput`, one ``"{name}: reason"`` per problem, in order."""
+    problems: list[str] = []
+    events: list[AuditEvent] = []
+    seen: dict[uuid.UUID, str] = {}
+    for name, raw in entries:
+        if isinstance(raw, _Unparsable):
+            problems.append(f"{name}: {raw.reason}")
+            continue
+        try:
+            event = _validate(raw, producer)
+        except InvalidInput as exc:
+            problems.append(f"{name}: {exc}")
+            continue
+        first = seen.setdefault(event.event_id, name)
+        if first != name:
+            problems.append(f"{name}: duplicate event_id {event.event_id} (as {first})")
+            continue
+        events.append(event)
+    if problems:
+        shown = problems[:MAX_PROBLEMS]
+        if len(problems) > MAX_PROBLEMS:
+            shown.append(f"... and {len(problems) - MAX_PROBLEMS} more")
+        raise InvalidInput(f"{len(problems)} invalid {kind}(s); nothing published", shown)
+    return events
 
 
 def validate_items(
     items: Sequence[Any], *, label: str = "item", producer: str = "auditrec-api", base: int = 0
 ) -> list[AuditEvent]:
     """Validate every item; raise :class:`InvalidInput` listing ``"{label} N: reason"``."""
-    events: list[AuditEvent] = []
-    problems: list[str] = []
-    for index, raw in enumerate(items):
-        try:
-            events.append(_validate(raw, producer))
-        except ValueError as exc:
-            problems.append(f"{label} {index + base}: {exc}")
-    ids = [e.event_id for e in events]
-    if len(set(ids)) != len(ids) and not problems:
-        seen: set[uuid.UUID] = set()
-        for index, event in enumerate(events):
-            if event.event_id in seen:
-                problems.append(f"{label} {index + base}: duplicate event_id {event.event_id}")
-            seen.add(event.event_id)
-    if problems:
-        shown = problems[:MAX_PROBLEMS]
-        if len(problems) > MAX_PROBLEMS:
-            shown.append(f"... and {len(problems) - MAX_PROBLEMS} more")
-        raise InvalidInput(f"{len(problems)} invalid {label}(s); nothing published", shown)
-    return events
+    entries = ((f"{label} {index + base}", raw) for index, raw in enumerate(items))
+    return _validate_all(entries, kind=label, producer=producer)
 
 
 def parse_json_lines(
     lines: Iterable[str], *, producer: str = "auditrec-publish"
 ) -> list[AuditEvent]:
     """JSON Lines → events. Blank lines and ``#`` comments are skipped; line numbers are 1-based."""
-    events: list[AuditEvent] = []
-    problems: list[str] = []
+    entries: list[tuple[str, Any]] = []
     for number, line in enumerate(lines, start=1):
         text = line.strip()
         if not text or text.startswith("#"):
             continue
+        raw: Any
         try:
             raw = json.loads(text)
         except json.JSONDecodeError as exc:
-            problems.append(f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
-            continue
-        try:
-            events.append(_validate(raw, producer))
-        except ValueError as exc:
-            problems.append(f"line {number}: {exc}")
-    if problems:
-        shown = problems[:MAX_PROBLEMS]
-        if len(problems) > MAX_PROBLEMS:
-            shown.append(f"... and {len(problems) - MAX_PROBLEMS} more")
-        raise InvalidInput(f"{len(problems)} invalid line(s); nothing published", shown)
-    return events
+            raw = _Unparsable(f"not valid JSON ({exc.msg} at column {exc.colno})")
+        except RecursionError:
+            raw = _Unparsable("not valid JSON (nested too deeply)")
+        entries.append((f"line {number}", raw))
+    return _validate_all(entries, kind="line", producer=producer)

@@ -1,6 +1,7 @@
 """A SQLite connection driven from asyncio: one worker thread owns it, calls queue on it.
 
-Shared by the embedded event log and the embedded projection store. WAL mode and a long busy
+Shared by the embedded projection store and the embedded event log (which uses the same SQLite
+file discipline for its own file). WAL mode and a long busy
 timeout let several processes share a file; ``transaction()`` takes the write lock up front
 (``BEGIN IMMEDIATE``) so a read-then-write never deadlocks against another writer.
 """
@@ -15,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from statemachine.errors import ConfigError
+
 __all__ = ["SQLiteDB", "sqlite_path"]
 
 T = TypeVar("T")
@@ -26,7 +29,7 @@ def sqlite_path(url: str) -> Path:
     if rest.startswith("/"):
         rest = rest[1:]
     if not rest:
-        raise ValueError(f"no file in SQLite URL {url!r}")
+        raise ConfigError(f"no file in SQLite URL {url!r}")
     path = Path(rest)
     path.parent.mkdir(parents=True, exist_ok=True)
     return path

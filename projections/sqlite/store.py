@@ -17,7 +17,14 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from projections.row import STATE_FIELDS, TIMESTAMPS, AuditRow, project
+from projections.row import (
+    COLUMN_KINDS,
+    STORED_COLUMNS,
+    TIMESTAMPS,
+    AuditRow,
+    ColumnKind,
+    project,
+)
 from projections.sqlite.connection import SQLiteDB, sqlite_path
 from projections.store import ApplyResult, HistoryEntry, Position, ProjectionStore
 from statemachine.errors import StoreError
@@ -27,19 +34,29 @@ __all__ = ["SQLiteStore"]
 
 SCHEMA_VERSION = 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-ROW_COLUMNS: tuple[str, ...] = (*STATE_FIELDS, "version", "last_event_id", "updated_at")
+ROW_COLUMNS: tuple[str, ...] = STORED_COLUMNS
+# Timestamps are INTEGER microseconds since the epoch (UTC), booleans 0/1, uuids text.
+_TYPE_OF_KIND: dict[ColumnKind, str] = {
+    "text": "TEXT",
+    "integer": "INTEGER",
+    "timestamp": "INTEGER",
+    "boolean": "INTEGER",
+    "uuid": "TEXT",
+}
+_CONSTRAINTS = {
+    "audit_id": " PRIMARY KEY",
+    "status": " NOT NULL",
+    "overturned": " NOT NULL DEFAULT 0",
+    "version": " NOT NULL",
+}
+_AUDITS = ",\n    ".join(
+    f"{c} {_TYPE_OF_KIND[kind]}{_CONSTRAINTS.get(c, '')}" for c, kind in COLUMN_KINDS.items()
+)
 
-_SCHEMA = """
+_SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS audits (
-    audit_id TEXT PRIMARY KEY,
-    project_id TEXT, organization_id TEXT, started_by_user_id TEXT, start_url TEXT,
-    workflow_instance_id TEXT, status TEXT NOT NULL, current_phase TEXT,
-    pages_crawled INTEGER, pages_total INTEGER, started_at INTEGER, completed_at INTEGER,
-    error_code TEXT, error_detail TEXT, failed_phase TEXT, failed_by TEXT, reconciled_by TEXT,
-    last_observed_status TEXT, last_observed_at INTEGER, instance_ended_at INTEGER,
-    overturned INTEGER NOT NULL DEFAULT 0, version INTEGER NOT NULL,
-    last_event_id TEXT, updated_at INTEGER
+    {audits}
 );
 CREATE INDEX IF NOT EXISTS audits_watchdog ON audits
     (last_observed_at, started_at) WHERE status = 'running';
@@ -68,6 +85,7 @@ CREATE TABLE IF NOT EXISTS locks (
     name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL
 )
 """
+_SCHEMA = _SCHEMA_TEMPLATE.replace("{audits}", _AUDITS)
 
 _PLACEHOLDERS = ", ".join("?" for _ in ROW_COLUMNS)
 _UPSERT = (
@@ -91,19 +109,20 @@ def from_micros(value: int | None) -> datetime | None:
     return _EPOCH + timedelta(microseconds=value)
 
 
+_BOOLEANS = tuple(c for c, kind in COLUMN_KINDS.items() if kind == "boolean")
+
+
 def _encode_row(row: AuditRow, now: int) -> tuple[Any, ...]:
     values = row.values()
-    values["updated_at"] = None
+    values["updated_at"] = now
     out: list[Any] = []
-    for name in ROW_COLUMNS:
+    for name, kind in COLUMN_KINDS.items():
         value = values[name]
-        if name == "updated_at":
-            value = now
-        elif name in TIMESTAMPS:
+        if kind == "timestamp" and name != "updated_at":
             value = to_micros(value)
-        elif name == "last_event_id":
+        elif kind == "uuid":
             value = str(value) if value else None
-        elif name == "overturned":
+        elif kind == "boolean":
             value = int(bool(value))
         out.append(value)
     return tuple(out)
@@ -113,7 +132,8 @@ def _decode_row(values: Sequence[Any]) -> AuditRow:
     data = dict(zip(ROW_COLUMNS, values, strict=True))
     for name in TIMESTAMPS:
         data[name] = from_micros(data[name])
-    data["overturned"] = bool(data["overturned"])
+    for name in _BOOLEANS:
+        data[name] = bool(data[name])
     return AuditRow.from_values(data)
 
 

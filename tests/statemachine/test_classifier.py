@@ -7,10 +7,11 @@ import typing
 import pytest
 from sm_builders import at, observed, running
 
-from statemachine.classifier import ERROR_CODES, MAX_DETAIL, classify, error_text, truncate
+from statemachine.classifier import MAX_DETAIL, classify, error_text, truncate
 from statemachine.events import AuditFailedData, WorkflowError
 from statemachine.policy import Policy
 from statemachine.rules import decide
+from statemachine.vocabulary import ERROR_CODES
 
 # --- each case of the design --------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from statemachine import events
+from statemachine.errors import InvalidInput
 from statemachine.events import (
     EVENT_ADAPTER,
     LIFECYCLE_TYPES,
@@ -383,7 +384,7 @@ def test_upcast_treats_a_missing_version_as_1() -> None:
 
 def test_upcast_rejects_a_newer_schema_version() -> None:
     with pytest.raises(
-        ValueError, match="schema_version 2 of AuditStarted is newer than supported"
+        InvalidInput, match="schema_version 2 of AuditStarted is newer than supported"
     ):
         upcast(envelope(schema_version=2))
 
@@ -425,10 +426,53 @@ def test_upcast_walks_older_versions_up_to_the_current_one(
 
 
 def test_upcast_without_a_path_up_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(events.CURRENT_VERSION, "AuditFailed", 2)
+    monkeypatch.setitem(events.CURRENT_VERSION, "AuditStarted", 2)
 
-    with pytest.raises(ValueError, match="no upcaster for AuditFailed schema_version 1"):
-        upcast(envelope("AuditFailed"))
+    with pytest.raises(InvalidInput, match="no upcaster for AuditStarted schema_version 1"):
+        upcast(envelope("AuditStarted"))
+
+
+def _v1_decision(**data: Any) -> dict[str, Any]:
+    body = {"error_code": "instance_lost", "error_detail": "gone", "failed_by": "reconciler"}
+    return envelope("AuditFailed", schema_version=1, data={**body, **data})
+
+
+@pytest.mark.parametrize(
+    ("status", "rule"),
+    [
+        ("errored", "errored"),
+        ("terminated", "terminated"),
+        ("not_found", "instance_lost"),
+        ("not_attached", "never_attached"),
+        ("complete", "finalize_lost"),
+    ],
+)
+def test_a_version_1_reconciler_decision_is_upcast_with_the_rule_its_evidence_shows(
+    status: str, rule: str
+) -> None:
+    # given a decision written before decisions named their rule
+    raw = _v1_decision(workflow_status=status)
+
+    # when it is read
+    event = EVENT_ADAPTER.validate_python(upcast(raw))
+
+    # then it is the current version, naming the rule that must have fired
+    assert event.schema_version == 2
+    assert event.data.rule == rule
+
+
+@pytest.mark.parametrize("kind", ["AuditFailed", "AuditFailureSimulated"])
+def test_a_version_1_failure_not_decided_by_the_reconciler_gets_no_rule(kind: str) -> None:
+    raw = envelope(
+        kind,
+        schema_version=1,
+        data={"error_code": "oom", "error_detail": "x", "failed_by": "workflow"},
+    )
+
+    event = EVENT_ADAPTER.validate_python(upcast(raw))
+
+    assert event.schema_version == 2
+    assert event.data.rule is None
 
 
 # --- derived ids ----------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from statemachine.machine import (
     TERMINAL,
     TRANSITIONS,
     TRIGGERS,
-    Transition,
+    TableRow,
     mermaid,
     next_status,
 )
@@ -296,8 +296,8 @@ def test_completion_overturns_a_failure_by_the_reconciler() -> None:
     assert after.failed_phase is None
     assert after.failed_by is None
     assert after.reconciled_by is None
-    row = next_status("failed", "AuditCompleted", "reconciler")
-    assert row is not None and row.guard == "failed_by_reconciler"
+    row = next_status("failed", "AuditCompleted", before)
+    assert row is not None and row.condition_names == ("failed_by_reconciler",)
 
 
 @pytest.mark.parametrize("by", ["workflow", "operator"])
@@ -311,7 +311,7 @@ def test_completion_does_not_overturn_a_failure_by_the_workflow_or_an_operator(b
     # then it stays failed, untouched
     assert after == before
     assert after.overturned is False
-    assert next_status("failed", "AuditCompleted", by) is None
+    assert next_status("failed", "AuditCompleted", before) is None
 
 
 def test_an_overturned_audit_is_completed_for_good() -> None:
@@ -397,7 +397,9 @@ def expected_dest(status: str, trigger: str, failed_by: str | None) -> str | Non
 def test_next_status_follows_the_design_table(
     status: str, trigger: str, failed_by: str | None
 ) -> None:
-    row = next_status(status, trigger, failed_by)
+    audit = AuditState(audit_id="a-1", status=status, failed_by=failed_by)
+
+    row = next_status(status, trigger, audit)
 
     dest = row.dest if row is not None else None
     assert dest == expected_dest(status, trigger, failed_by)
@@ -405,28 +407,47 @@ def test_next_status_follows_the_design_table(
         assert (row.source, row.trigger) == (status, trigger)
 
 
+def test_a_conditioned_row_is_not_taken_without_an_audit_to_check() -> None:
+    assert next_status("failed", "AuditCompleted") is None
+
+
 def test_the_table_covers_every_event_type_and_only_known_states() -> None:
     from statemachine.events import LIFECYCLE_TYPES
 
     assert set(TRIGGERS) == set(LIFECYCLE_TYPES)
-    assert {row.trigger for row in TRANSITIONS} == set(TRIGGERS)
+    assert {row["trigger"] for row in TRANSITIONS} == set(TRIGGERS)
     for row in TRANSITIONS:
-        assert row.source in STATES and row.dest in STATES
-        assert row.dest != INITIAL
-        assert row.guard is None or row.guard in machine.GUARDS
+        assert row["source"] in STATES and row["dest"] in STATES
+        assert row["dest"] != INITIAL
+        assert set(row.get("conditions", [])) <= set(machine.CONDITIONS)
     assert {"completed", "failed"} == TERMINAL
 
 
-def test_a_terminal_state_is_left_only_under_a_guard_and_never_back_to_running() -> None:
-    leaving = [row for row in TRANSITIONS if row.source in TERMINAL]
+def test_a_terminal_state_is_left_only_under_a_condition_and_never_back_to_running() -> None:
+    leaving = [row for row in TRANSITIONS if row["source"] in TERMINAL]
 
-    assert leaving == [row for row in TRANSITIONS if row.guard is not None]
-    assert all(row.guard and row.dest in TERMINAL for row in leaving)
+    assert leaving == [row for row in TRANSITIONS if row.get("conditions")]
+    assert all(row["dest"] in TERMINAL for row in leaving)
 
 
-def test_the_index_built_at_import_is_the_validated_table() -> None:
-    assert machine._validate() == machine._INDEX
-    assert sum(len(rows) for rows in machine._INDEX.values()) == len(TRANSITIONS)
+def test_the_lookup_index_holds_each_row_of_the_table_once() -> None:
+    indexed = [
+        (row.trigger, row.source, row.dest, row.condition_names, row.note)
+        for rows in machine._INDEX.values()
+        for row in rows
+    ]
+    written = [
+        (r["trigger"], r["source"], r["dest"], tuple(r.get("conditions", [])), r["note"])
+        for r in TRANSITIONS
+    ]
+    assert sorted(indexed) == sorted(written)
+
+
+def _row(trigger: str, source: str, dest: str, *conditions: str) -> TableRow:
+    row: TableRow = {"trigger": trigger, "source": source, "dest": dest, "note": "x"}
+    if conditions:
+        row["conditions"] = list(conditions)
+    return row
 
 
 GOOD = TRANSITIONS
@@ -435,23 +456,20 @@ GOOD = TRANSITIONS
 @pytest.mark.parametrize(
     ("rows", "message"),
     [
-        ((*GOOD, Transition("AuditProgressed", "paused", "running", None, "x")), "unknown state"),
-        ((*GOOD, Transition("AuditProgressed", "running", "limbo", None, "x")), "unknown state"),
-        ((*GOOD, Transition("AuditExploded", "running", "failed", None, "x")), "unknown trigger"),
+        ((*GOOD, _row("AuditProgressed", "paused", "running")), "unknown state"),
+        ((*GOOD, _row("AuditProgressed", "running", "limbo")), "unknown state"),
+        ((*GOOD, _row("AuditExploded", "running", "failed")), "unknown trigger"),
+        ((*GOOD, _row("AuditFailed", "failed", "failed", "when_sunny")), "unknown condition"),
         (
-            (*GOOD, Transition("AuditFailed", "failed", "failed", "when_sunny", "x")),
-            "unknown guard",
-        ),
-        (
-            (*GOOD, Transition("AuditFailed", "running", "completed", None, "x")),
+            (*GOOD, _row("AuditFailed", "running", "completed")),
             "ambiguous transitions for AuditFailed from running",
         ),
         (
-            (*GOOD, Transition("AuditStarted", "completed", "running", None, "x")),
-            "a terminal state may only be left under a guard",
+            (*GOOD, _row("AuditStarted", "completed", "running")),
+            "a terminal state may only be left under a condition",
         ),
         (
-            tuple(r for r in GOOD if r.trigger != "WorkflowProbeFailed"),
+            tuple(r for r in GOOD if r["trigger"] != "WorkflowProbeFailed"),
             "triggers without a transition",
         ),
     ],
@@ -459,14 +477,14 @@ GOOD = TRANSITIONS
         "unknown-source",
         "unknown-dest",
         "unknown-trigger",
-        "unknown-guard",
-        "two-unguarded-rows",
-        "unguarded-exit-from-terminal",
+        "unknown-condition",
+        "two-unconditioned-rows",
+        "unconditioned-exit-from-terminal",
         "trigger-without-row",
     ],
 )
 def test_a_bad_table_is_rejected_by_validation(
-    monkeypatch: pytest.MonkeyPatch, rows: tuple[Transition, ...], message: str
+    monkeypatch: pytest.MonkeyPatch, rows: tuple[TableRow, ...], message: str
 ) -> None:
     # given a table with a mistake
     monkeypatch.setattr(machine, "TRANSITIONS", rows)
@@ -476,13 +494,10 @@ def test_a_bad_table_is_rejected_by_validation(
         machine._validate()
 
 
-def test_a_guarded_row_listed_after_the_unguarded_one_is_ambiguous(
+def test_a_conditioned_row_listed_after_the_unconditioned_one_is_ambiguous(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    rows = (
-        *GOOD,
-        Transition("AuditFailed", "running", "failed", "failed_by_reconciler", "shadowed"),
-    )
+    rows = (*GOOD, _row("AuditFailed", "running", "failed", "failed_by_reconciler"))
     monkeypatch.setattr(machine, "TRANSITIONS", rows)
 
     with pytest.raises(ValueError, match="ambiguous"):
@@ -492,20 +507,26 @@ def test_a_guarded_row_listed_after_the_unguarded_one_is_ambiguous(
 # --- mermaid -------------------------------------------------------------------------------------
 
 
-def test_mermaid_renders_every_transition_and_the_final_states() -> None:
+def test_mermaid_is_drawn_from_the_table_by_the_library() -> None:
     text = mermaid()
-    lines = text.splitlines()
+    lines = [line.strip() for line in text.splitlines()]
 
     assert text.endswith("\n")
-    assert lines[0] == "stateDiagram-v2"
-    arrows = [line.strip() for line in lines[1:]]
-    assert len(arrows) == len(TRANSITIONS) + len(TERMINAL)
+    assert "stateDiagram-v2" in lines
+    arrows = [line for line in lines if "-->" in line]
     for row in TRANSITIONS:
-        source = "[*]" if row.source == INITIAL else row.source
-        label = row.trigger + (f" [{row.guard}]" if row.guard else "")
-        assert f"{source} --> {row.dest}: {label}" in arrows
-    assert "[*] --> running: AuditStarted" in arrows
+        label = row["trigger"] + "".join(f" [{c}]" for c in row.get("conditions", []))
+        edge = next(a for a in arrows if a.startswith(f"{row['source']} --> {row['dest']}: "))
+        assert label in edge.split(": ", 1)[1].split(" | ")
     assert "failed --> completed: AuditCompleted [failed_by_reconciler]" in arrows
-    assert "completed --> [*]" in arrows
-    assert "failed --> [*]" in arrows
+    assert "[*] --> none" in arrows
     assert mermaid() == text
+
+
+def test_mermaid_marks_the_current_state_of_an_audit() -> None:
+    plain = mermaid()
+    marked = mermaid("failed")
+
+    assert "Class failed s_active" in marked
+    assert "Class failed s_active" not in plain
+    assert "s_active" not in plain.replace("classDef s_active", "")

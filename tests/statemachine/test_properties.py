@@ -24,7 +24,6 @@ from sm_builders import (
     started,
 )
 
-from statemachine.classifier import ERROR_CODES
 from statemachine.events import (
     CURRENT_VERSION,
     EVENT_ADAPTER,
@@ -40,6 +39,7 @@ from statemachine.machine import INITIAL, STATES, TERMINAL, next_status
 from statemachine.policy import Policy
 from statemachine.rules import Verdict, decide
 from statemachine.state import AuditState, evolve, fold
+from statemachine.vocabulary import ERROR_CODES
 
 # Modest counts: the whole file stays well under 20 s.
 PROPERTY = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -296,7 +296,7 @@ def test_evolve_never_raises_and_only_takes_table_transitions(
     assert isinstance(after, AuditState)
     assert after.status in STATES
     assert after.audit_id == state.audit_id
-    row = next_status(state.status, event.type, state.failed_by)
+    row = next_status(state.status, event.type, state)
     assert after.status == (row.dest if row is not None else state.status)
 
 

@@ -25,8 +25,9 @@ from sm_builders import (
 from statemachine.events import AuditFailed, AuditFailureSimulated, WorkflowError, derived_id
 from statemachine.explain import explain
 from statemachine.policy import Policy, format_duration, parse_duration
-from statemachine.rules import HEALTHY_STATUSES, PRODUCER, decide, judge
+from statemachine.rules import PRODUCER, decide, judge
 from statemachine.state import AuditState, evolve, fold
+from statemachine.vocabulary import HEALTHY_STATUSES
 
 POLICY = Policy()
 GRACE = timedelta(minutes=10)  # INSTANCE_LOST_GRACE and FINALIZE_GRACE defaults
@@ -495,7 +496,8 @@ def test_the_decision_is_caused_by_the_observation_and_keeps_its_correlation() -
     assert decision.audit_id == AUDIT
     assert decision.producer == PRODUCER == "auditrec-reconciler"
     assert decision.occurred_at == obs.data.observed_at == at(12)
-    assert decision.schema_version == 1
+    assert decision.schema_version == 2
+    assert decision.data.rule == "errored"
     assert decision.type == "AuditFailed"
 
 
@@ -687,7 +689,7 @@ def test_explain_tells_each_step_of_an_overturned_audit() -> None:
         ("none", "running", "transition"),
         ("running", "running", "finalize_pending"),
         ("running", "running", "finalize_lost"),
-        ("running", "failed", "transition"),
+        ("running", "failed", "finalize_lost"),
         ("failed", "completed", "transition"),
         ("completed", "completed", "recorded"),
     ]
@@ -697,3 +699,41 @@ def test_explain_tells_each_step_of_an_overturned_audit() -> None:
     assert steps[4].reason.endswith("[failed_by_reconciler]")
     assert steps[5].reason == "second AuditStarted for a known audit → recorded, not applied"
     assert steps[2].as_dict()["type"] == "WorkflowStatusObserved"
+
+
+# --- explanations keep the policy of their time -------------------------------------------------
+
+
+def _lost_at_12_minutes() -> list:
+    obs = observed("not_found", when=at(12))
+    _, decision = decide(running(), obs, POLICY)  # decided under the 10m grace
+    assert decision is not None
+    return [started(), obs, decision]
+
+
+def test_a_recorded_decision_is_explained_with_the_policy_it_recorded() -> None:
+    # given an audit failed instance_lost under a 10 minute grace
+    history = _lost_at_12_minutes()
+    before = explain(history, POLICY)
+
+    # when the grace is raised to an hour and the history is explained again
+    after = explain(history, Policy(instance_lost_grace=timedelta(hours=1)))
+
+    # then the explanation is unchanged: the decision's own thresholds explain it
+    assert after == before
+    assert after[1].rule == "instance_lost"
+    assert "≥ grace 10m" in after[1].reason
+    assert (after[2].rule, after[2].after) == ("instance_lost", "failed")
+
+
+def test_an_observation_that_led_to_no_decision_says_so_when_todays_policy_would_fail() -> None:
+    # given an audit observed not_found at 12 minutes while the grace was longer: no decision
+    history = [started(), observed("not_found", when=at(12))]
+
+    # when explained under today's shorter grace
+    steps = explain(history, POLICY)
+
+    # then the step tells today's verdict, and that nothing was decided then
+    assert steps[1].rule == "instance_lost"
+    assert "no decision was recorded" in steps[1].reason
+    assert steps[1].after == "running"

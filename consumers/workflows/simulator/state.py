@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from statemachine.vocabulary import WORKFLOW_STATUSES, WORKFLOW_TERMINAL_STATUSES
+
 __all__ = [
     "DEFAULT_WORKFLOW",
     "STATUSES",
@@ -34,11 +36,8 @@ __all__ = [
 ]
 
 DEFAULT_WORKFLOW = "site-audit"
-STATUSES = (
-    "queued", "running", "paused", "errored", "terminated", "complete",
-    "waiting", "waitingForPause", "rollingBack", "unknown",
-)  # fmt: skip
-TERMINAL = frozenset({"complete", "errored", "terminated"})
+STATUSES = WORKFLOW_STATUSES
+TERMINAL = WORKFLOW_TERMINAL_STATUSES
 FaultKind = Literal[
     "latency", "rate_limit", "server_error", "success_false", "forbidden", "malformed",
     "custom", "none",
