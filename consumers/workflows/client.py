@@ -60,14 +60,11 @@ import httpx
 
 from statemachine.events import ProbeFailureReason
 from statemachine.longlived import LongLived
+from statemachine.vocabulary import WORKFLOW_STATUSES
 
 __all__ = ["INSTANCE_STATUSES", "InstanceStatus", "ProbeFailure", "WorkflowsClient"]
 
-INSTANCE_STATUSES = frozenset({
-    "queued", "running", "paused", "errored", "terminated", "complete", "waiting",
-    "waitingForPause", "rollingBack", "unknown",
-})  # fmt: skip
-"""Status values the API may answer (REST values plus the binding's ``unknown``)."""
+INSTANCE_STATUSES = frozenset(WORKFLOW_STATUSES)
 
 _Reason = ProbeFailureReason
 _RETRY_AFTER_HONOURED = 2.0
