@@ -1,0 +1,153 @@
+"""Commands about audits: ``publish``, ``status``, ``audits``, ``sweep``, ``replay``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from consumers.cli.context import check_audit_id, handle_errors, run, settings_of, with_backends
+from consumers.cli.output import audits_table, err, out, print_json, replay_table
+from projections.row import row_dict
+from statemachine.errors import InvalidInput
+
+__all__ = ["audits", "publish", "replay", "status", "sweep"]
+
+
+@click.command()
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@handle_errors
+def publish(ctx: click.Context, file: Any, as_json: bool) -> None:
+    """Publish JSON Lines envelopes from FILE (or - for stdin). All lines are validated first."""
+    from consumers.cli.assembly import operations
+    from consumers.operations.publishing import parse_json_lines
+
+    try:
+        lines = file.readlines()
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{file.name}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    events = parse_json_lines(lines)
+    settings = settings_of(ctx)
+    ids = run(with_backends(settings, lambda rt: operations(rt).publish(events)))
+    if as_json:
+        print_json({"published": len(ids), "event_ids": ids})
+    else:
+        out.print(f"published {len(ids)} event(s)")
+
+
+@click.command()
+@click.argument("audit_id")
+@click.option("--no-probe", is_flag=True, help="Read the projection only; do not probe.")
+@click.option("--inline", is_flag=True, help="Without a running serve, reconcile in this process.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@handle_errors
+def status(ctx: click.Context, audit_id: str, no_probe: bool, inline: bool, as_json: bool) -> None:
+    """Reconcile one audit on demand, then show it."""
+    from consumers.cli.assembly import operations
+
+    check_audit_id(audit_id)
+    settings = settings_of(ctx)
+    result = run(
+        with_backends(
+            settings,
+            lambda rt: operations(rt).status(audit_id, probe=not no_probe, inline=inline),
+            log=not no_probe,
+        )
+    )
+    if result.note:
+        err.print(f"note: {result.note}", markup=False)
+    if as_json:  # exactly the row (DESIGN §6 columns); how it was reconciled goes to stderr
+        if result.outcome is not None:
+            err.print(f"reconciliation: {json.dumps(result.outcome.as_dict())}", markup=False)
+        print_json(row_dict(result.row))
+        return
+    for key, value in row_dict(result.row).items():
+        if value is not None:
+            out.print(f"{key:>22}  {value}", markup=False)
+    if result.outcome is not None and result.outcome.reason:
+        out.print(f"{'reconciliation':>22}  {result.outcome.reason}", markup=False)
+
+
+@click.command()
+@click.option("--status", "status_", type=click.Choice(["running", "completed", "failed"]))
+@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@handle_errors
+def audits(ctx: click.Context, status_: str | None, limit: int, as_json: bool) -> None:
+    """List audits from the projection, newest first."""
+    settings = settings_of(ctx)
+    rows = run(
+        with_backends(
+            settings, lambda rt: rt.store.list_audits(status=status_, limit=limit), log=False
+        )
+    )
+    if as_json:
+        print_json([row_dict(r) for r in rows])
+    else:
+        out.print(audits_table(rows))
+
+
+@click.command()
+@click.option("--dry-run", is_flag=True, help="Only list the candidates.")
+@click.option(
+    "--inline", is_flag=True, help="Without a running serve, run the pipeline in this process."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@handle_errors
+def sweep(ctx: click.Context, dry_run: bool, inline: bool, as_json: bool) -> None:
+    """One watchdog tick; waits for the outcomes and prints a summary."""
+    from consumers.cli.assembly import operations
+
+    settings = settings_of(ctx)
+    summary = run(
+        with_backends(settings, lambda rt: operations(rt).sweep(dry_run=dry_run, inline=inline))
+    )
+    data = summary.as_dict()
+    if as_json:
+        print_json(data)
+        return
+    if data["skipped"]:
+        out.print("skipped: another watchdog tick holds the lock")
+        return
+    out.print(f"sweep {data['sweep_id']}: {data['candidates']} candidate(s)")
+    if dry_run:
+        for c in data["candidate_audits"]:
+            seen = c["last_observed_status"] or "never observed"
+            out.print(f"  {c['audit_id']}  started {c['started_at']}  {seen}", markup=False)
+        return
+    failed = ", ".join(f"{k} {v}" for k, v in sorted(data["failed"].items())) or "none"
+    errors = ", ".join(f"{k} {v}" for k, v in sorted(data["probe_errors"].items())) or "none"
+    out.print(f"  probed      {data['probed']}")
+    out.print(f"  failed      {sum(data['failed'].values())} ({failed})")
+    if data["would_fail"]:
+        out.print(f"  would fail  {sum(data['would_fail'].values())} (shadow mode)")
+    out.print(f"  healthy     {data['healthy']}")
+    out.print(f"  unchanged   {data['unchanged']}")
+    out.print(f"  probe errors {sum(data['probe_errors'].values())} ({errors})")
+    if data["pending"]:
+        out.print(f"  pending     {data['pending']} (no outcome in time)")
+    out.print(f"  took        {data['elapsed_s']}s")
+
+
+@click.command()
+@click.argument("audit_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@handle_errors
+def replay(ctx: click.Context, audit_id: str, as_json: bool) -> None:
+    """The audit's timeline: each event, state before → after, and the rule that fired."""
+    from consumers.cli.assembly import operations
+
+    settings = settings_of(ctx)
+    check_audit_id(audit_id)
+    steps = run(with_backends(settings, lambda rt: operations(rt).replay(audit_id), log=False))
+    if as_json:
+        print_json([s.as_dict() for s in steps])
+        return
+    out.print(replay_table(audit_id, steps))

@@ -1,0 +1,100 @@
+"""Commands that set up and run auditrec: ``init``, ``serve``, ``rebuild``."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from consumers.cli.context import handle_errors, run, settings_of, with_backends
+from consumers.cli.output import out, print_json
+
+__all__ = ["init", "rebuild", "serve"]
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@handle_errors
+def init(ctx: click.Context, as_json: bool) -> None:
+    """Create topics and tables (idempotent)."""
+    settings = settings_of(ctx)
+
+    async def work(rt: Any) -> dict[str, Any]:
+        created = await rt.log.init()
+        version = await rt.store.init()
+        return {
+            "topics_created": created,
+            "topics": list(rt.topics.all()),
+            "schema_version": version,
+        }
+
+    result = run(with_backends(settings, work, init=False))
+    if as_json:
+        print_json(result)
+    else:
+        out.print(
+            f"topics: {', '.join(result['topics'])} (created: {len(result['topics_created'])})"
+        )
+        out.print(f"projection schema version {result['schema_version']}")
+
+
+@click.command()
+@click.option(
+    "--only", help="Comma-separated components: projector,reconciler,probe,watchdog,telemetry,api"
+)
+@click.option(
+    "--until-idle", is_flag=True, help="Drain all work (one watchdog tick included), then exit."
+)
+@click.option("--host", help="API host (AUDITREC_API_HOST).")
+@click.option("--port", type=int, help="API port (AUDITREC_API_PORT).")
+@click.pass_context
+@handle_errors
+def serve(
+    ctx: click.Context, only: str | None, until_idle: bool, host: str | None, port: int | None
+) -> None:
+    """Run the components (all by default)."""
+    from consumers.cli.assembly import Service, parse_components
+    from consumers.operations.backends import Backends
+    from consumers.runtime.supervision import tune_gc
+
+    obj = ctx.ensure_object(dict)
+    obj["overrides"].update(api_host=host, api_port=port)
+    settings = settings_of(ctx)
+    names = parse_components(only)
+    if until_idle:
+        names = [n for n in names if n != "api"]
+
+    async def work() -> int:
+        tune_gc()
+        rt = Backends(settings)
+        await rt.start(wait=300.0)
+        service = Service(rt, names)
+        await service.start(wait=300.0)
+        async with rt, service:
+            if until_idle:
+                drained = await service.run_until_idle()
+                return 0 if drained else 1
+            service.install_signal_handlers()
+            await service.run()
+            return 0
+
+    sys.exit(run(work()))
+
+
+@click.command()
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+@handle_errors
+def rebuild(ctx: click.Context, yes: bool) -> None:
+    """Rebuild the projection from the log."""
+    from consumers.operations.rebuild import rebuild_projection
+
+    settings = settings_of(ctx)
+    if not yes and sys.stdin.isatty():
+        click.confirm("Empty the audits table and rebuild it from the log?", abort=True)
+    count = run(
+        with_backends(settings, lambda rt: rebuild_projection(rt, progress=sys.stderr.isatty()))
+    )
+    out.print(f"rebuilt the projection from {count} event(s)")

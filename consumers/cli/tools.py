@@ -1,0 +1,75 @@
+"""Commands that explain or try auditrec: ``diagram``, ``schema``, ``demo``,
+``simulate-workflows``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from consumers.cli.context import handle_errors, run
+from consumers.cli.output import err, out, print_json
+from statemachine.events import EVENT_TYPES
+from statemachine.machine import mermaid
+
+__all__ = ["demo", "diagram", "schema", "simulate_workflows"]
+
+
+@click.command()
+def diagram() -> None:
+    """The state machine as mermaid."""
+    click.echo(mermaid(), nl=False)
+
+
+@click.command()
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write one file per type.",
+)
+def schema(out_dir: Path | None) -> None:
+    """JSON Schemas of all event types."""
+    schemas = {name: cls.model_json_schema() for name, cls in EVENT_TYPES.items()}
+    if out_dir is None:
+        print_json(schemas)
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, body in schemas.items():
+        (out_dir / f"{name}.schema.json").write_text(json.dumps(body, indent=2) + "\n")
+    out.print(f"wrote {len(schemas)} schemas to {out_dir}")
+
+
+@click.command()
+@click.option(
+    "--dir",
+    "work_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where to keep the demo's files (default: a temporary folder).",
+)
+@handle_errors
+def demo(work_dir: Path | None) -> None:
+    """A scripted end-to-end run on the embedded default with the built-in simulator."""
+    from consumers.cli.demo import run_demo
+
+    sys.exit(run(run_demo(work_dir, out)))
+
+
+@click.command("simulate-workflows")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8787, show_default=True)
+@click.option("--token", envvar="AUDITREC_SIMULATOR_TOKEN", help="Require this bearer token.")
+@click.option(
+    "--seed", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="JSON seed file."
+)
+@handle_errors
+def simulate_workflows(host: str, port: int, token: str | None, seed: Path | None) -> None:
+    """Run the Cloudflare Workflows API simulator."""
+    from consumers.workflows.simulator.server import run_simulator
+
+    err.print(
+        f"Workflows API simulator on http://{host}:{port}/client/v4 (control API under /_sim/)"
+    )
+    run_simulator(host, port, token, seed)
