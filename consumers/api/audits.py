@@ -1,0 +1,113 @@
+"""The audit routes: one audit's status with on-demand reconciliation, the listing (keyset
+pages), and an audit's history with the decision behind every step."""
+
+# No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query
+
+from consumers.api.models import (
+    R404,
+    R422,
+    R503,
+    AuditHistory,
+    AuditPage,
+    AuditStatus,
+    decode_cursor,
+    encode_cursor,
+)
+from consumers.operations.operations import Operations
+from projections.row import row_dict
+from statemachine.errors import NotFound
+from statemachine.explain import explain
+from statemachine.vocabulary import AUDIT_ID_PATTERN, AUDIT_ID_RULE
+
+__all__ = ["add_audit_routes"]
+
+AuditIdPath = Annotated[
+    str,
+    Path(
+        pattern=AUDIT_ID_PATTERN,
+        description=f"The audit id: {AUDIT_ID_RULE.removeprefix('must be ')}.",
+        examples=["a-123"],
+    ),
+]
+
+
+def add_audit_routes(private: APIRouter, ops: Operations) -> None:
+    runtime = ops.rt
+
+    @private.get(
+        "/audits/{audit_id}",
+        response_model=AuditStatus,
+        tags=["audits"],
+        summary="The reconciled audit (probes a running audit on demand)",
+        responses={**R404, **R422, **R503},
+    )
+    async def get_audit(
+        audit_id: AuditIdPath,
+        probe: Annotated[
+            bool,
+            Query(
+                description="Probe a running audit whose last observation is older than "
+                "AUDITREC_ON_DEMAND_MIN_INTERVAL, and wait (up to AUDITREC_ON_DEMAND_WAIT) "
+                "for the outcome. `false`: answer from the projection only."
+            ),
+        ] = True,
+    ) -> dict[str, Any]:
+        result = await ops.status(audit_id, probe=probe, inline=False)
+        body = row_dict(result.row)
+        body["reconciliation"] = result.outcome.as_dict() if result.outcome is not None else None
+        body["note"] = result.note
+        return body
+
+    @private.get(
+        "/audits",
+        response_model=AuditPage,
+        tags=["audits"],
+        summary="Audits, newest first (keyset pagination)",
+        responses={**R422, **R503},
+    )
+    async def list_audits(
+        status: Literal["running", "completed", "failed"] | None = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        cursor: Annotated[
+            str | None,
+            Query(max_length=1024, description="`next_cursor` of the previous page."),
+        ] = None,
+    ) -> dict[str, Any]:
+        after = decode_cursor(cursor) if cursor else None
+        rows = await runtime.store.list_audits(status=status, limit=limit + 1, after=after)
+        page = rows[:limit]
+        more = len(rows) > limit
+        return {
+            "audits": [row_dict(r) for r in page],
+            "next_cursor": encode_cursor(page[-1]) if more and page else None,
+        }
+
+    @private.get(
+        "/audits/{audit_id}/events",
+        response_model=AuditHistory,
+        tags=["audits"],
+        summary="The audit's history: each event, state before → after, the rule that fired",
+        responses={**R404, **R422, **R503},
+    )
+    async def audit_events(audit_id: AuditIdPath) -> dict[str, Any]:
+        history = await runtime.store.history(audit_id)
+        if not history:
+            raise NotFound(f"unknown audit {audit_id!r}")
+        steps = explain([h.event for h in history], runtime.policy)
+        row = await runtime.store.get(audit_id)
+        events = []
+        for entry, step in zip(history, steps, strict=True):
+            item: dict[str, Any] = dict(step.as_dict())
+            item["causation_id"] = (
+                str(entry.event.causation_id) if entry.event.causation_id else None
+            )
+            item["data"] = entry.event.data.model_dump(mode="json")
+            if entry.position is not None:
+                topic, partition, offset = entry.position
+                item["position"] = {"topic": topic, "partition": partition, "offset": offset}
+            events.append(item)
+        return {"audit_id": audit_id, "status": row.status if row else None, "events": events}

@@ -1,0 +1,75 @@
+"""How errors become HTTP answers: 422 naming each problem, 404, 503 for what may pass (the
+event log, the database, no serve running), 413, and never a credential in a message."""
+
+# No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
+
+import re
+
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from consumers.api.guards import BodyTooLarge, too_large
+from statemachine.errors import (
+    AuditrecError,
+    InfrastructureError,
+    InvalidInput,
+    NoServer,
+    NotFound,
+    StoreError,
+)
+
+__all__ = ["install_error_handlers", "safe"]
+
+log = structlog.get_logger("auditrec.api")
+
+_CREDENTIALS_IN_URL = re.compile(r"(\w+://)[^/\s@]+@")
+
+
+def safe(exc: BaseException) -> str:
+    """An error for a client: its kind and message, minus any credentials in URLs."""
+    text = _CREDENTIALS_IN_URL.sub(r"\1***@", str(exc))[:300]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def install_error_handlers(app: FastAPI, max_body: int) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err.get("loc", ())) or "request"
+            problems.append(f"{loc}: {err.get('msg', 'invalid')}")
+        return JSONResponse({"detail": problems}, status_code=422)
+
+    @app.exception_handler(InvalidInput)
+    async def _invalid_input(request: Request, exc: InvalidInput) -> JSONResponse:
+        return JSONResponse({"detail": exc.problems, "message": str(exc)}, status_code=422)
+
+    @app.exception_handler(NotFound)
+    async def _not_found(request: Request, exc: NotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(NoServer)
+    async def _no_server(request: Request, exc: NoServer) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503)
+
+    @app.exception_handler(BodyTooLarge)
+    async def _body_too_large(request: Request, exc: BodyTooLarge) -> JSONResponse:
+        return too_large(max_body)
+
+    @app.exception_handler(AuditrecError)
+    async def _infrastructure(request: Request, exc: AuditrecError) -> JSONResponse:
+        if isinstance(exc, InfrastructureError):
+            what = "database" if isinstance(exc, StoreError) else "event log or API"
+            log.warning("request failed", path=request.url.path, error=safe(exc))
+            return JSONResponse(
+                {
+                    "detail": f"{what} unavailable, try again: {safe(exc)}",
+                    "retriable": exc.retriable,
+                },
+                status_code=503,
+                headers={"Retry-After": "1"} if exc.retriable else None,
+            )
+        log.error("request failed", path=request.url.path, error=safe(exc))
+        return JSONResponse({"detail": "internal error"}, status_code=500)
