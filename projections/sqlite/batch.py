@@ -1,0 +1,99 @@
+"""One batch of events applied to SQLite inside the caller's transaction: skip the event ids
+already recorded, fold the rest into their rows, append them to the history, upsert each
+changed row once and the consumer's offsets.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+
+from projections.row import AuditRow, project
+from projections.sqlite.rows import (
+    SELECT_ROWS,
+    UPSERT_ROW,
+    chunks,
+    decode_row,
+    encode_row,
+    to_micros,
+)
+from projections.store import ApplyResult, Position
+from statemachine.events import AuditEvent
+
+__all__ = ["apply_batch"]
+
+
+def _load_rows(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, AuditRow]:
+    rows: dict[str, AuditRow] = {}
+    for chunk in chunks(ids):
+        marks = ", ".join("?" for _ in chunk)
+        for values in conn.execute(f"{SELECT_ROWS} WHERE audit_id IN ({marks})", chunk):
+            row = decode_row(values)
+            rows[row.audit_id] = row
+    return rows
+
+
+def apply_batch(
+    conn: sqlite3.Connection,
+    events: Sequence[tuple[AuditEvent, Position]],
+    offsets: Mapping[tuple[str, int], int],
+    consumer: str,
+    bodies: Sequence[bytes | None] | None,
+    now: int,
+) -> ApplyResult:
+    """``now`` (epoch microseconds) stamps the history and the rows."""
+    ids = list(dict.fromkeys(str(e.event_id) for e, _ in events))
+    seen: set[str] = set()
+    for chunk in chunks(ids):
+        marks = ", ".join("?" for _ in chunk)
+        seen.update(
+            r[0]
+            for r in conn.execute(
+                f"SELECT event_id FROM audit_events WHERE event_id IN ({marks})", chunk
+            )
+        )
+    fresh: list[int] = []
+    for i, (event, _) in enumerate(events):
+        key = str(event.event_id)
+        if key in seen:
+            continue
+        seen.add(key)
+        fresh.append(i)
+    rows = _load_rows(conn, list({events[i][0].audit_id for i in fresh}))
+    history = []
+    changed: dict[str, AuditRow] = {}
+    for i in fresh:
+        event, (topic, partition, offset) = events[i]
+        verbatim = bodies[i] if bodies is not None else None
+        row = project(rows.get(event.audit_id), event)
+        rows[event.audit_id] = row
+        if row.state.exists:
+            changed[event.audit_id] = row
+        history.append(
+            (
+                str(event.event_id),
+                event.audit_id,
+                event.type,
+                to_micros(event.occurred_at),
+                str(event.causation_id) if event.causation_id else None,
+                topic,
+                partition,
+                offset,
+                verbatim.decode() if verbatim is not None else event.model_dump_json(),
+                now,
+            )
+        )
+    conn.executemany(
+        "INSERT INTO audit_events (event_id, audit_id, type, occurred_at, causation_id,"
+        ' topic, partition, "offset", body, recorded_at)'
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        history,
+    )
+    conn.executemany(UPSERT_ROW, [encode_row(r, now) for r in changed.values()])
+    conn.executemany(
+        "INSERT INTO projector_offsets VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (consumer, topic, partition) DO UPDATE SET "
+        "next_offset = excluded.next_offset",
+        [(consumer, t, p, n) for (t, p), n in offsets.items()],
+    )
+    return ApplyResult(applied=len(fresh), skipped=len(events) - len(fresh))
