@@ -14,8 +14,8 @@ Deviations from the port's documentation, and what PostgreSQL adds:
   from, a new row only if nobody inserted it meanwhile, and an event only once (unique
   ``event_id``). A lost race aborts the whole transaction with a *retriable*
   :class:`StoreError`; the retry reloads and skips what the other writer applied.
-- The watchdog lock is a session advisory lock (``pg_try_advisory_lock``) on a connection held
-  for the tick; its key is derived from the schema, so each deployment has its own.
+- Coordination (the watchdog lock, heartbeats, sent telemetry) is in ``coordination.py``; the
+  watchdog's advisory-lock key is derived from the schema, so each deployment has its own.
 - ``reset()`` truncates (it briefly blocks readers of the projection).
 - PostgreSQL text cannot hold NUL characters: a NUL in a text column or in an event body is
   stored as U+FFFD.
@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import re
-import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NoReturn
@@ -37,6 +35,7 @@ from typing import Any, NoReturn
 import asyncpg
 
 from projections.postgres.batch import apply_batch
+from projections.postgres.coordination import PostgresCoordination, advisory_key, event_uuids
 from projections.postgres.errors import DRIVER_ERRORS, describe_url, redact, translate
 from projections.postgres.rows import SELECT_ROWS, decode_row, init_connection
 from projections.postgres.schema import SCHEMA_VERSION, create_schema, migrate
@@ -55,30 +54,7 @@ _STALE_RUNNING = (
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
-def _advisory_key(purpose: str, schema: str) -> int:
-    digest = hashlib.blake2b(f"auditrec:{purpose}:{schema}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
-
-
-def _terminate(conn: asyncpg.Connection) -> None:
-    with contextlib.suppress(Exception):  # a connection the pool already dropped
-        conn.terminate()
-
-
-def _uuids(values: Iterable[Any]) -> list[uuid.UUID]:
-    out = []
-    for value in values:
-        if isinstance(value, uuid.UUID):
-            out.append(value)
-            continue
-        try:
-            out.append(uuid.UUID(str(value)))
-        except ValueError:
-            continue  # not an event id: matches nothing
-    return out
-
-
-class PostgresStore(ProjectionStore):
+class PostgresStore(PostgresCoordination, ProjectionStore):
     watchdog_query = _STALE_RUNNING
 
     def __init__(
@@ -100,8 +76,8 @@ class PostgresStore(ProjectionStore):
         self._command_timeout = command_timeout
         self._pool: asyncpg.Pool | None = None
         self._start_lock = asyncio.Lock()
-        self.watchdog_key = _advisory_key("watchdog", schema)
-        self._migration_key = _advisory_key("migrate", schema)
+        self.watchdog_key = advisory_key("watchdog", schema)
+        self._migration_key = advisory_key("migrate", schema)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._where!r}, schema={self.schema!r})"
@@ -280,7 +256,7 @@ class PostgresStore(ProjectionStore):
         ]
 
     async def caused_by(self, causation_ids: Iterable[str]) -> list[AuditEvent]:
-        ids = _uuids(causation_ids)
+        ids = event_uuids(causation_ids)
         if not ids:
             return []
         with self._errors("read caused events"):
@@ -324,90 +300,3 @@ class PostgresStore(ProjectionStore):
             for rec in recs:
                 yield decode_row(rec)
             last = recs[-1][0]
-
-    # -- coordination ---------------------------------------------------------------------
-
-    @contextlib.asynccontextmanager
-    async def watchdog_lock(self) -> AsyncIterator[bool]:
-        with self._errors("take the watchdog lock"):
-            conn = await self.pool.acquire()
-        held = False
-        try:
-            with self._errors("take the watchdog lock"):
-                held = bool(
-                    await conn.fetchval("SELECT pg_try_advisory_lock($1)", self.watchdog_key)
-                )
-            yield held
-        finally:
-            try:
-                if held:
-                    await conn.fetchval("SELECT pg_advisory_unlock($1)", self.watchdog_key)
-            except Exception:
-                _terminate(conn)  # whatever went wrong, ending the session releases its locks
-            except BaseException:
-                _terminate(conn)
-                raise
-            finally:
-                # A session the server ended is already back in the pool.
-                with contextlib.suppress(Exception):
-                    await self.pool.release(conn)
-
-    async def heartbeat(self, process: str, components: Sequence[str], now: datetime) -> None:
-        if not components:
-            return
-        with self._errors("heartbeat"):
-            await self.pool.execute(
-                "INSERT INTO processes (process, component, last_seen) "
-                "SELECT $1, c, $3 FROM unnest($2::text[]) AS c "
-                "ON CONFLICT (process, component) DO UPDATE SET last_seen = excluded.last_seen",
-                process,
-                list(dict.fromkeys(components)),
-                now,
-            )
-
-    async def live_components(self, since: datetime) -> dict[str, list[str]]:
-        with self._errors("read live components"):
-            recs = await self.pool.fetch(
-                "SELECT component, process FROM processes WHERE last_seen >= $1 "
-                "ORDER BY component, process",
-                since,
-            )
-        out: dict[str, list[str]] = {}
-        for component, process in recs:
-            out.setdefault(component, []).append(process)
-        return out
-
-    async def forget_process(self, process: str) -> None:
-        with self._errors("forget process"):
-            await self.pool.execute("DELETE FROM processes WHERE process = $1", process)
-
-    # -- telemetry bookkeeping ------------------------------------------------------------
-
-    async def telemetry_sent(self, event_ids: Iterable[str]) -> set[str]:
-        asked: dict[uuid.UUID, set[str]] = {}
-        for raw in event_ids:
-            for key in _uuids([raw]):
-                asked.setdefault(key, set()).add(raw)
-        if not asked:
-            return set()
-        with self._errors("read sent telemetry"):
-            recs = await self.pool.fetch(
-                "SELECT event_id FROM telemetry_sent WHERE event_id = ANY($1::uuid[])",
-                list(asked),
-            )
-        return {raw for r in recs for raw in asked[r[0]]}
-
-    async def mark_telemetry_sent(self, event_id: str, at: datetime) -> None:
-        try:
-            key = uuid.UUID(str(event_id))
-        except ValueError:
-            raise StoreError(
-                f"telemetry event id {event_id!r} is not a UUID", retriable=False
-            ) from None
-        with self._errors("mark telemetry sent"):
-            await self.pool.execute(
-                "INSERT INTO telemetry_sent (event_id, sent_at) VALUES ($1, $2) "
-                "ON CONFLICT (event_id) DO NOTHING",
-                key,
-                at,
-            )
