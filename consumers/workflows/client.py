@@ -21,7 +21,7 @@ Policies:
   after ``min(0.5 * 2**n, 8)`` s less up to 25 % jitter; a ``retry-after`` on such an answer
   replaces the backoff when it is <= 2 s and stops retrying when longer. Every attempt is a
   request and counts against the budget.
-- **429**: probing pauses for ``retry-after`` (seconds or HTTP date), else the ``Ratelimit``
+- **429** (``ratelimit.py``): probing pauses for ``retry-after`` (seconds or HTTP date), else the ``Ratelimit``
   header's ``t=``, else ``X-RateLimit-Reset``, else 60 s (clamped to 1 s .. 15 min). During the
   pause every call answers ``rate_limited`` at once, without sending anything, however short the
   pause: the caller (watchdog, on-demand) asks again later, and a client that is told to back off
@@ -42,61 +42,38 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import random
-import re
 import ssl
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
+from consumers.workflows.answers import (
+    INSTANCE_STATUSES,
+    InstanceStatus,
+    ProbeFailure,
+    describe_errors,
+    errors_of,
+    has_error,
+    parse_result,
+)
+from consumers.workflows.ratelimit import RateLimit, rate_limit_pause, seconds_from_retry_after
 from statemachine.events import ProbeFailureReason
 from statemachine.longlived import LongLived
-from statemachine.vocabulary import WORKFLOW_STATUSES
 
 __all__ = ["INSTANCE_STATUSES", "InstanceStatus", "ProbeFailure", "WorkflowsClient"]
 
-INSTANCE_STATUSES = frozenset(WORKFLOW_STATUSES)
 
 _Reason = ProbeFailureReason
 _RETRY_AFTER_HONOURED = 2.0
-_DEFAULT_PAUSE = 60.0
-_PAUSE_BOUNDS = (1.0, 900.0)
 _MAX_DETAIL = 500
-_MAX_ERROR_TEXT = 2000
-_RATELIMIT_T = re.compile(r"(?:^|;)\s*t=(\d+(?:\.\d+)?)")
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class InstanceStatus:
-    """The API answered about the instance."""
-
-    status: str
-    """An API status (:data:`INSTANCE_STATUSES`) or ``"not_found"``."""
-    error: dict[str, str | None] | str | None
-    """``{"name", "message"}`` or a string, as the API gave it."""
-    ended_at: datetime | None
-    """``result.end`` as an aware UTC datetime, ``None`` when absent or null."""
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeFailure:
-    """The API did not answer about the instance; never a reason to fail an audit."""
-
-    reason: ProbeFailureReason
-    http_status: int | None
-    detail: str
-    """Human readable, at most 500 characters, never containing the API token."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +114,6 @@ class WorkflowsClient(LongLived):
         )
         self._token = api_token or None
         self._concurrency = concurrency
-        self._budget = budget
-        self._window = budget_window
         self._timeout = timeout
         self._max_retries = max_retries
         self._transport = transport
@@ -146,8 +121,7 @@ class WorkflowsClient(LongLived):
         self._sleep = sleep
         self._client: httpx.AsyncClient | None = None
         self._semaphore = asyncio.Semaphore(concurrency)
-        self._sent: deque[float] = deque()
-        self._paused_until: float | None = None
+        self._limit = RateLimit(budget, budget_window, clock=clock, sleep=sleep)
 
     def __repr__(self) -> str:  # no token here
         return f"WorkflowsClient({self._base!r}, concurrency={self._concurrency})"
@@ -183,15 +157,12 @@ class WorkflowsClient(LongLived):
     @property
     def budget_left(self) -> int:
         """Requests that may be sent now without waiting for the window."""
-        self._prune(self._clock())
-        return self._budget - len(self._sent)
+        return self._limit.budget_left
 
     @property
     def paused_until(self) -> float | None:
         """The ``clock()`` reading at which a 429 pause ends; ``None`` when not paused."""
-        if self._paused_until is not None and self._paused_until > self._clock():
-            return self._paused_until
-        return None
+        return self._limit.paused_until
 
     # --- the call ------------------------------------------------------------------------------
 
@@ -245,41 +216,16 @@ class WorkflowsClient(LongLived):
             return _Outcome(self._failure(_Reason.INVALID_RESPONSE, response.status_code, detail))
 
     def _paused_answer(self) -> ProbeFailure | None:
-        until = self.paused_until
-        if until is None:
+        left = self._limit.paused_for()
+        if left is None:
             return None
-        left = until - self._clock()
         return self._failure(
             _Reason.RATE_LIMITED, None, f"probing paused by a Cloudflare 429 for {left:.1f}s more"
         )
 
     async def _take_budget(self) -> ProbeFailure | None:
-        """Record one request in the window, waiting at most ``timeout`` for a free slot."""
-        deadline = self._clock() + self._timeout
-        while True:
-            if paused := self._paused_answer():
-                return paused
-            now = self._clock()
-            self._prune(now)
-            if len(self._sent) < self._budget:
-                self._sent.append(now)
-                return None
-            frees_at = self._sent[0] + self._window
-            if frees_at > deadline:
-                return self._failure(_Reason.RATE_LIMITED, None, "local request budget exhausted")
-            await self._sleep(frees_at - now)
-
-    def _prune(self, now: float) -> None:
-        horizon = now - self._window
-        while self._sent and self._sent[0] <= horizon:
-            self._sent.popleft()
-
-    def _pause(self, seconds: float) -> None:
-        seconds = min(max(seconds, _PAUSE_BOUNDS[0]), _PAUSE_BOUNDS[1])
-        until = self._clock() + seconds
-        if self._paused_until is None or until > self._paused_until:
-            self._paused_until = until
-        logger.warning("Workflows API rate limit (429): probing paused for %.0fs", seconds)
+        refused = await self._limit.take(self._timeout)
+        return None if refused is None else self._failure(_Reason.RATE_LIMITED, None, refused)
 
     def _failure(self, reason: ProbeFailureReason, status: int | None, detail: str) -> ProbeFailure:
         if self._token:
@@ -296,20 +242,19 @@ class WorkflowsClient(LongLived):
             body: Any = response.json()
         except (ValueError, UnicodeDecodeError):
             body = None
-        errors = _errors(body)
-        said = f"HTTP {code}" + (f": {_describe(errors)}" if errors else "")
+        errors = errors_of(body)
+        said = f"HTTP {code}" + (f": {describe_errors(errors)}" if errors else "")
         fail = self._failure
         if code == 429:
-            seconds = _rate_limit_pause(response.headers)
-            self._pause(seconds)
+            seconds = self._limit.pause(rate_limit_pause(response.headers))
             return _Outcome(fail(_Reason.RATE_LIMITED, code, f"{said}; paused {seconds:.0f}s"))
-        if code < 500 and _has(errors, 10400, "instance.not_found"):
+        if code < 500 and has_error(errors, 10400, "instance.not_found"):
             return _Outcome(InstanceStatus("not_found", None, None))
-        if code < 500 and _has(errors, 10200, "workflow.not_found"):
+        if code < 500 and has_error(errors, 10200, "workflow.not_found"):
             return _Outcome(fail(_Reason.WORKFLOW_NOT_FOUND, code, said))
-        if code in (401, 403) or _has(errors, 10000, None):
+        if code in (401, 403) or has_error(errors, 10000, None):
             return _Outcome(fail(_Reason.UNAUTHORIZED, code, said))
-        retry_after = _seconds_from_retry_after(response.headers.get("retry-after"))
+        retry_after = seconds_from_retry_after(response.headers.get("retry-after"))
         if code >= 500 or code in (408, 409):
             reason = _Reason.TIMEOUT if code == 408 else _Reason.SERVER_ERROR
             return _Outcome(fail(reason, code, said), retriable=True, retry_after=retry_after)
@@ -324,7 +269,7 @@ class WorkflowsClient(LongLived):
             return _Outcome(answer, retriable=True, retry_after=retry_after)
         if success is not True:
             return _Outcome(fail(_Reason.INVALID_RESPONSE, code, "body has no boolean success"))
-        parsed = _parse_result(body.get("result"))
+        parsed = parse_result(body.get("result"))
         if isinstance(parsed, str):
             return _Outcome(fail(_Reason.INVALID_RESPONSE, code, parsed))
         return _Outcome(parsed)
@@ -340,87 +285,3 @@ def _segment(value: str) -> str:
     """One percent-encoded path segment; ``.``/``..`` encoded so nothing normalises them away."""
     encoded = quote(value, safe="")
     return encoded.replace(".", "%2E") if encoded in (".", "..") else encoded
-
-
-def _errors(body: Any) -> list[tuple[int | None, str]]:
-    if not isinstance(body, dict) or not isinstance(body.get("errors"), list):
-        return []
-    found: list[tuple[int | None, str]] = []
-    for item in body["errors"]:
-        if not isinstance(item, dict):
-            continue
-        raw = item.get("code")
-        text = str(raw) if isinstance(raw, int | str) else ""
-        code = int(text) if text.isascii() and text.isdigit() else None
-        found.append((code, str(item.get("message", ""))[:200]))
-    return found
-
-
-def _has(errors: list[tuple[int | None, str]], code: int, fragment: str | None) -> bool:
-    return any(c == code or (fragment is not None and fragment in m) for c, m in errors)
-
-
-def _describe(errors: list[tuple[int | None, str]]) -> str:
-    return "; ".join(f"{c} {m}" if c is not None else m for c, m in errors[:3])
-
-
-def _parse_result(result: Any) -> InstanceStatus | str:
-    """The instance status, or what is wrong with ``result`` (a string)."""
-    if not isinstance(result, dict):
-        return "result is missing or not an object"
-    status = result.get("status")
-    if not isinstance(status, str) or status not in INSTANCE_STATUSES:
-        return f"unknown instance status {json.dumps(status)[:60]}"
-    error = result.get("error")
-    if isinstance(error, dict):
-        parts = {k: error.get(k) for k in ("name", "message")}
-        if not all(v is None or isinstance(v, str) for v in parts.values()):
-            return "result.error has a non-string name or message"
-        error = {k: v[:_MAX_ERROR_TEXT] if v else v for k, v in parts.items()}
-    elif isinstance(error, str):
-        error = error[:_MAX_ERROR_TEXT]
-    elif error is not None:
-        return "result.error is neither an object nor a string"
-    end = result.get("end")
-    if end is None:
-        return InstanceStatus(status, error, None)
-    if not isinstance(end, str):
-        return "result.end is not a string"
-    try:
-        ended = datetime.fromisoformat(end)
-    except ValueError:
-        return f"result.end is not an ISO timestamp: {end[:40]!r}"
-    if ended.tzinfo is None:
-        ended = ended.replace(tzinfo=UTC)
-    return InstanceStatus(status, error, ended.astimezone(UTC))
-
-
-def _seconds_from_retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - datetime.now(UTC)).total_seconds()
-    return max(seconds, 0.0) if seconds == seconds else None  # NaN guard
-
-
-def _rate_limit_pause(headers: httpx.Headers) -> float:
-    """Seconds a 429 asks for: retry-after, Ratelimit ``t=``, X-RateLimit-Reset, else 60."""
-    seconds = _seconds_from_retry_after(headers.get("retry-after"))
-    if seconds is not None:
-        return seconds
-    if m := _RATELIMIT_T.search(headers.get("ratelimit", "")):
-        return float(m[1])
-    reset = headers.get("x-ratelimit-reset", "").strip()
-    if reset.replace(".", "", 1).isdigit():
-        value = float(reset)
-        return value - time.time() if value > 1_000_000_000 else value  # epoch or delta
-    return _DEFAULT_PAUSE
