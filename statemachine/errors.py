@@ -8,7 +8,8 @@
     ├── NoServer               no `auditrec serve` is running the needed components
     └── InfrastructureError    the event log, the database or an API failed (``retriable``)
         ├── EventLogError
-        └── StoreError
+        ├── StoreError
+        └── WorkflowsApiError  the Workflows client cannot send (not started, stopped)
 
 ``retriable`` tells a caller whether trying again may help; adapters translate their driver's
 errors into these (``raise ... from exc``) and add the context (topic, partition, audit id).
@@ -26,6 +27,7 @@ __all__ = [
     "NoServer",
     "NotFound",
     "StoreError",
+    "WorkflowsApiError",
 ]
 
 
@@ -69,4 +71,8 @@ class EventLogError(InfrastructureError):
 
 
 class StoreError(InfrastructureError):
+    pass
+
+
+class WorkflowsApiError(InfrastructureError):
     pass

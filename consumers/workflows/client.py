@@ -21,8 +21,8 @@ Policies:
   after ``min(0.5 * 2**n, 8)`` s less up to 25 % jitter; a ``retry-after`` on such an answer
   replaces the backoff when it is <= 2 s and stops retrying when longer. Every attempt is a
   request and counts against the budget.
-- **429** (``ratelimit.py``): probing pauses for ``retry-after`` (seconds or HTTP date), else the ``Ratelimit``
-  header's ``t=``, else ``X-RateLimit-Reset``, else 60 s (clamped to 1 s .. 15 min). During the
+- **429** (``ratelimit.py``): probing pauses for ``retry-after`` (seconds or HTTP date), else
+  the ``Ratelimit`` header's ``t=``, else ``X-RateLimit-Reset``, else 60 s (clamped to 1 s .. 15 min). During the
   pause every call answers ``rate_limited`` at once, without sending anything, however short the
   pause: the caller (watchdog, on-demand) asks again later, and a client that is told to back off
   should not queue requests to fire the moment the pause ends.
@@ -63,6 +63,7 @@ from consumers.workflows.answers import (
     parse_result,
 )
 from consumers.workflows.ratelimit import RateLimit, rate_limit_pause, seconds_from_retry_after
+from statemachine.errors import ConfigError, InvalidInput, WorkflowsApiError
 from statemachine.events import ProbeFailureReason
 from statemachine.longlived import LongLived
 
@@ -107,7 +108,9 @@ class WorkflowsClient(LongLived):
         ``concurrency`` connections. ``clock`` (monotonic seconds) and ``sleep`` time the
         429 pauses, the budget window and the retry backoff."""
         if concurrency < 1 or budget < 1 or budget_window <= 0 or timeout <= 0 or max_retries < 0:
-            raise ValueError("concurrency and budget must be >= 1, window and timeout > 0")
+            raise ConfigError(
+                "Workflows client: concurrency and budget must be >= 1, window and timeout > 0"
+            )
         self._base = (
             f"{api_url.rstrip('/')}/accounts/{_segment(account_id)}"
             f"/workflows/{_segment(workflow)}/instances/"
@@ -169,9 +172,9 @@ class WorkflowsClient(LongLived):
     async def get_instance(self, instance_id: str) -> InstanceStatus | ProbeFailure:
         """The instance's status, or why the API could not tell (see the module docstring)."""
         if not instance_id:
-            raise ValueError("instance_id must not be empty")
+            raise InvalidInput("workflow instance id must not be empty")
         if self._client is None:
-            raise RuntimeError("WorkflowsClient is not started")
+            raise WorkflowsApiError("the Workflows client is not started")
         url = self._base + _segment(instance_id) + "?simple=true"
         attempt = 0
         while True:
@@ -195,7 +198,7 @@ class WorkflowsClient(LongLived):
                 return _Outcome(refused)
             client = self._client
             if client is None:
-                raise RuntimeError("WorkflowsClient was stopped")
+                raise WorkflowsApiError("the Workflows client was stopped")
             try:
                 response = await client.get(url)
             except httpx.TimeoutException as exc:

@@ -24,6 +24,7 @@ from consumers.workflows.client import (
     WorkflowsClient,
 )
 from consumers.workflows.simulator.server import STATUSES, SimulatorServer
+from statemachine.errors import ConfigError, InvalidInput, WorkflowsApiError
 from statemachine.events import ProbeFailureReason as R
 from tests.clock import FakeClock
 
@@ -444,19 +445,19 @@ async def test_start_and_stop_are_idempotent(simulator: SimulatorServer) -> None
     simulator.sim.set_instance("i", "queued")
     client = WorkflowsClient(api_url=simulator.url, account_id="a", workflow="site-audit",
                              api_token=None)  # fmt: skip
-    with pytest.raises(RuntimeError, match="not started"):
+    with pytest.raises(WorkflowsApiError, match="not started"):
         await client.get_instance("i")
     await client.start()
     await client.start()
     assert await client.get_instance("i") == InstanceStatus("queued", None, None)
     await client.stop()
     await client.stop()
-    with pytest.raises(RuntimeError):
+    with pytest.raises(WorkflowsApiError):
         await client.get_instance("i")
     async with client as same:
         assert same is client
         assert await client.get_instance("i") == InstanceStatus("queued", None, None)
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidInput):
         await client.get_instance("")
 
 
@@ -471,6 +472,6 @@ async def test_a_given_transport_is_used(simulator: SimulatorServer) -> None:
 
 
 def test_invalid_settings_are_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError):
         WorkflowsClient(api_url="http://x", account_id="a", workflow="w", api_token=None,
                         concurrency=0)  # fmt: skip
