@@ -24,7 +24,7 @@ from pathlib import Path
 from consumers.components.reconciler import Reconciler
 from consumers.eventlog.codec import encode
 from consumers.eventlog.port import Topics
-from consumers.eventlog.sqlite import SQLiteEventLog
+from consumers.eventlog.sqlite.log import SQLiteEventLog
 from statemachine.events import AuditProgressed, AuditProgressedData, AuditStarted, AuditStartedData
 from statemachine.policy import Policy
 

@@ -15,7 +15,7 @@ __all__ = ["open_event_log"]
 def open_event_log(url: str, topics: Topics, **options: Any) -> EventLog:
     """The adapter for ``url``'s scheme: ``sqlite:///path`` or ``kafka://host:port[,host]``."""
     if url.startswith("sqlite://"):
-        from consumers.eventlog.sqlite import SQLiteEventLog
+        from consumers.eventlog.sqlite.log import SQLiteEventLog
 
         return SQLiteEventLog(url, topics)
     if url.startswith("kafka://"):

@@ -13,7 +13,7 @@ import pytest
 from consumers.components.reconciler import Reconciler
 from consumers.eventlog.codec import decode, encode
 from consumers.eventlog.port import Topics
-from consumers.eventlog.sqlite import SQLiteEventLog
+from consumers.eventlog.sqlite.log import SQLiteEventLog
 from statemachine.errors import EventLogError
 from statemachine.events import (
     AuditStarted,

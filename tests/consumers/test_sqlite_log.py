@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from consumers.eventlog.port import EventLog, Topics
-from consumers.eventlog.sqlite import SQLiteEventLog
+from consumers.eventlog.sqlite.log import SQLiteEventLog
 from statemachine.errors import EventLogError
 from tests.contracts.eventlog import EventLogContract, LogFactory, drain, next_offsets, records
 
@@ -50,7 +50,7 @@ async def run_python(code: str, *args: str) -> None:
 _PRELUDE = """
 import asyncio, os, sys
 from consumers.eventlog.port import OutRecord, Topics
-from consumers.eventlog.sqlite import SQLiteEventLog
+from consumers.eventlog.sqlite.log import SQLiteEventLog
 log = SQLiteEventLog(sys.argv[1], Topics(prefix="only"))
 """
 

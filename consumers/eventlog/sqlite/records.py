@@ -1,0 +1,73 @@
+"""The embedded log's records: appending them (offsets assigned inside the caller's write
+transaction), reading a range back, a topic's end offset, and the signal that wakes this
+process's pollers when it appends (appends by other processes are found by polling).
+
+Headers are stored as JSON pairs of name and base64 value; ``ts`` is epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import sqlite3
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from consumers.eventlog.port import OutRecord, Record
+
+__all__ = ["AppendSignal", "append_records", "end_offset", "fetch_records"]
+
+
+def end_offset(conn: sqlite3.Connection, topic: str) -> int:
+    """The offset the next record of ``topic`` gets."""
+    row = conn.execute('SELECT MAX("offset") FROM records WHERE topic = ?', (topic,)).fetchone()
+    return 0 if row[0] is None else int(row[0]) + 1
+
+
+def append_records(conn: sqlite3.Connection, records: Sequence[OutRecord]) -> None:
+    """Inside the caller's write transaction, which makes the offsets it assigns safe."""
+    next_offsets: dict[str, int] = {}
+    now = int(time.time() * 1000)
+    rows = []
+    for rec in records:
+        if rec.topic not in next_offsets:
+            next_offsets[rec.topic] = end_offset(conn, rec.topic)
+        offset = next_offsets[rec.topic]
+        next_offsets[rec.topic] = offset + 1
+        headers = json.dumps([[k, base64.b64encode(v).decode()] for k, v in rec.headers])
+        rows.append((rec.topic, offset, rec.key, rec.value, headers, now))
+    conn.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+
+def fetch_records(
+    conn: sqlite3.Connection, topic: str, start: int, end: int | None, limit: int
+) -> list[Record]:
+    sql = 'SELECT "offset", key, value, headers, ts FROM records WHERE topic = ? AND "offset" >= ?'
+    args: list[Any] = [topic, start]
+    if end is not None:
+        sql += ' AND "offset" < ?'
+        args.append(end)
+    sql += ' ORDER BY "offset" LIMIT ?'
+    args.append(limit)
+    out = []
+    for offset, key, value, headers, ts in conn.execute(sql, args):
+        hdrs = tuple((k, base64.b64decode(v)) for k, v in json.loads(headers))
+        out.append(Record(topic, 0, offset, key, bytes(value), hdrs, ts))
+    return out
+
+
+class AppendSignal:
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def wait(self, timeout: float) -> None:
+        """Wake early when this process appends; otherwise after ``timeout``."""
+        self._event.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._event.wait(), timeout)
