@@ -17,7 +17,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError, OutOfOrderSequenceNumber
 from aiokafka.structs import TopicPartition as KafkaTP
 
-from consumers.eventlog.kafka.log import KafkaEventLog, bootstrap_servers
+from consumers.eventlog.kafka.clients import bootstrap_servers
+from consumers.eventlog.kafka.log import KafkaEventLog
 from consumers.eventlog.kafka.offsets import fetch_group_offsets
 from consumers.eventlog.port import (
     AssignCallback,

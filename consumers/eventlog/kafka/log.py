@@ -1,12 +1,9 @@
 """The production event log: Apache Kafka through aiokafka.
 
-Deviations and choices (the port is documented in ``eventlog.py``; consumers, rebalancing and
-transactional commits in ``kafka_consumer.py``):
+Deviations and choices (the port is documented in ``port.py``; consumers, rebalancing and
+transactional commits in ``consumer.py``; the topics :meth:`KafkaEventLog.init` makes in
+``topics.py``; how its clients connect and are made in ``clients.py``):
 
-- Topics made by :meth:`KafkaEventLog.init` (existing topics are never altered):
-  lifecycle, ``lifecycle_partitions`` partitions, kept forever (``retention.ms=-1``,
-  ``retention.bytes=-1``: it is the event store); probe requests, same partition count, kept
-  one day; dead letter, 3 partitions, kept 90 days.
 - A record's partition is Kafka's default: murmur2 of its key (the audit id), so all records
   of one audit share a partition and keep their order.
 - Everything is read ``read_committed``: consumers skip aborted transactions, and
@@ -31,22 +28,24 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import (
-    KafkaError,
-    OutOfOrderSequenceNumber,
-    TopicAlreadyExistsError,
-    UnknownProducerId,
-    for_code,
-)
-from aiokafka.helpers import create_ssl_context
+from aiokafka.errors import KafkaError, OutOfOrderSequenceNumber, UnknownProducerId
 from aiokafka.structs import TopicPartition as KafkaTP
 
+from consumers.eventlog.kafka.clients import (
+    bootstrap_servers,
+    connection_options,
+    consumer_settings,
+    new_consumer,
+    new_producer,
+    producer_settings,
+)
 from consumers.eventlog.kafka.consumer import KafkaConsumer
 from consumers.eventlog.kafka.errors import event_log_error, translate
 from consumers.eventlog.kafka.offsets import fetch_group_offsets
 from consumers.eventlog.kafka.records import key_hash, raise_failure, send_some, to_record
+from consumers.eventlog.kafka.topics import create_topics, new_topics, wait_for_leaders
 from consumers.eventlog.port import AssignCallback, EventLog, OutRecord, Record, Topics
-from statemachine.errors import ConfigError, EventLogError
+from statemachine.errors import EventLogError
 
 if TYPE_CHECKING:
     from consumers.runtime.settings import Settings
@@ -57,24 +56,6 @@ log = structlog.get_logger("auditrec.kafka")
 
 # Errors after which the idempotent producer's sequence numbers no longer match the broker's.
 _PRODUCER_STATE_LOST = (OutOfOrderSequenceNumber, UnknownProducerId)
-
-DAY_MS = 24 * 3600 * 1000
-DEAD_LETTER_PARTITIONS = 3
-_FETCH_OPTIONS: dict[str, Any] = {
-    "max_partition_fetch_bytes": 4 * 1024 * 1024,
-    "fetch_max_bytes": 64 * 1024 * 1024,
-}
-
-
-def bootstrap_servers(url: str) -> list[str]:
-    """``kafka://h1:9092,h2`` → ``["h1:9092", "h2:9092"]``."""
-    rest = url.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
-    if "@" in rest:  # never echo the URL: it may hold a secret
-        raise ConfigError("AUDITREC_EVENT_LOG_URL: credentials go in AUDITREC_KAFKA_SASL_*")
-    hosts = [h.strip() for h in rest.split(",") if h.strip()]
-    if not hosts:
-        raise ConfigError("AUDITREC_EVENT_LOG_URL: no Kafka host in kafka:// URL")
-    return [h if ":" in h.rsplit("]", 1)[-1] else f"{h}:9092" for h in hosts]
 
 
 class KafkaEventLog(EventLog):
@@ -120,41 +101,19 @@ class KafkaEventLog(EventLog):
         self.transaction_timeout_ms = transaction_timeout_ms
         self.request_timeout_ms = request_timeout_ms
         self.ping_timeout = ping_timeout
-        protocol = pick(security_protocol, "kafka_security_protocol", "PLAINTEXT")
-        password = pick(sasl_password, "kafka_sasl_password", None)
-        if hasattr(password, "get_secret_value"):
-            password = password.get_secret_value()
-        self._conn: dict[str, Any] = {
-            "bootstrap_servers": self.bootstrap,
-            "security_protocol": protocol,
-            "request_timeout_ms": request_timeout_ms,
-        }
-        mechanism = pick(sasl_mechanism, "kafka_sasl_mechanism", None)
-        if mechanism:
-            self._conn["sasl_mechanism"] = mechanism
-        if password is not None or mechanism:
-            self._conn["sasl_plain_username"] = pick(sasl_username, "kafka_sasl_username", None)
-            self._conn["sasl_plain_password"] = password
-        if "SSL" in protocol:
-            try:
-                self._conn["ssl_context"] = create_ssl_context(
-                    cafile=pick(ssl_cafile, "kafka_ssl_cafile", None),
-                    certfile=pick(ssl_certfile, "kafka_ssl_certfile", None),
-                    keyfile=pick(ssl_keyfile, "kafka_ssl_keyfile", None),
-                )
-            except OSError as exc:  # ssl.SSLError too
-                raise ConfigError(f"AUDITREC_KAFKA_SSL_*: cannot load TLS files: {exc}") from None
-        self._consumer_options = {
-            "session_timeout_ms": 10_000,
-            "heartbeat_interval_ms": 1_000,
-            **_FETCH_OPTIONS,
-            **(consumer_options or {}),
-        }
-        self._producer_options = {
-            "linger_ms": 5,
-            "max_batch_size": 512 * 1024,
-            **(producer_options or {}),
-        }
+        self._conn = connection_options(
+            self.bootstrap,
+            request_timeout_ms,
+            protocol=pick(security_protocol, "kafka_security_protocol", "PLAINTEXT"),
+            mechanism=pick(sasl_mechanism, "kafka_sasl_mechanism", None),
+            username=pick(sasl_username, "kafka_sasl_username", None),
+            password=pick(sasl_password, "kafka_sasl_password", None),
+            cafile=pick(ssl_cafile, "kafka_ssl_cafile", None),
+            certfile=pick(ssl_certfile, "kafka_ssl_certfile", None),
+            keyfile=pick(ssl_keyfile, "kafka_ssl_keyfile", None),
+        )
+        self._consumer_options = consumer_settings(consumer_options)
+        self._producer_options = producer_settings(producer_options)
         self._producer: AIOKafkaProducer | None = None
         self._admin: AIOKafkaAdminClient | None = None
         self._meta: AIOKafkaConsumer | None = None
@@ -164,26 +123,10 @@ class KafkaEventLog(EventLog):
     # -- lifecycle ----------------------------------------------------------------------
 
     def _new_producer(self, **options: Any) -> AIOKafkaProducer:
-        return AIOKafkaProducer(
-            client_id=self.client_id,
-            enable_idempotence=True,
-            acks="all",
-            **self._conn,
-            **self._producer_options,
-            **options,
-        )
+        return new_producer(self.client_id, self._conn, self._producer_options, options)
 
     def _new_consumer(self, group: str | None, **options: Any) -> AIOKafkaConsumer:
-        return AIOKafkaConsumer(
-            client_id=self.client_id,
-            group_id=group,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            isolation_level="read_committed",
-            **self._conn,
-            **self._consumer_options,
-            **options,
-        )
+        return new_consumer(self.client_id, group, self._conn, self._consumer_options, options)
 
     async def start(self) -> None:
         if self._producer is not None:
@@ -225,57 +168,14 @@ class KafkaEventLog(EventLog):
     # -- topics -------------------------------------------------------------------------
 
     def _new_topics(self) -> list[NewTopic]:
-        rf = self.replication_factor
-        n = self.lifecycle_partitions
-        forever = {"retention.ms": "-1", "retention.bytes": "-1"}
-        return [
-            NewTopic(self.topics.lifecycle, n, rf, topic_configs=forever),
-            NewTopic(
-                self.topics.probe_requests, n, rf, topic_configs={"retention.ms": str(DAY_MS)}
-            ),
-            NewTopic(
-                self.topics.dead_letter,
-                DEAD_LETTER_PARTITIONS,
-                rf,
-                topic_configs={"retention.ms": str(90 * DAY_MS)},
-            ),
-        ]
+        return new_topics(self.topics, self.lifecycle_partitions, self.replication_factor)
 
     async def init(self) -> list[str]:
         _, admin, _ = self._started()
-        created = []
         with translate("create topics"):
-            response = await admin.create_topics(self._new_topics())
-            for topic, code, *rest in response.topic_errors:
-                if code == 0:
-                    created.append(topic)
-                    continue
-                exc = for_code(code)
-                if exc is TopicAlreadyExistsError:
-                    continue
-                message = rest[0] if rest and rest[0] else exc.__name__
-                raise EventLogError(
-                    f"Kafka: create topic {topic}: {exc.__name__}: {message}",
-                    retriable=bool(getattr(exc, "retriable", False)),
-                )
-            await self._wait_for_leaders(list(self.topics.all()))
+            created = await create_topics(admin, self._new_topics())
+            await wait_for_leaders(self._describe, list(self.topics.all()))
         return created
-
-    async def _wait_for_leaders(self, topics: list[str], timeout: float = 15.0) -> None:
-        """Until every partition of ``topics`` has a leader (a new topic takes a moment)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            described = await self._describe(topics)
-            if all(
-                t["error_code"] == 0
-                and t["partitions"]
-                and all(p["leader"] >= 0 for p in t["partitions"])
-                for t in described
-            ):
-                return
-            if time.monotonic() > deadline:
-                raise EventLogError(f"Kafka: topics {topics} have no leader yet", retriable=True)
-            await asyncio.sleep(0.1)
 
     async def _describe(self, topics: list[str]) -> list[dict[str, Any]]:
         _, admin, _ = self._started()
