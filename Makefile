@@ -21,7 +21,7 @@ demo: venv
 # The whole suite against real Kafka and PostgreSQL; a service test that cannot reach its
 # service fails instead of skipping.
 test: venv services-up
-	AUDITREC_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -q -p no:randomly $(PYTEST_ARGS)
+	AUDITREC_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # Without Kafka/PostgreSQL: their tests skip.
 test-fast: venv
