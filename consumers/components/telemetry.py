@@ -5,17 +5,8 @@ delay telemetry but never the reconciler, the projector or the API.
 
 **What is sent.** For every ``AuditFailed`` with ``failed_by = "reconciler"`` that actually
 failed a running audit (a decision recorded on an audit already terminal changes nothing and
-is not reported; shadow mode's ``AuditFailureSimulated`` is never reported)::
-
-    capture("site_audit:complete", distinct_id=started_by_user_id,
-            groups={"organization": organization_id},
-            properties={audit_id, project_id, status: "failed", reconciled_by, error_code,
-                        failed_phase, pages_crawled, pages_total},
-            uuid=<the AuditFailed event_id>, timestamp=<its occurred_at>)
-
-Without a ``started_by_user_id`` the audit id is the ``distinct_id`` and
-``$process_person_profile`` is false, so no phantom person is created; without an
-organization there is no ``groups``.
+is not reported; shadow mode's ``AuditFailureSimulated`` is never reported), the capture of
+:mod:`consumers.components.posthog_capture`.
 
 **Where the facts come from.** The consumer folds each audit's events itself (the same pure
 ``evolve`` as everywhere), rebuilding its partitions from the log on assignment exactly like the
@@ -41,8 +32,6 @@ offsets are committed only up to the oldest event still waiting, so a restart re
 from __future__ import annotations
 
 import asyncio
-import inspect
-import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,6 +41,7 @@ from typing import Any
 import structlog
 
 from consumers.components.base import LogConsumer
+from consumers.components.posthog_capture import EVENT_NAME, build_client, capture_arguments
 from consumers.eventlog.codec import decode
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, TopicPartition
 from consumers.runtime.metrics import TELEMETRY
@@ -62,38 +52,9 @@ from statemachine.events import AuditEvent, AuditFailed, FailedBy
 from statemachine.machine import TERMINAL
 from statemachine.state import AuditState, evolve
 
-__all__ = ["EVENT_NAME", "Telemetry", "capture_arguments"]
+__all__ = ["Telemetry"]
 
-EVENT_NAME = "site_audit:complete"
 log = structlog.get_logger("auditrec.telemetry")
-
-
-def capture_arguments(state: AuditState, event: AuditFailed) -> dict[str, Any]:
-    """The keyword arguments of ``Posthog.capture`` for a reconciler failure of ``state``."""
-    d = event.data
-    properties: dict[str, Any] = {
-        "audit_id": event.audit_id,
-        "project_id": state.project_id,
-        "status": "failed",
-        "reconciled_by": d.reconciled_by.value if d.reconciled_by is not None else None,
-        "error_code": d.error_code,
-        "failed_phase": d.failed_phase if d.failed_phase is not None else state.current_phase,
-        "pages_crawled": state.pages_crawled,
-        "pages_total": state.pages_total,
-    }
-    distinct_id = state.started_by_user_id
-    if not distinct_id:
-        distinct_id = event.audit_id
-        properties["$process_person_profile"] = False
-    args: dict[str, Any] = {
-        "distinct_id": distinct_id,
-        "properties": properties,
-        "uuid": str(event.event_id),
-        "timestamp": event.occurred_at,
-    }
-    if state.organization_id:
-        args["groups"] = {"organization": state.organization_id}
-    return args
 
 
 @dataclass
@@ -104,45 +65,6 @@ class _Pending:
     audit_id: str
     capture: dict[str, Any]
     attempts: int = 0
-
-
-class _NoTraceback(logging.Filter):
-    """The SDK logs every failed sync send with a traceback; we log the retry ourselves."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and "Error in capture" in record.getMessage()[:40]:
-            record.exc_info = None
-            record.exc_text = None
-            record.levelno, record.levelname = logging.WARNING, "WARNING"
-        return True
-
-
-def _quiet_sdk_errors() -> None:
-    sdk = logging.getLogger("posthog")
-    if not any(isinstance(f, _NoTraceback) for f in sdk.filters):
-        sdk.addFilter(_NoTraceback())
-
-
-def build_client(settings: Settings, *, timeout: float) -> Any:
-    """A PostHog client that sends synchronously (``capture`` returns the uuid once PostHog
-    answered 200) over the v0 ``/batch/`` protocol, whatever ``POSTHOG_CAPTURE_MODE`` says."""
-    from posthog import Posthog
-
-    if settings.posthog_api_key is None:
-        raise ConfigError("AUDITREC_POSTHOG_API_KEY is not set: telemetry is off")
-    options: dict[str, Any] = {
-        "host": settings.posthog_host,
-        "sync_mode": True,
-        "timeout": timeout,
-        "max_retries": 0,  # retried here, with backoff, without blocking the consumer
-    }
-    _quiet_sdk_errors()
-    accepted = inspect.signature(Posthog.__init__).parameters
-    if "capture_mode" in accepted:
-        options["capture_mode"] = "v0"
-    if "enable_local_evaluation" in accepted:
-        options["enable_local_evaluation"] = False
-    return Posthog(settings.posthog_api_key.get_secret_value(), **options)
 
 
 class Telemetry(LogConsumer):

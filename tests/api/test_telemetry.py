@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from consumers.cli.assembly import Service
-from consumers.components.telemetry import EVENT_NAME, Telemetry
+from consumers.components.posthog_capture import EVENT_NAME
+from consumers.components.telemetry import Telemetry
 from consumers.eventlog.codec import encode
 from consumers.eventlog.factory import open_event_log
 from consumers.eventlog.port import Topics
