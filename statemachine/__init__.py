@@ -10,13 +10,13 @@ from statemachine.events import (
     AuditEvent,
     ProbeRequested,
     derived_id,
-    upcast,
 )
 from statemachine.explain import Step, explain, explain_one
 from statemachine.machine import STATES, TERMINAL, TRANSITIONS, mermaid, next_status
 from statemachine.policy import Policy, format_duration, parse_duration
 from statemachine.rules import Verdict, decide, judge
 from statemachine.state import AuditState, evolve, fold
+from statemachine.upcasting import upcast
 from statemachine.vocabulary import ERROR_CODES
 
 __all__ = [

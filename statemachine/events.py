@@ -11,17 +11,16 @@ Every event travels in the same envelope::
 :data:`PROBE_ADAPTER` decodes a ``ProbeRequested``. Unknown fields are invalid, timestamps
 must carry an offset, and ``audit_id`` is 1-128 characters of ``[A-Za-z0-9._:-]``.
 
-Old schema versions are upcast on read (:func:`upcast`) before validation, so the models
-always describe the current version.
+Old schema versions are upcast on read before validation
+(:func:`statemachine.upcasting.upcast`), so the models always describe the current version.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Final, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import (
     AfterValidator,
@@ -33,11 +32,9 @@ from pydantic import (
     TypeAdapter,
 )
 
-from statemachine.errors import InvalidInput
 from statemachine.vocabulary import AUDIT_ID_PATTERN, ErrorCode, FailureRule, ObservedStatus
 
 __all__ = [
-    "CURRENT_VERSION",
     "EVENT_ADAPTER",
     "EVENT_TYPES",
     "LIFECYCLE_TYPES",
@@ -58,7 +55,6 @@ __all__ = [
     "WorkflowProbeFailed",
     "WorkflowStatusObserved",
     "derived_id",
-    "upcast",
 ]
 
 AuditId = Annotated[str, StringConstraints(pattern=AUDIT_ID_PATTERN)]
@@ -284,62 +280,6 @@ LIFECYCLE_TYPES: dict[str, type[_Envelope]] = {
     )
 }
 EVENT_TYPES: dict[str, type[_Envelope]] = {**LIFECYCLE_TYPES, "ProbeRequested": ProbeRequested}
-
-CURRENT_VERSION: dict[str, int] = {
-    name: cls.model_fields["schema_version"].default for name, cls in EVENT_TYPES.items()
-}
-
-Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
-
-# Version 1 reconciler decisions did not name their rule; the observed status tells it.
-_RULE_OF_STATUS: Final[Mapping[str, str]] = {
-    "errored": "errored",
-    "terminated": "terminated",
-    "not_found": "instance_lost",
-    "not_attached": "never_attached",
-    "complete": "finalize_lost",
-}
-
-
-def _failure_v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
-    data = raw.get("data")
-    if isinstance(data, dict) and data.get("failed_by") == "reconciler" and "rule" not in data:
-        rule = _RULE_OF_STATUS.get(str(data.get("workflow_status")))
-        if rule is not None:
-            data = {**data, "rule": rule}
-    return {**raw, "data": data, "schema_version": 2}
-
-
-# (type, from_version) -> function returning the envelope at from_version + 1.
-UPCASTERS: Mapping[tuple[str, int], Upcaster] = {
-    ("AuditFailed", 1): _failure_v1_to_v2,
-    ("AuditFailureSimulated", 1): _failure_v1_to_v2,
-}
-
-
-def upcast(raw: dict[str, Any]) -> dict[str, Any]:
-    """Bring a decoded envelope of an older ``schema_version`` up to the current one.
-
-    Raises :class:`InvalidInput` for a version newer than this code knows, or one with no path
-    up.
-    """
-    kind = raw.get("type")
-    version = raw.get("schema_version", 1)
-    if not isinstance(kind, str) or kind not in CURRENT_VERSION or not isinstance(version, int):
-        return raw  # validation names the problem
-    current = CURRENT_VERSION[kind]
-    if version > current:
-        raise InvalidInput(
-            f"schema_version {version} of {kind} is newer than supported ({current})"
-        )
-    while version < current:
-        step = UPCASTERS.get((kind, version))
-        if step is None:
-            raise InvalidInput(f"no upcaster for {kind} schema_version {version}")
-        raw = step(raw)
-        version = raw["schema_version"]
-    return raw
-
 
 _NAMESPACE = uuid.UUID("6f1c1b0e-4f4a-5d55-9a43-2f0e7c0d1a7e")
 

@@ -17,14 +17,13 @@ from pydantic import BaseModel, ValidationError
 from consumers.eventlog.port import OutRecord, Record, Topics
 from statemachine.errors import DecodeError, InvalidInput
 from statemachine.events import (
-    CURRENT_VERSION,
     EVENT_ADAPTER,
     EVENT_TYPES,
     PROBE_ADAPTER,
     AuditEvent,
     ProbeRequested,
-    upcast,
 )
+from statemachine.upcasting import CURRENT_VERSION, upcast
 from statemachine.vocabulary import AUDIT_ID_RULE
 
 __all__ = [

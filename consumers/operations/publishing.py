@@ -19,7 +19,8 @@ from pydantic import ValidationError
 
 from consumers.eventlog.codec import describe
 from statemachine.errors import InvalidInput
-from statemachine.events import CURRENT_VERSION, EVENT_ADAPTER, AuditEvent, upcast
+from statemachine.events import EVENT_ADAPTER, AuditEvent
+from statemachine.upcasting import CURRENT_VERSION, upcast
 
 __all__ = ["complete_envelope", "parse_json_lines", "validate_items"]
 

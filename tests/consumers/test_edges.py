@@ -11,7 +11,7 @@ from consumers.eventlog.port import Record, Topics
 from consumers.operations.publishing import validate_items
 from consumers.workflows.client import ProbeFailure, WorkflowsClient
 from consumers.workflows.simulator.server import SimulatorServer
-from statemachine import events
+from statemachine import upcasting as events
 from statemachine.errors import InvalidInput
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from statemachine import events
+from statemachine import upcasting as events
 from statemachine.errors import InvalidInput
 from statemachine.events import (
     EVENT_ADAPTER,
@@ -22,8 +22,8 @@ from statemachine.events import (
     WorkflowError,
     WorkflowStatusObserved,
     derived_id,
-    upcast,
 )
+from statemachine.upcasting import upcast
 
 EVENT_ID = "0b9b5a3e-3c1f-4a52-9b9e-1f6d2a7c8e01"
 WHEN = "2026-11-30T08:00:00Z"

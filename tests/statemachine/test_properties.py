@@ -25,7 +25,6 @@ from sm_builders import (
 )
 
 from statemachine.events import (
-    CURRENT_VERSION,
     EVENT_ADAPTER,
     AuditEvent,
     AuditFailed,
@@ -33,12 +32,12 @@ from statemachine.events import (
     WorkflowProbeFailed,
     WorkflowStatusObserved,
     derived_id,
-    upcast,
 )
 from statemachine.machine import INITIAL, STATES, TERMINAL, next_status
 from statemachine.policy import Policy
 from statemachine.rules import Verdict, decide
 from statemachine.state import AuditState, evolve, fold
+from statemachine.upcasting import CURRENT_VERSION, upcast
 from statemachine.vocabulary import ERROR_CODES
 
 # Modest counts: the whole file stays well under 20 s.
