@@ -18,15 +18,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from consumers.workflows.simulator.state import (
-    ConfigBody,
-    Fault,
-    FaultBody,
-    Instance,
-    InstanceBody,
-    Simulator,
-    iso,
-)
+from consumers.workflows.simulator.bodies import ConfigBody, FaultBody, InstanceBody
+from consumers.workflows.simulator.state import Fault, Instance, Simulator, iso
 
 __all__ = ["API_PREFIX", "build_app"]
 

@@ -42,7 +42,8 @@ from types import TracebackType
 import uvicorn
 
 from consumers.workflows.simulator.app import API_PREFIX, build_app
-from consumers.workflows.simulator.state import DEFAULT_WORKFLOW, STATUSES, Fault, Simulator
+from consumers.workflows.simulator.bodies import DEFAULT_WORKFLOW
+from consumers.workflows.simulator.state import STATUSES, Fault, Simulator
 
 __all__ = [
     "API_PREFIX",

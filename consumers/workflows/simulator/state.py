@@ -1,8 +1,8 @@
 """The Workflows simulator's in-memory state: workflows, instances, faults and request
-statistics, behind one lock; and the JSON formats of a seed and of the control API bodies.
+statistics, behind one lock.
 
-The HTTP side is :mod:`.app`; :mod:`.server` documents the
-whole simulator and runs it.
+The JSON formats of a seed and of the control API bodies are in :mod:`.bodies`; the HTTP side
+is :mod:`.app`; :mod:`.server` documents the whole simulator and runs it.
 """
 
 from __future__ import annotations
@@ -13,36 +13,21 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
-
+from consumers.workflows.simulator.bodies import (
+    DEFAULT_WORKFLOW,
+    ErrorValue,
+    FaultKind,
+    InstanceBody,
+    Seed,
+)
 from statemachine.vocabulary import WORKFLOW_STATUSES, WORKFLOW_TERMINAL_STATUSES
 
-__all__ = [
-    "DEFAULT_WORKFLOW",
-    "STATUSES",
-    "TERMINAL",
-    "ConfigBody",
-    "ErrorValue",
-    "Fault",
-    "FaultBody",
-    "FaultKind",
-    "Instance",
-    "InstanceBody",
-    "Seed",
-    "Simulator",
-    "iso",
-]
+__all__ = ["STATUSES", "TERMINAL", "Fault", "Instance", "Simulator", "iso"]
 
-DEFAULT_WORKFLOW = "site-audit"
 STATUSES = WORKFLOW_STATUSES
 TERMINAL = WORKFLOW_TERMINAL_STATUSES
-FaultKind = Literal[
-    "latency", "rate_limit", "server_error", "success_false", "forbidden", "malformed",
-    "custom", "none",
-]  # fmt: skip
-ErrorValue = dict[str, str | None] | str | None
 
 _AUTO: Any = object()  # "not given": derive the timestamp from the status
 
@@ -266,50 +251,3 @@ class Simulator:
                 return None
             inst.modified = now
             return inst.status, now
-
-
-# --- JSON bodies: seed documents and the control API ------------------------------------------
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class InstanceBody(_Body):
-    status: str = Field(min_length=1, max_length=64)
-    error: ErrorValue = None
-    start: AwareDatetime | None = None
-    end: AwareDatetime | None = None
-    queued: AwareDatetime | None = None
-    output: Any = None
-    params: dict[str, Any] | None = None
-
-
-class _SeedInstance(InstanceBody):
-    workflow: str = DEFAULT_WORKFLOW
-    id: str = Field(min_length=1)
-
-
-class FaultBody(_Body):
-    kind: FaultKind
-    latency_ms: float = Field(default=0.0, ge=0)
-    retry_after: float | None = Field(default=None, ge=0)
-    times: int | None = Field(default=None, ge=1)
-    http_status: int | None = Field(default=None, ge=100, le=599)
-    headers: dict[str, str] | None = None
-    body: str | None = None
-
-
-class _SeedFault(FaultBody):
-    id: str = Field(min_length=1)
-
-
-class ConfigBody(_Body):
-    latency_ms: float = Field(ge=0)
-
-
-class Seed(_Body):
-    workflows: list[str] = []
-    latency_ms: float | None = Field(default=None, ge=0)
-    instances: list[_SeedInstance] = []
-    faults: list[_SeedFault] = []
