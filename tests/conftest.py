@@ -6,14 +6,18 @@ import asyncio
 import contextlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from consumers.workflows.simulator.server import SimulatorServer
 from tests.services import kafka_bootstrap, postgres_url
+
+if TYPE_CHECKING:
+    from tests.pipeline import Pipeline
 
 
 @pytest.fixture(scope="session")
@@ -117,3 +121,12 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     """Each end-to-end test runs on both backend pairs."""
     with backend_pair(request.param, tmp_path, f"t{uuid.uuid4().hex[:10]}") as pair:
         yield pair
+
+
+@pytest.fixture
+async def pipeline(backend: Backend) -> AsyncIterator[Pipeline]:
+    """An event log and a projection store of the test's own, on each backend pair."""
+    from tests.pipeline import open_pipeline
+
+    async with open_pipeline(backend) as opened:
+        yield opened

@@ -1,0 +1,121 @@
+"""The projector on each backend pair: it folds what the log holds into the ``audits`` table
+and its history, once per event, from the offsets the store keeps, and sets aside what it
+cannot decode."""
+
+from __future__ import annotations
+
+import json
+
+from consumers.components.projector import Projector
+from consumers.eventlog.codec import encode
+from consumers.eventlog.port import OutRecord
+from tests.contracts.projection_store import at, completed, progressed, started
+from tests.pipeline import Pipeline, append, read_topic, run_until_idle
+
+
+async def test_a_batch_is_folded_into_rows_history_and_stored_offsets(pipeline: Pipeline) -> None:
+    # given two audits' events in the log
+    events = [
+        started("a-done", at(0), pages_total=10),
+        started("a-run", at(1), instance="wf-run"),
+        progressed("a-done", at(2), current_phase="crawl", pages_crawled=4),
+        progressed("a-run", at(3), pages_crawled=1),
+        completed("a-done", at(4), pages_crawled=10),
+    ]
+    await append(pipeline.log, pipeline.topics.lifecycle, events)
+
+    # when the projector has caught up
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        await run_until_idle(projector)
+
+    # then each row is the fold of its audit's events
+    done = await pipeline.store.get("a-done")
+    run = await pipeline.store.get("a-run")
+    assert done is not None and run is not None
+    assert (done.status, done.version, done.state.pages_crawled) == ("completed", 3, 10)
+    assert (run.status, run.version, run.state.pages_crawled) == ("running", 2, 1)
+    assert run.state.workflow_instance_id == "wf-run"
+    assert done.last_event_id == events[-1].event_id
+    assert [h.event for h in await pipeline.store.history("a-done")] == events[0::2]
+    assert projector.applied == 5
+    # and the offsets kept with the rows are the log's end offsets
+    ends = await pipeline.log.end_offsets(pipeline.topics.lifecycle)
+    stored = await pipeline.store.stored_offsets(Projector.group)
+    assert {p: stored.get((pipeline.topics.lifecycle, p), 0) for p in ends} == ends
+
+
+async def test_an_event_applied_before_is_skipped_when_it_comes_again(pipeline: Pipeline) -> None:
+    # given an audit projected with two events
+    first = started("a-1", at(0))
+    step = progressed("a-1", at(1), pages_crawled=3)
+    await append(pipeline.log, pipeline.topics.lifecycle, [first, step])
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        await run_until_idle(projector)
+        before = await pipeline.store.get("a-1")
+
+        # when the same event (same event_id) is appended again, then a new one
+        later = progressed("a-1", at(2), pages_crawled=5)
+        await append(pipeline.log, pipeline.topics.lifecycle, [step, later])
+        await run_until_idle(projector)
+
+    # then the copy changed nothing and only the new event was applied
+    row = await pipeline.store.get("a-1")
+    assert before is not None and before.version == 2
+    assert row is not None and row.version == 3 and row.state.pages_crawled == 5
+    assert [h.event for h in await pipeline.store.history("a-1")] == [first, step, later]
+    assert projector.applied == 3
+
+
+async def test_on_assignment_it_seeks_to_the_offsets_the_store_holds(pipeline: Pipeline) -> None:
+    # given a log with an audit's events, whose offsets the store says are done already
+    # (as after a crash between the store's commit and the log's), and a later audit
+    topic = pipeline.topics.lifecycle
+    await append(pipeline.log, topic, [started("a-before", at(0)), progressed("a-before", at(1))])
+    done = {(r.topic, r.partition): r.offset + 1 for r in await read_topic(pipeline.log, topic)}
+    await pipeline.store.apply([], done, Projector.group)
+    await append(pipeline.log, topic, [started("a-after", at(2))])
+
+    # when a projector is assigned the partitions
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        await run_until_idle(projector)
+
+    # then it read from the stored offsets on: the earlier records were never read again
+    assert await pipeline.store.get("a-before") is None
+    assert await pipeline.store.history("a-before") == []
+    after = await pipeline.store.get("a-after")
+    assert after is not None and after.version == 1
+    assert projector.applied == 1
+
+
+async def test_an_undecodable_record_is_dead_lettered_and_the_rest_applied(
+    pipeline: Pipeline,
+) -> None:
+    # given a record that is not an event between two that are
+    topic = pipeline.topics.lifecycle
+    good = [started("a-1", at(0)), progressed("a-1", at(1), pages_crawled=2)]
+    await pipeline.log.append(
+        [encode(topic, good[0]), OutRecord(topic, "a-1", b"\xffnot json"), encode(topic, good[1])]
+    )
+
+    # when the projector has caught up
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        await run_until_idle(projector)
+
+    # then the bad record is in the dead-letter topic with where it came from and why
+    [letter] = await read_topic(pipeline.log, pipeline.topics.dead_letter)
+    body = json.loads(letter.value)
+    [bad] = [r for r in await read_topic(pipeline.log, topic) if r.value == b"\xffnot json"]
+    assert letter.key == "a-1"
+    assert body["consumer"] == Projector.group
+    assert (body["source_topic"], body["source_partition"], body["source_offset"]) == (
+        topic,
+        bad.partition,
+        bad.offset,
+    )
+    assert "JSON" in body["error"]
+    assert projector.dead_lettered == 1
+    # and the good events around it were applied, with the offsets past all three
+    row = await pipeline.store.get("a-1")
+    assert row is not None and row.version == 2 and row.state.pages_crawled == 2
+    stored = await pipeline.store.stored_offsets(Projector.group)
+    assert stored[(topic, bad.partition)] == bad.offset + 2

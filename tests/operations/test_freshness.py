@@ -1,0 +1,83 @@
+"""wait_for_projection on each backend pair: a read waits until the projection has applied what
+the log held when it asked, and no longer than it may."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from consumers.components.projector import Projector
+from consumers.components.reconciler import Reconciler
+from consumers.operations.freshness import wait_for_projection
+from statemachine.policy import Policy
+from tests.contracts.projection_store import at, observed, progressed, started
+from tests.pipeline import Pipeline, append, run_until_idle
+
+
+async def test_a_caught_up_projection_is_fresh_at_once(pipeline: Pipeline) -> None:
+    # given events the projector has applied
+    await append(pipeline.log, pipeline.topics.lifecycle, [started("a-1"), progressed("a-1")])
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        await run_until_idle(projector)
+
+    # then the projection is fresh without any wait
+    assert await wait_for_projection(pipeline.log, pipeline.store, timeout=0) is True
+
+
+async def test_a_projection_behind_the_log_is_not_fresh_after_the_timeout(
+    pipeline: Pipeline,
+) -> None:
+    # given events no projector has applied
+    await append(pipeline.log, pipeline.topics.lifecycle, [started("a-1"), started("a-2")])
+
+    # when a read waits for them for 0.3 s
+    began = time.monotonic()
+    fresh = await wait_for_projection(pipeline.log, pipeline.store, timeout=0.3)
+
+    # then it gives up, after that long
+    assert fresh is False
+    assert time.monotonic() - began >= 0.3
+
+
+async def test_a_read_waits_for_the_projector_to_catch_up(pipeline: Pipeline) -> None:
+    # given events not yet applied, and a read waiting for them
+    await append(pipeline.log, pipeline.topics.lifecycle, [started("a-1"), progressed("a-1")])
+    waiting = asyncio.create_task(wait_for_projection(pipeline.log, pipeline.store, timeout=60))
+
+    # when the projector catches up
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        await run_until_idle(projector)
+
+    # then the read goes on, with the rows in place
+    assert await asyncio.wait_for(waiting, 30) is True
+    row = await pipeline.store.get("a-1")
+    assert row is not None and row.version == 2
+
+
+async def test_transaction_markers_after_the_last_record_are_not_waited_for(
+    pipeline: Pipeline,
+) -> None:
+    # given a decision the reconciler wrote in a transaction (on Kafka its commit marker takes
+    # an offset after the record), all of it projected
+    events = [
+        started("a-1", at(0)),
+        observed("a-1", "errored", at(30), error={"name": "E", "message": "x"}),
+    ]
+    await append(pipeline.log, pipeline.topics.lifecycle, events)
+    async with (
+        Reconciler(pipeline.log, Policy()) as reconciler,
+        Projector(pipeline.log, pipeline.store) as projector,
+    ):
+        await run_until_idle(reconciler, projector)
+    row = await pipeline.store.get("a-1")
+    assert row is not None and row.status == "failed"
+    topic = pipeline.topics.lifecycle
+    ends = await pipeline.log.end_offsets(topic)
+    stored = await pipeline.store.stored_offsets(Projector.group)
+    gap = sum(ends.values()) - sum(stored.get((topic, p), 0) for p in ends)
+    assert gap == (1 if pipeline.backend.name == "kafka+postgres" else 0)
+
+    # then the projection counts as fresh, although the log's end offset may be further
+    began = time.monotonic()
+    assert await wait_for_projection(pipeline.log, pipeline.store, timeout=5) is True
+    assert time.monotonic() - began < 5

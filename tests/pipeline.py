@@ -1,0 +1,143 @@
+"""An event log and a projection store of a test's own, on a backend pair, for testing the
+components (projector, probe, watchdog, supervision, operations) without ``auditrec serve``.
+
+``open_pipeline(backend)`` opens and initialises both (Kafka with quick group membership, and
+its topics deleted afterwards); :func:`run_until_idle` steps components until none has work
+left; :func:`lifecycle_events` reads the lifecycle topic back as events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from consumers.eventlog.codec import decode, encode
+from consumers.eventlog.factory import open_event_log
+from consumers.eventlog.port import EventLog, OutRecord, Record, Topics
+from consumers.runtime.component import Component
+from projections.factory import open_store
+from projections.store import ProjectionStore
+from statemachine.events import AuditEvent, ProbeRequested, ProbeRequestedData, Trigger
+from tests.conftest import Backend
+from tests.eventually import eventually
+
+__all__ = [
+    "FAST_GROUPS",
+    "Pipeline",
+    "append",
+    "lifecycle_events",
+    "open_pipeline",
+    "probe_request",
+    "read_topic",
+    "run_until_idle",
+]
+
+# Quick group membership for tests (the broker runs group.initial.rebalance.delay.ms=0).
+FAST_GROUPS = {"heartbeat_interval_ms": 200, "session_timeout_ms": 6000}
+LIFECYCLE_PARTITIONS = 3
+
+
+@dataclass
+class Pipeline:
+    backend: Backend
+    log: EventLog
+    store: ProjectionStore
+
+    @property
+    def topics(self) -> Topics:
+        return self.log.topics
+
+    def other_store(self) -> ProjectionStore:
+        """Another, unstarted store on the same database (as another process would open)."""
+        return open_store(self.backend.database_url)
+
+
+@contextlib.asynccontextmanager
+async def open_pipeline(backend: Backend) -> AsyncIterator[Pipeline]:
+    topics = Topics(backend.topic_prefix)
+    options: dict[str, object] = {}
+    if backend.event_log_url.startswith("kafka://"):
+        options = {"lifecycle_partitions": LIFECYCLE_PARTITIONS, "consumer_options": FAST_GROUPS}
+    log = open_event_log(backend.event_log_url, topics, **options)
+    store = open_store(backend.database_url)
+    async with log, store:
+        await log.init()
+        await store.init()
+        try:
+            yield Pipeline(backend, log, store)
+        finally:
+            if backend.event_log_url.startswith("kafka://"):
+                await _delete_topics(backend, topics)
+
+
+async def _delete_topics(backend: Backend, topics: Topics) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=backend.event_log_url.removeprefix("kafka://"))
+    await admin.start()
+    with contextlib.suppress(Exception):
+        await admin.delete_topics(list(topics.all()))
+    await admin.close()
+
+
+async def append(log: EventLog, topic: str, events: Iterable[AuditEvent | ProbeRequested]) -> None:
+    await log.append([encode(topic, e) for e in events])
+
+
+async def append_raw(log: EventLog, records: Sequence[OutRecord]) -> None:
+    await log.append(list(records))
+
+
+async def read_topic(log: EventLog, topic: str) -> list[Record]:
+    out: list[Record] = []
+    for partition in await log.partitions(topic):
+        async for batch in log.read(topic, partition, 0):
+            out.extend(batch)
+    return out
+
+
+async def lifecycle_events(log: EventLog, *, at_least: int = 0) -> list[AuditEvent]:
+    """The lifecycle topic's events, once at least ``at_least`` are readable (transactional
+    writes become readable when their commit markers are)."""
+    records = await eventually(
+        lambda: read_topic(log, log.topics.lifecycle),
+        until=lambda rs: len(rs) >= at_least,
+        timeout=30,
+        message=f"{at_least} lifecycle events readable",
+    )
+    return [decode(r.value) for r in records]
+
+
+async def run_until_idle(*components: Component, timeout: float = 30.0) -> None:
+    """Step the components until a round handles nothing and every one is idle."""
+    for c in components:
+        c.poll_timeout = 0.05
+
+    async def round_without_work() -> bool:
+        handled = 0
+        for c in components:
+            handled += await c.step()
+        return handled == 0 and all([await c.idle() for c in components])
+
+    names = ", ".join(c.name for c in components)
+    await eventually(round_without_work, timeout=timeout, interval=0, message=f"{names} to be idle")
+
+
+def probe_request(
+    audit_id: str,
+    instance: str | None,
+    at: datetime,
+    trigger: Trigger = Trigger.WATCHDOG,
+    correlation_id: uuid.UUID | None = None,
+) -> ProbeRequested:
+    return ProbeRequested(
+        event_id=uuid.uuid4(),
+        audit_id=audit_id,
+        occurred_at=at,
+        producer="test",
+        correlation_id=correlation_id,
+        data=ProbeRequestedData(workflow_instance_id=instance, trigger=trigger),
+    )

@@ -1,0 +1,155 @@
+"""Settings from the environment (``AUDITREC_*``) and overrides: durations as ``15m``/``90s``/
+``1h`` or seconds, defaults as DESIGN §4, §5 and §7 give them, and errors that name the
+variable."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+from consumers.runtime.settings import Settings, load_settings
+from statemachine.errors import ConfigError
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No ``AUDITREC_*`` variable from the environment the tests run in."""
+    for name in list(os.environ):
+        if name.startswith("AUDITREC_"):
+            monkeypatch.delenv(name)
+    yield
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("15m", timedelta(minutes=15)),
+        ("90s", timedelta(seconds=90)),
+        ("1h", timedelta(hours=1)),
+        ("1h30m", timedelta(minutes=90)),
+        ("250ms", timedelta(milliseconds=250)),
+        ("45", timedelta(seconds=45)),
+        ("2.5", timedelta(seconds=2.5)),
+        (" 10M ", timedelta(minutes=10)),
+    ],
+)
+def test_a_duration_variable_takes_units_or_seconds(
+    monkeypatch: pytest.MonkeyPatch, text: str, expected: timedelta
+) -> None:
+    monkeypatch.setenv("AUDITREC_STALE_RUNNING_AFTER", text)
+    assert load_settings().stale_running_after == expected
+
+
+def test_every_threshold_is_read_from_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    # given each duration and limit set in the environment
+    for name, value in {
+        "STALE_RUNNING_AFTER": "20m", "INSTANCE_LOST_GRACE": "5m", "FINALIZE_GRACE": "2m",
+        "WATCHDOG_INTERVAL": "90s", "WATCHDOG_BATCH_LIMIT": "7", "ON_DEMAND_MIN_INTERVAL": "1m",
+        "ON_DEMAND_WAIT": "4s", "PROBE_BUDGET": "50", "PROBE_BUDGET_WINDOW": "1h",
+        "PROBE_CONCURRENCY": "3", "MODE": "shadow",
+    }.items():  # fmt: skip
+        monkeypatch.setenv(f"AUDITREC_{name}", value)
+
+    # when the settings are loaded
+    settings = load_settings()
+
+    # then each has its value, and the policy carries the thresholds and the mode
+    assert (settings.watchdog_interval, settings.watchdog_batch_limit) == (timedelta(seconds=90), 7)
+    assert (settings.on_demand_min_interval, settings.on_demand_wait) == (
+        timedelta(minutes=1), timedelta(seconds=4),
+    )  # fmt: skip
+    assert (settings.probe_budget, settings.probe_budget_window, settings.probe_concurrency) == (
+        50, timedelta(hours=1), 3,
+    )  # fmt: skip
+    policy = settings.policy()
+    assert (policy.stale_running_after, policy.instance_lost_grace, policy.finalize_grace) == (
+        timedelta(minutes=20), timedelta(minutes=5), timedelta(minutes=2),
+    )  # fmt: skip
+    assert policy.shadow is True
+
+
+def test_an_override_wins_over_the_environment_and_none_means_unset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AUDITREC_TOPIC_PREFIX", "from-env")
+    assert load_settings(topic_prefix="from-flag").topic_prefix == "from-flag"
+    assert load_settings(topic_prefix=None).topic_prefix == "from-env"
+
+
+def test_the_defaults_are_the_documented_ones() -> None:
+    settings = load_settings()
+    assert (
+        settings.stale_running_after,
+        settings.instance_lost_grace,
+        settings.finalize_grace,
+        settings.watchdog_interval,
+        settings.watchdog_batch_limit,
+    ) == (timedelta(minutes=15), timedelta(minutes=10), timedelta(minutes=10),
+          timedelta(minutes=5), 100)  # fmt: skip
+    assert (settings.on_demand_min_interval, settings.on_demand_wait) == (
+        timedelta(seconds=30), timedelta(seconds=3),
+    )  # fmt: skip
+    assert (settings.probe_budget, settings.probe_budget_window, settings.probe_concurrency) == (
+        1000, timedelta(minutes=5), 8,
+    )  # fmt: skip
+    assert settings.event_log_url == "sqlite:///.auditrec/events.db"
+    assert settings.database_url == "sqlite:///.auditrec/audits.db"
+    assert settings.topic_prefix == "audit"
+    assert settings.cloudflare_api_url == "https://api.cloudflare.com/client/v4"
+    assert settings.mode == "enforce" and settings.policy().shadow is False
+    assert settings.posthog_api_key is None and settings.api_token_list() == []
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "complaint"),
+    [
+        ("STALE_RUNNING_AFTER", "soon", "not a duration"),
+        ("INSTANCE_LOST_GRACE", "-5", "cannot be negative"),
+        ("WATCHDOG_INTERVAL", "5 minutes", "not a duration"),
+        ("WATCHDOG_BATCH_LIMIT", "0", "greater than or equal to 1"),
+        ("PROBE_CONCURRENCY", "many", "integer"),
+        ("EVENT_LOG_URL", "mysql://db", "sqlite:/// or kafka://"),
+        ("DATABASE_URL", "redis://x", "sqlite:/// or postgresql://"),
+        ("CLOUDFLARE_API_URL", "ftp://x", "http:// or https://"),
+        ("TOPIC_PREFIX", "no spaces allowed", "pattern"),
+        ("MODE", "lenient", "enforce"),
+    ],
+)
+def test_an_invalid_value_is_refused_naming_its_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, complaint: str
+) -> None:
+    monkeypatch.setenv(f"AUDITREC_{variable}", value)
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    message = str(err.value)
+    assert message.startswith(f"invalid configuration: AUDITREC_{variable}: ")
+    assert complaint in message
+
+
+def test_every_invalid_value_is_named_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUDITREC_STALE_RUNNING_AFTER", "soon")
+    monkeypatch.setenv("AUDITREC_PROBE_BUDGET", "0")
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    assert "AUDITREC_STALE_RUNNING_AFTER" in str(err.value)
+    assert "AUDITREC_PROBE_BUDGET" in str(err.value)
+
+
+def test_secrets_are_not_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUDITREC_CLOUDFLARE_API_TOKEN", "cf-token-secret")
+    monkeypatch.setenv("AUDITREC_API_TOKENS", "tok-one, tok-two")
+    settings = load_settings()
+    assert "cf-token-secret" not in repr(settings) and "tok-one" not in repr(settings)
+    assert settings.cloudflare_api_token is not None
+    assert settings.cloudflare_api_token.get_secret_value() == "cf-token-secret"
+    assert settings.api_token_list() == ["tok-one", "tok-two"]
+
+
+def test_settings_are_frozen() -> None:
+    settings = load_settings()
+    with pytest.raises(ValueError):
+        settings.topic_prefix = "other"  # type: ignore[misc]
+    assert isinstance(settings, Settings)
