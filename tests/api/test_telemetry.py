@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from consumers.cli.assembly import Service
-from consumers.components.posthog_capture import EVENT_NAME
 from consumers.components.telemetry import Telemetry
 from consumers.eventlog.codec import encode
 from consumers.eventlog.factory import open_event_log
@@ -117,7 +116,7 @@ def test_an_on_demand_failure_sends_one_exact_event_and_a_restart_does_not_resen
         failed = failure_event(live, audit_id)
         telemetry_settled(live)
 
-    assert event["event"] == EVENT_NAME
+    assert event["event"] == "site_audit:complete"
     assert event["path"] == "/batch/"
     assert event["api_key"] == "phc_test_key"
     assert event["distinct_id"] == "user-7"

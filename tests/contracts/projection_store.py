@@ -243,15 +243,22 @@ class ProjectionStoreContract:
             assert await again.init() == first
             assert (await again.get("a-1")) is not None  # init keeps data
 
-    async def test_start_and_stop_are_idempotent(self, make_store: MakeStore) -> None:
+    async def test_start_and_stop_are_idempotent_and_a_stopped_store_starts_again(
+        self, make_store: MakeStore
+    ) -> None:
         store = make_store()
         await store.start()
         await store.start()
-        await store.ping()
+        await store.init()
+        await store.apply(positioned([started("a-1")]), {}, CONSUMER)
         await store.stop()
         await store.stop()
+        with pytest.raises(StoreError):
+            await store.get("a-1")
         async with store:
             await store.ping()
+            row = await store.get("a-1")
+            assert row is not None and row.version == 1
 
     async def test_a_stopped_store_raises_a_non_retriable_store_error(
         self, make_store: MakeStore
