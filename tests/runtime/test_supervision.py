@@ -59,7 +59,7 @@ class Recording(Component):
             raise RuntimeError(f"{self.name} cannot stop")
 
     async def step(self) -> int:
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # a step yields to the loop, as real ones do
         if self.failures:
             self.failures -= 1
             self.failed_at.append(time.monotonic())
@@ -117,7 +117,7 @@ class Backlogged(Component):
     drains = True
 
     async def step(self) -> int:
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # a step yields to the loop, as real ones do
         return 0
 
     async def idle(self) -> bool:
