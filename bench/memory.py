@@ -97,7 +97,7 @@ def machine_bytes_per_audit(n: int) -> tuple[float, float]:
 
     machine = Machine(model=None, states=list(STATES), initial="none", auto_transitions=False)
     for row in TRANSITIONS:
-        machine.add_transition(row.trigger, row.source, row.dest)
+        machine.add_transition(row["trigger"], row["source"], row["dest"])
     models = [type("Audit", (), {})() for _ in range(n)]
     tracemalloc.start()
     gc.collect()
