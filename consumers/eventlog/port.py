@@ -1,7 +1,7 @@
 """The event log port: append records to topics, consume them by consumer group.
 
 An :class:`EventLog` is a partitioned, append-only log with per-group offsets. Two adapters
-implement it: ``sqlite.py`` (one partition a topic, zero setup) and ``kafka/``. Both pass
+implement it: ``sqlite/`` (one partition a topic, zero setup) and ``kafka/``. Both pass
 ``tests/contracts/eventlog.py``.
 
 Delivery is at-least-once. :meth:`Consumer.commit` appends a consumer's outputs and moves its

@@ -21,11 +21,11 @@ Policies:
   after ``min(0.5 * 2**n, 8)`` s less up to 25 % jitter; a ``retry-after`` on such an answer
   replaces the backoff when it is <= 2 s and stops retrying when longer. Every attempt is a
   request and counts against the budget.
-- **429** (``ratelimit.py``): probing pauses for ``retry-after`` (seconds or HTTP date), else
-  the ``Ratelimit`` header's ``t=``, else ``X-RateLimit-Reset``, else 60 s (clamped to 1 s .. 15 min). During the
-  pause every call answers ``rate_limited`` at once, without sending anything, however short the
-  pause: the caller (watchdog, on-demand) asks again later, and a client that is told to back off
-  should not queue requests to fire the moment the pause ends.
+- **429** (``ratelimit.py``): probing pauses for ``retry-after`` (seconds or HTTP date),
+  else the ``Ratelimit`` header's ``t=``, else ``X-RateLimit-Reset``, else 60 s (clamped to
+  1 s .. 15 min). During the pause every call answers ``rate_limited`` at once, without sending
+  anything, however short the pause: the caller (watchdog, on-demand) asks again later, and a
+  client that is told to back off should not queue requests to fire the moment the pause ends.
 - **Budget**: ``budget`` requests per sliding ``budget_window`` seconds, shared by every caller
   of this client. A call waits for a slot to free, but never longer than ``timeout``; if no slot
   frees in time it answers ``rate_limited`` ("local request budget exhausted") without waiting.

@@ -178,10 +178,11 @@ def test_a_classified_error_wins_over_the_rules_default(status: str) -> None:
 
 def test_the_error_codes_are_the_design_list_and_the_contract_literal() -> None:
     # DESIGN §4, as written there.
-    design = (
+    written = (
         "step_timeout, oom, cpu_limit, db_error, step_output_too_large, workflow_internal, "
         "deploy_reset, instance_lost, workflow_terminated, finalize_lost, unknown"
-    ).split(", ")
+    )
+    design = written.split(", ")
     literal = typing.get_args(AuditFailedData.model_fields["error_code"].annotation)
 
     assert list(ERROR_CODES) == design

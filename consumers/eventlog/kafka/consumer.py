@@ -1,9 +1,9 @@
 """The consumer side of the Kafka event log: group members, rebalancing and commits.
 
-Deviations and choices (the port is documented in ``eventlog.py``; the log itself, its topics
-and its producer, in ``kafka_log.py``):
+Deviations and choices (the port is documented in ``eventlog/port.py``; the log itself, its topics
+and its producer, in ``log.py``):
 
-- Consumers read ``read_committed`` (set in ``kafka_log.py``): they never see the outputs of
+- Consumers read ``read_committed`` (set in ``log.py``): they never see the outputs of
   an aborted transaction.
 - Rebalancing is eager: every rebalance revokes all of a member's partitions (``on_revoke``)
   and then assigns the new set (``on_assign``). An exception in either callback is raised by

@@ -1,7 +1,7 @@
 """aiokafka records to and from the port's :class:`~consumers.eventlog.port.Record` and
 :class:`~consumers.eventlog.port.OutRecord`, shared by the log (``log.py``) and its consumers
-(``kafka_consumer.py``): decoding fetched records, Kafka's default partitioner, and appending
-in one batch per partition (the choices are documented in ``kafka_log.py``).
+(``consumer.py``): decoding fetched records, Kafka's default partitioner, and appending
+in one batch per partition (the choices are documented in ``log.py``).
 """
 
 from __future__ import annotations
