@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from statemachine import upcasting as events
+from statemachine import upcasting
 from statemachine.errors import InvalidInput
 from statemachine.events import (
     EVENT_ADAPTER,
@@ -410,9 +410,9 @@ def test_upcast_walks_older_versions_up_to_the_current_one(
     def v2_to_v3(raw: dict[str, Any]) -> dict[str, Any]:
         return {**raw, "schema_version": 3}
 
-    monkeypatch.setitem(events.CURRENT_VERSION, "AuditProgressed", 3)
+    monkeypatch.setitem(upcasting.CURRENT_VERSION, "AuditProgressed", 3)
     monkeypatch.setattr(
-        events,
+        upcasting,
         "UPCASTERS",
         {("AuditProgressed", 1): v1_to_v2, ("AuditProgressed", 2): v2_to_v3},
     )
@@ -426,7 +426,7 @@ def test_upcast_walks_older_versions_up_to_the_current_one(
 
 
 def test_upcast_without_a_path_up_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(events.CURRENT_VERSION, "AuditStarted", 2)
+    monkeypatch.setitem(upcasting.CURRENT_VERSION, "AuditStarted", 2)
 
     with pytest.raises(InvalidInput, match="no upcaster for AuditStarted schema_version 1"):
         upcast(envelope("AuditStarted"))
