@@ -22,7 +22,7 @@ from projections.row import AuditRow
 from statemachine.events import AuditEvent
 from statemachine.longlived import LongLived
 
-__all__ = ["ApplyResult", "HistoryEntry", "Position", "ProjectionStore"]
+__all__ = ["ApplyResult", "HistoryEntry", "Position", "ProjectionStore", "RequestSlot"]
 
 Position = tuple[str, int, int]  # topic, partition, offset
 
@@ -38,6 +38,17 @@ class HistoryEntry:
 class ApplyResult:
     applied: int
     skipped: int
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSlot:
+    """The answer to taking one request of a shared budget: ``granted``, or why not — a pause
+    until ``paused_until`` (a 429), or a full window whose oldest request leaves at
+    ``frees_at``."""
+
+    granted: bool
+    paused_until: datetime | None = None
+    frees_at: datetime | None = None
 
 
 class ProjectionStore(LongLived, ABC):
@@ -134,6 +145,30 @@ class ProjectionStore(LongLived, ABC):
 
     @abstractmethod
     async def forget_process(self, process: str) -> None: ...
+
+    @abstractmethod
+    async def claim_tick(self, name: str, slot: int, owner: str) -> bool:
+        """Claim slot ``slot`` (an interval's number) of the periodic job ``name``: True for
+        exactly one claimant across processes; later claims of the same slot get False."""
+
+    # -- the Workflows API's budget, shared by every process probing one account -------------
+
+    @abstractmethod
+    async def take_request_slot(
+        self, account: str, now: datetime, budget: int, window_s: float
+    ) -> RequestSlot:
+        """Take one of ``budget`` requests per sliding ``window_s`` seconds for ``account``,
+        unless ``account`` is paused at ``now``."""
+
+    @abstractmethod
+    async def pause_requests(self, account: str, until: datetime) -> None:
+        """Pause every request of ``account`` until ``until`` (a later pause wins)."""
+
+    @abstractmethod
+    async def requests_paused_until(self, account: str, now: datetime) -> datetime | None: ...
+
+    @abstractmethod
+    async def requests_in_window(self, account: str, now: datetime, window_s: float) -> int: ...
 
     # -- telemetry bookkeeping ------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Literal, TypeAlias
 
 from pydantic import (
     AfterValidator,
@@ -77,10 +77,44 @@ def _sane_time(value: datetime) -> datetime:
     return utc
 
 
+def _storable(value: str) -> str:
+    """Text every store and every JSON reader can hold: no NUL, no lone surrogates."""
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode (no lone surrogates)") from None
+    return value
+
+
+_Storable = AfterValidator(_storable)
+# Strings, each bounded so that every store can hold it.
+Id = Annotated[str, StringConstraints(min_length=1, max_length=200), _Storable]
+Name = Annotated[str, StringConstraints(max_length=200), _Storable]
+Url = Annotated[str, StringConstraints(max_length=2048), _Storable]
+Phase = Annotated[str, StringConstraints(min_length=1, max_length=64), _Storable]
+Label = Annotated[str, StringConstraints(max_length=64), _Storable]
+Producer = Annotated[str, StringConstraints(min_length=1, max_length=128), _Storable]
+Tag = Annotated[str, StringConstraints(max_length=128), _Storable]
+Detail = Annotated[str, StringConstraints(max_length=500), _Storable]
+ShortText = Annotated[str, StringConstraints(max_length=2000), _Storable]
+
+
+# Every number fits every store (PostgreSQL bigint, SQLite INTEGER) and every JSON reader.
+MAX_COUNT = 2**53 - 1
 Timestamp = Annotated[AwareDatetime, AfterValidator(_sane_time)]
-NonNegative = Annotated[int, Field(ge=0)]
-ShortText = Annotated[str, StringConstraints(max_length=2000)]
-InstanceId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+NonNegative = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+InstanceId = Id
+# The thresholds and evidence a decision carries: a small flat map of plain values.
+PolicyValue = (
+    ShortText
+    | Annotated[int, Field(ge=-MAX_COUNT, le=MAX_COUNT)]
+    | Annotated[float, Field(allow_inf_nan=False)]
+    | bool
+    | None
+)
+Policy = Annotated[dict[Label, PolicyValue], Field(max_length=32)]
 
 
 class Trigger(StrEnum):
@@ -125,13 +159,13 @@ class WorkflowError(_Frozen):
 
 
 class AuditStartedData(_Frozen):
-    project_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
-    organization_id: Annotated[str, StringConstraints(max_length=200)] | None = None
-    started_by_user_id: Annotated[str, StringConstraints(max_length=200)] | None = None
-    start_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    project_id: Id
+    organization_id: Name | None = None
+    started_by_user_id: Name | None = None
+    start_url: Url | None = None
     workflow_instance_id: InstanceId | None = None
     started_at: Timestamp | None = None
-    current_phase: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    current_phase: Phase | None = None
     pages_total: NonNegative | None = None
 
 
@@ -140,7 +174,7 @@ class WorkflowInstanceAttachedData(_Frozen):
 
 
 class AuditProgressedData(_Frozen):
-    current_phase: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    current_phase: Phase | None = None
     pages_crawled: NonNegative | None = None
     pages_total: NonNegative | None = None
 
@@ -153,12 +187,12 @@ class AuditCompletedData(_Frozen):
 
 class AuditFailedData(_Frozen):
     error_code: ErrorCode
-    error_detail: Annotated[str, StringConstraints(max_length=500)]
-    failed_phase: str | None = None
+    error_detail: Detail
+    failed_phase: Phase | None = None
     failed_by: FailedBy
     reconciled_by: ReconciledBy | None = None
-    workflow_status: str | None = None
-    policy: dict[str, Any] | None = None
+    workflow_status: Label | None = None
+    policy: Policy | None = None
     # The rule that fired, for a reconciler decision (DESIGN §4); `policy` holds its thresholds.
     rule: FailureRule | None = None
 
@@ -175,7 +209,7 @@ class WorkflowStatusObservedData(_Frozen):
 class WorkflowProbeFailedData(_Frozen):
     workflow_instance_id: InstanceId | None = None
     reason: ProbeFailureReason
-    http_status: int | None = None
+    http_status: Annotated[int, Field(ge=100, le=599)] | None = None
     detail: ShortText
     trigger: Trigger
     observed_at: Timestamp
@@ -184,7 +218,9 @@ class WorkflowProbeFailedData(_Frozen):
 class ProbeRequestedData(_Frozen):
     workflow_instance_id: InstanceId | None = None
     trigger: Trigger
-    sweep_id: Annotated[str, StringConstraints(max_length=128)] | None = None
+    sweep_id: Tag | None = None
+    # The requester's bound: a request may wait (e.g. out a 429 pause) until then, no longer.
+    answer_by: Timestamp | None = None
 
 
 # --- envelopes --------------------------------------------------------------------------
@@ -192,10 +228,10 @@ class ProbeRequestedData(_Frozen):
 
 class _Envelope(_Frozen):
     event_id: uuid.UUID
-    schema_version: Annotated[int, Field(ge=1)] = 1
+    schema_version: Annotated[int, Field(ge=1, le=1000)] = 1
     audit_id: AuditId
     occurred_at: Timestamp
-    producer: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    producer: Producer
     causation_id: uuid.UUID | None = None
     correlation_id: uuid.UUID | None = None
 
@@ -222,7 +258,7 @@ class AuditCompleted(_Envelope):
 
 class AuditFailed(_Envelope):
     type: Literal["AuditFailed"] = "AuditFailed"
-    schema_version: Annotated[int, Field(ge=1)] = 2
+    schema_version: Annotated[int, Field(ge=1, le=1000)] = 2
     data: AuditFailedData
 
 
@@ -230,7 +266,7 @@ class AuditFailureSimulated(_Envelope):
     """Shadow mode: the ``AuditFailed`` the reconciler would have emitted. History only."""
 
     type: Literal["AuditFailureSimulated"] = "AuditFailureSimulated"
-    schema_version: Annotated[int, Field(ge=1)] = 2
+    schema_version: Annotated[int, Field(ge=1, le=1000)] = 2
     data: AuditFailedData
 
 

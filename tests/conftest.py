@@ -27,10 +27,12 @@ def _simulator_server() -> Iterator[SimulatorServer]:
 
 
 @pytest.fixture
-def simulator(_simulator_server: SimulatorServer) -> SimulatorServer:
-    """The Workflows API simulator over real HTTP (one server per session, reset per test)."""
+def simulator(_simulator_server: SimulatorServer) -> Iterator[SimulatorServer]:
+    """The Workflows API simulator over real HTTP (one server per session, reset per test,
+    before and after, so what a test sets — a token, a fault — never reaches another)."""
     _simulator_server.sim.reset()
-    return _simulator_server
+    yield _simulator_server
+    _simulator_server.sim.reset()
 
 
 @dataclass

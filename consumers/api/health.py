@@ -1,9 +1,12 @@
 """Liveness, readiness and metrics: ``/healthz`` and ``/metrics`` are public (probes and
-scrapers); ``/readyz`` checks the event log and the database."""
+scrapers); ``/readyz`` checks the event log, the database, and the Workflows API with one cheap
+authenticated call (reused for a minute): a wrong token, account, workflow or URL makes it 503
+naming the setting to fix."""
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 
 from fastapi import APIRouter
@@ -14,13 +17,50 @@ from consumers.api.errors import safe
 from consumers.api.models import Health, Readiness
 from consumers.operations.backends import Backends
 from consumers.runtime.metrics import REGISTRY
+from consumers.workflows.answers import BLINDING, PROBABLE_CAUSE
 
 __all__ = ["add_health_routes"]
 
 READY_TIMEOUT = 3.0
+WORKFLOWS_CHECK_EVERY = 60.0  # seconds a Workflows API answer is reused by /readyz
+
+
+class _WorkflowsCheck:
+    """The Workflows API's answer to one cheap authenticated call, reused for a minute."""
+
+    def __init__(self, runtime: Backends) -> None:
+        self.runtime = runtime
+        self._at = -WORKFLOWS_CHECK_EVERY
+        self._answer: tuple[str, bool] = ("unchecked", True)
+        self._lock = asyncio.Lock()
+
+    async def __call__(self) -> tuple[str, bool]:
+        """The check's text and whether the process can be ready with it."""
+        async with self._lock:
+            if time.monotonic() - self._at < WORKFLOWS_CHECK_EVERY:
+                return self._answer
+            try:
+                client = await self.runtime.client()
+                failure = await asyncio.wait_for(client.check(), READY_TIMEOUT)
+            except TimeoutError:
+                self._answer = (f"degraded: no answer within {READY_TIMEOUT:g}s", True)
+            except Exception as exc:
+                self._answer = (f"error: {safe(exc)}", False)
+            else:
+                if failure is None:
+                    self._answer = ("ok", True)
+                elif failure.reason in BLINDING:
+                    cause = PROBABLE_CAUSE[failure.reason]
+                    self._answer = (f"error: {failure.reason.value} ({cause})", False)
+                else:
+                    self._answer = (f"degraded: {failure.reason.value}", True)
+            self._at = time.monotonic()
+            return self._answer
 
 
 def add_health_routes(public: APIRouter, private: APIRouter, runtime: Backends) -> None:
+    workflows_api = _WorkflowsCheck(runtime)
+
     @public.get("/healthz", response_model=Health, summary="The process is alive")
     async def healthz() -> Health:
         return Health()
@@ -29,7 +69,7 @@ def add_health_routes(public: APIRouter, private: APIRouter, runtime: Backends) 
         "/readyz",
         tags=["operations"],
         response_model=Readiness,
-        summary="The event log and the database are reachable",
+        summary="The event log, the database and the Workflows API answer",
         responses={503: {"model": Readiness, "description": "A dependency is unreachable."}},
     )
     async def readyz() -> JSONResponse:
@@ -42,11 +82,13 @@ def add_health_routes(public: APIRouter, private: APIRouter, runtime: Backends) 
                 return f"error: {safe(exc)}"
             return "ok"
 
-        event_log, database = await asyncio.gather(
-            check(runtime.log.ping), check(runtime.store.ping)
+        event_log, database, (workflows, usable) = await asyncio.gather(
+            check(runtime.log.ping), check(runtime.store.ping), workflows_api()
         )
-        checks = {"event_log": event_log, "database": database}
-        ready = all(v == "ok" for v in checks.values())
+        checks = {"event_log": event_log, "database": database, "workflows_api": workflows}
+        troubled = runtime.health.problems()
+        checks.update({f"component {name}": f"error: {why}" for name, why in troubled.items()})
+        ready = event_log == "ok" and database == "ok" and usable and not troubled
         body = Readiness(status="ready" if ready else "unavailable", checks=checks)
         return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
 

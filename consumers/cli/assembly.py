@@ -18,6 +18,7 @@ from consumers.components.reconciler import Reconciler
 from consumers.components.telemetry import Telemetry
 from consumers.components.watchdog import Watchdog
 from consumers.operations.backends import Backends
+from consumers.operations.freshness import wait_for_projection
 from consumers.operations.operations import Operations
 from consumers.runtime.component import Component
 from consumers.runtime.names import COMPONENTS, PIPELINE
@@ -62,17 +63,25 @@ def _builder(rt: Backends, name: str) -> Builder:
         return Reconciler(rt.log, rt.policy)
 
     async def probe(built: dict[str, Component]) -> Component:
+        blind = s.probing_blind()
+        if blind is not None:
+            raise ConfigError(f"probe: {blind}")
         return Probe(rt.log, await rt.client())
 
     async def watchdog(built: dict[str, Component]) -> Component:
-        projector = built.get("projector")
+        async def projection_caught_up() -> bool:
+            # Whichever processes run the projector: the table has what the log holds.
+            return await wait_for_projection(rt.log, rt.store, 0.0)
+
         return Watchdog(
             rt.log,
             rt.store,
             stale_after=s.stale_running_after,
             interval=s.watchdog_interval,
             batch_limit=s.watchdog_batch_limit,
-            ready=projector.idle if projector is not None else None,
+            ready=projection_caught_up,
+            owner=rt.process_id,
+            answer_within=s.sweep_wait,
         )
 
     async def telemetry(built: dict[str, Component]) -> Component | None:
@@ -101,4 +110,5 @@ class Service(Supervisor):
     def __init__(self, rt: Backends, names: Iterable[str]) -> None:
         wanted = set(names)
         self.runtime = rt
-        super().__init__([(n, _builder(rt, n)) for n in COMPONENTS if n in wanted], rt)
+        builders = [(n, _builder(rt, n)) for n in COMPONENTS if n in wanted]
+        super().__init__(builders, rt, rt.health)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import click
 
 from consumers.cli.context import check_audit_id, handle_errors, run, settings_of, with_backends
 from consumers.cli.output import audits_table, err, out, print_json, replay_table
+from consumers.workflows.answers import PROBABLE_CAUSE
 from projections.row import row_dict
 from statemachine.errors import InvalidInput
+from statemachine.events import ProbeFailureReason
 
 __all__ = ["audits", "publish", "replay", "status", "sweep"]
 
@@ -109,8 +112,12 @@ def sweep(ctx: click.Context, dry_run: bool, inline: bool, as_json: bool) -> Non
         with_backends(settings, lambda rt: operations(rt).sweep(dry_run=dry_run, inline=inline))
     )
     data = summary.as_dict()
+    blind = _every_probe_failed(data)
     if as_json:
         print_json(data)
+        if blind:
+            err.print(f"error: {blind}", markup=False)
+            sys.exit(1)
         return
     if data["skipped"]:
         out.print("skipped: another watchdog tick holds the lock")
@@ -133,6 +140,19 @@ def sweep(ctx: click.Context, dry_run: bool, inline: bool, as_json: bool) -> Non
     if data["pending"]:
         out.print(f"  pending     {data['pending']} (no outcome in time)")
     out.print(f"  took        {data['elapsed_s']}s")
+    if blind:
+        err.print(f"error: {blind}", markup=False)
+        sys.exit(1)
+
+
+def _every_probe_failed(data: dict[str, Any]) -> str | None:
+    """Why the sweep saw nothing (every probe of it failed), or ``None``."""
+    errors: dict[str, int] = data["probe_errors"]
+    if not data["probed"] or sum(errors.values()) != data["probed"]:
+        return None
+    reason = max(errors, key=lambda r: errors[r])
+    cause = PROBABLE_CAUSE[ProbeFailureReason(reason)]
+    return f"every probe of this sweep failed ({reason} {errors[reason]}): {cause}"
 
 
 @click.command()

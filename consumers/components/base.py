@@ -36,6 +36,7 @@ class LogConsumer(Component):
 
     def __init__(self, event_log: EventLog, topics: Sequence[str]) -> None:
         self.log = event_log
+        self.group = event_log.topics.group(self.name)
         self.topic_names = list(topics)
         self.consumer: Consumer | None = None
         self.dead_lettered = 0
@@ -80,7 +81,18 @@ class LogConsumer(Component):
         if not records:
             return 0
         async with self.batch_lock:
-            return await self._handle(records)
+            mine = self.still_assigned(records)
+            return await self._handle(mine) if mine else 0
+
+    def still_assigned(self, records: list[Record]) -> list[Record]:
+        """The records of partitions still assigned once the batch lock is held: a rebalance
+        between the poll and the lock hands the others to another member, which reads them."""
+        if self.consumer is None:
+            return []
+        assigned = self.consumer.assignment()
+        if all((r.topic, r.partition) in assigned for r in records):
+            return records
+        return [r for r in records if (r.topic, r.partition) in assigned]
 
     async def _handle(self, records: list[Record]) -> int:
         """Handle and commit one polled batch; the number of records handled."""

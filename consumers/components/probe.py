@@ -10,6 +10,8 @@ than ``max_age`` are dropped (the watchdog will ask again) so a backlog never bu
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -20,8 +22,9 @@ from consumers.components.base import LogConsumer
 from consumers.eventlog.codec import decode_probe, describe, encode
 from consumers.eventlog.port import EventLog, OutRecord, Record
 from consumers.runtime.metrics import PROBE_BUDGET_LEFT, PROBES
+from consumers.workflows.answers import PROBABLE_CAUSE
 from consumers.workflows.client import InstanceStatus, ProbeFailure, WorkflowsClient
-from statemachine.errors import DecodeError
+from statemachine.errors import AuditrecError, DecodeError
 from statemachine.events import (
     ProbeFailureReason,
     ProbeRequested,
@@ -40,9 +43,17 @@ KNOWN_STATUSES = frozenset(OBSERVED_STATUSES)
 log = structlog.get_logger("auditrec.probe")
 
 
+WARN_EVERY = 60.0  # seconds between warnings about probes failing for one reason
+
+
+def _wait(group: list[tuple[tuple[str, int], ProbeRequested]], now: datetime) -> float | None:
+    """How long the requests for one instance may wait for the API: the latest bound given."""
+    bounds = [r.data.answer_by for _, r in group if r.data.answer_by is not None]
+    return max(0.0, (max(bounds) - now).total_seconds()) if bounds else None
+
+
 class Probe(LogConsumer):
     name = "probe"
-    group = "auditrec-probe"
     transactional = True
     max_records = 200
 
@@ -59,6 +70,8 @@ class Probe(LogConsumer):
         self.max_age = max_age
         self.clock = clock
         self.probed = 0
+        self._failures: Counter[ProbeFailureReason] = Counter()
+        self._warned: dict[ProbeFailureReason, float] = {}
 
     async def _handle(self, records: list[Record]) -> int:
         outputs: dict[tuple[str, int], list[OutRecord]] = {}
@@ -79,7 +92,9 @@ class Probe(LogConsumer):
         by_instance: dict[str | None, list[tuple[tuple[str, int], ProbeRequested]]] = {}
         for item in requests:
             by_instance.setdefault(item[1].data.workflow_instance_id, []).append(item)
-        results = await asyncio.gather(*(self._probe(instance) for instance in by_instance))
+        results = await asyncio.gather(
+            *(self._probe(instance, _wait(group, now)) for instance, group in by_instance.items())
+        )
         lifecycle = self.log.topics.lifecycle
         for (instance, group), (result, observed_at) in zip(
             by_instance.items(), results, strict=True
@@ -96,15 +111,23 @@ class Probe(LogConsumer):
                     event = self._observation(request, instance, failure, observed_at)
                 outputs[tp].append(encode(lifecycle, event))
                 self.probed += 1
-        PROBE_BUDGET_LEFT.set(self.client.budget_left)
+        PROBE_BUDGET_LEFT.set(await self.client.budget_left())
         await self.commit(records, outputs)
         return len(records)
 
-    async def _probe(self, instance: str | None) -> tuple[InstanceStatus | ProbeFailure, datetime]:
+    async def _probe(
+        self, instance: str | None, wait: float | None
+    ) -> tuple[InstanceStatus | ProbeFailure, datetime]:
         if instance is None:
             return InstanceStatus("not_attached", None, None), self.clock()
         try:
-            result: InstanceStatus | ProbeFailure = await self.client.get_instance(instance)
+            result: InstanceStatus | ProbeFailure = await self.client.get_instance(
+                instance, wait=wait
+            )
+        except AuditrecError:
+            # Our own trouble (the client stopped, the store behind the budget unreachable) is
+            # no fact about the workflow: the batch is not committed and is handled again.
+            raise
         except Exception as exc:  # one bad answer must not hold back the batch
             log.warning("probe raised", workflow_instance_id=instance, error=repr(exc)[:300])
             result = ProbeFailure(
@@ -112,7 +135,25 @@ class Probe(LogConsumer):
             )
         outcome = result.status if isinstance(result, InstanceStatus) else result.reason.value
         PROBES.labels(outcome).inc()
+        if isinstance(result, ProbeFailure):
+            self._failing(result)
         return result, self.clock()
+
+    def _failing(self, failure: ProbeFailure) -> None:
+        """One warning per reason per :data:`WARN_EVERY`, with the count and the likely cause."""
+        reason = failure.reason
+        self._failures[reason] += 1
+        now = time.monotonic()
+        if now - self._warned.get(reason, -WARN_EVERY) < WARN_EVERY:
+            return
+        log.warning(
+            "probes failing",
+            reason=reason.value,
+            count=self._failures.pop(reason),
+            cause=PROBABLE_CAUSE[reason],
+            last=failure.detail[:200],
+        )
+        self._warned[reason] = now
 
     @staticmethod
     def _observation(

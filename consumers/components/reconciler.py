@@ -62,7 +62,6 @@ def _may_be_decision(record: Record) -> bool:
 
 class Reconciler(LogConsumer):
     name = "reconciler"
-    group = "auditrec-reconciler"
     transactional = True
 
     def __init__(self, event_log: EventLog, policy: Policy) -> None:

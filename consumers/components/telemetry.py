@@ -43,7 +43,7 @@ import structlog
 from consumers.components.base import LogConsumer
 from consumers.components.posthog_capture import EVENT_NAME, build_client, capture_arguments
 from consumers.eventlog.codec import decode
-from consumers.eventlog.port import Consumer, EventLog, OutRecord, TopicPartition
+from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record, TopicPartition
 from consumers.runtime.metrics import TELEMETRY
 from consumers.runtime.settings import Settings
 from projections.store import ProjectionStore
@@ -69,7 +69,6 @@ class _Pending:
 
 class Telemetry(LogConsumer):
     name = "telemetry"
-    group = "auditrec-telemetry"
 
     def __init__(
         self,
@@ -169,41 +168,45 @@ class Telemetry(LogConsumer):
     # -- the loop -----------------------------------------------------------------------------
 
     async def step(self) -> int:
-        handled = 0
-        dlq: list[OutRecord] = []
-        if len(self.pending) < self.max_pending:
-            records = await self.poll()
-            for record in records:
-                tp = (record.topic, record.partition)
-                self._consumed[tp] = record.offset + 1
-                event = self.decode(record, dlq)
-                if event is None:
-                    continue
-                states = self.partitions.setdefault(tp, {})
-                before, after = self._fold(states, event)
-                if (
-                    isinstance(event, AuditFailed)
-                    and event.data.failed_by is FailedBy.RECONCILER
-                    and before.status == "running"
-                    and after.status == "failed"
-                ):
-                    self.pending.append(
-                        _Pending(
-                            tp,
-                            record.offset,
-                            str(event.event_id),
-                            event.audit_id,
-                            capture_arguments(before, event),
-                        )
-                    )
-            handled += len(records)
-        delivered = await self._deliver()
-        await self._commit(dlq)
+        records = await self.poll() if len(self.pending) < self.max_pending else []
+        # Under the batch lock like every consumer: a revocation waits for the step, so the
+        # pending set never changes hands while it is folded, sent or committed.
+        async with self.batch_lock:
+            handled, delivered = await self._step(self.still_assigned(records) if records else [])
         if not handled and not delivered and self.pending:
             # Waiting for a retry with nothing new to read: do not spin.
             wait = self._blocked_until - time.monotonic()
             await asyncio.sleep(min(max(wait, 0.05), self.poll_timeout))
         return handled + delivered
+
+    async def _step(self, records: list[Record]) -> tuple[int, int]:
+        dlq: list[OutRecord] = []
+        for record in records:
+            tp = (record.topic, record.partition)
+            self._consumed[tp] = record.offset + 1
+            event = self.decode(record, dlq)
+            if event is None:
+                continue
+            states = self.partitions.setdefault(tp, {})
+            before, after = self._fold(states, event)
+            if (
+                isinstance(event, AuditFailed)
+                and event.data.failed_by is FailedBy.RECONCILER
+                and before.status == "running"
+                and after.status == "failed"
+            ):
+                self.pending.append(
+                    _Pending(
+                        tp,
+                        record.offset,
+                        str(event.event_id),
+                        event.audit_id,
+                        capture_arguments(before, event),
+                    )
+                )
+        delivered = await self._deliver()
+        await self._commit(dlq)
+        return len(records), delivered
 
     async def _deliver(self) -> int:
         if not self.pending or time.monotonic() < self._blocked_until:

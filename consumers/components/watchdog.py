@@ -5,11 +5,14 @@ observed first, then least recently observed, then oldest, at most ``WATCHDOG_BA
 Every probe attempt — an observation or a failed probe — moves an audit to the back of the
 queue, so audits that can never be resolved (a workflow that runs for days, an API that keeps
 failing for one instance) cannot starve the rest. One tick runs at a time across processes
-(the store's watchdog lock).
+(the store's watchdog lock), and a periodic tick happens once per ``WATCHDOG_INTERVAL`` across
+all processes: each interval slot (wall clock) is claimed through the store by one of them.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -46,6 +49,7 @@ def probe_requests(
     at: datetime,
     sweep_id: str | None = None,
     producer: str = PRODUCER,
+    answer_by: datetime | None = None,
 ) -> list[ProbeRequested]:
     return [
         ProbeRequested(
@@ -58,6 +62,7 @@ def probe_requests(
                 workflow_instance_id=row.state.workflow_instance_id,
                 trigger=trigger,
                 sweep_id=sweep_id,
+                answer_by=answer_by,
             ),
         )
         for row in rows
@@ -78,6 +83,8 @@ class Watchdog(Component):
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         ready: Callable[[], Awaitable[bool]] | None = None,
         ready_within: float = 60.0,
+        owner: str | None = None,
+        answer_within: timedelta | None = None,
     ) -> None:
         self.log = event_log
         self.store = store
@@ -91,6 +98,9 @@ class Watchdog(Component):
         # process catches up first, so the tick does not select from a stale table.
         self.ready = ready
         self._ready_by = time.monotonic() + ready_within
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
+        # How long a tick's probes may wait for the API (a 429 pause): the sweep's bound.
+        self.answer_within = answer_within
 
     async def candidates(self, now: datetime | None = None) -> list[AuditRow]:
         now = now or self.clock()
@@ -106,7 +116,8 @@ class Watchdog(Component):
                 log.info("tick skipped: another watchdog holds the lock")
                 return Tick(sweep_id, now, [], skipped=True)
             rows = await self.candidates(now)
-            requests = probe_requests(rows, trigger, now, sweep_id)
+            answer_by = now + self.answer_within if self.answer_within is not None else None
+            requests = probe_requests(rows, trigger, now, sweep_id, answer_by=answer_by)
             if requests:
                 topic = self.log.topics.probe_requests
                 await self.log.append([encode(topic, r) for r in requests])
@@ -123,7 +134,15 @@ class Watchdog(Component):
         first = self.ticks == 0 and self.ready is not None and time.monotonic() < self._ready_by
         if first and self.ready is not None and not await self.ready():
             return 0
-        self._next = time.monotonic() + self.interval.total_seconds()
+        # Ticks are claimed per interval slot (wall clock) through the store, so with any
+        # number of processes each interval has one tick; each process looks again when the
+        # next slot begins.
+        now = self.clock().timestamp()
+        period = max(self.interval.total_seconds(), 0.001)
+        slot = int(now // period)
+        self._next = time.monotonic() + (slot + 1) * period - now
+        if not await self.store.claim_tick(self.name, slot, self.owner):
+            return 0  # another process ticks this interval
         tick = await self.tick()
         return len(tick.requests)
 

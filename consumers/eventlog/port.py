@@ -36,6 +36,7 @@ TopicPartition = tuple[str, int]
 @dataclass(frozen=True, slots=True)
 class Topics:
     prefix: str = "audit"
+    group_prefix: str | None = None
 
     @property
     def lifecycle(self) -> str:
@@ -51,6 +52,12 @@ class Topics:
 
     def all(self) -> tuple[str, str, str]:
         return (self.lifecycle, self.probe_requests, self.dead_letter)
+
+    def group(self, component: str) -> str:
+        """The consumer group of ``component``: ``<group prefix>-<component>``, the group
+        prefix being the topic prefix unless set apart, so environments sharing a cluster
+        never join each other's groups."""
+        return f"{self.group_prefix or self.prefix}-{component}"
 
 
 class Record(NamedTuple):

@@ -2,12 +2,15 @@
 store, the policy in force, and (lazily) the Workflows API client.
 
 ``start()`` connects (and creates topics and tables); retriable failures (the broker or the
-database not up yet) are retried with backoff when asked to wait. It is also the process's
-:class:`~consumers.runtime.supervision.Presence`: heartbeats say which components run here.
+database not up yet) are retried with backoff when asked to wait. The Workflows client's budget
+and 429 pause live in the store, shared by every process probing the account. It is also the
+process's :class:`~consumers.runtime.supervision.Presence`: heartbeats say which components
+run here.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import uuid
@@ -17,9 +20,11 @@ from typing import Any
 
 from consumers.eventlog.factory import open_event_log
 from consumers.eventlog.port import EventLog, Topics
+from consumers.runtime.health import HealthBoard
 from consumers.runtime.settings import Settings
 from consumers.runtime.supervision import retrying
 from consumers.workflows.client import WorkflowsClient
+from consumers.workflows.ratelimit import SharedRateLimit
 from projections.factory import open_store
 from projections.store import ProjectionStore
 from statemachine.longlived import LongLived
@@ -32,7 +37,7 @@ LIVE_WITHIN = timedelta(seconds=10)
 class Backends(LongLived):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.topics = Topics(settings.topic_prefix)
+        self.topics = Topics(settings.topic_prefix, settings.group_prefix)
         self.log: EventLog = open_event_log(
             settings.event_log_url, self.topics, **_kafka_options(settings)
         )
@@ -41,6 +46,7 @@ class Backends(LongLived):
         self._client: WorkflowsClient | None = None
         self._started = False
         self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.health = HealthBoard()  # this process's components, as its supervisor sees them
 
     async def start(self, *, init: bool = True, wait: float = 0.0, with_log: bool = True) -> None:
         """Connect (and create topics/tables). With ``wait`` > 0, retriable failures (the
@@ -75,13 +81,20 @@ class Backends(LongLived):
             token = s.cloudflare_api_token.get_secret_value() if s.cloudflare_api_token else None
             self._client = WorkflowsClient(
                 api_url=s.cloudflare_api_url,
-                account_id=s.cloudflare_account_id,
+                account_id=s.account_id,
                 workflow=s.cloudflare_workflow,
                 api_token=token,
                 concurrency=s.probe_concurrency,
                 budget=s.probe_budget,
                 budget_window=s.probe_budget_window.total_seconds(),
                 timeout=s.probe_timeout.total_seconds(),
+                limiter=SharedRateLimit(
+                    self.store,
+                    f"{s.cloudflare_api_url}/accounts/{s.account_id}",
+                    s.probe_budget,
+                    s.probe_budget_window.total_seconds(),
+                    sleep=asyncio.sleep,
+                ),
             )
             await self._client.start()
         return self._client

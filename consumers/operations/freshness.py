@@ -26,7 +26,7 @@ async def wait_for_projection(log: EventLog, store: ProjectionStore, timeout: fl
     topic = log.topics.lifecycle
     target = await log.end_offsets(topic)
     while True:
-        stored = await store.stored_offsets(Projector.group)
+        stored = await store.stored_offsets(log.topics.group(Projector.name))
         gaps = {p: end - stored.get((topic, p), 0) for p, end in target.items()}
         if all(gap <= 0 for gap in gaps.values()):
             return True

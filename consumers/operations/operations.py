@@ -150,10 +150,17 @@ class Operations:
                 probed=False,
                 note=f"not reconciled: no running `auditrec serve` runs {missing}",
             )
-        request = probe_requests([row], Trigger.ON_DEMAND, self.rt.now(), producer="auditrec-api")
+        wait = self.rt.settings.on_demand_wait.total_seconds()
+        now = self.rt.now()
+        request = probe_requests(
+            [row],
+            Trigger.ON_DEMAND,
+            now,
+            producer="auditrec-api",
+            answer_by=now + self.rt.settings.on_demand_wait,
+        )
         self._requested[row.audit_id] = time.monotonic()
         await self.rt.log.append([encode(self.rt.topics.probe_requests, r) for r in request])
-        wait = self.rt.settings.on_demand_wait.total_seconds()
         if not live:
             await self._run_inline()
             wait = 1.0
@@ -176,6 +183,7 @@ class Operations:
             stale_after=s.stale_running_after,
             interval=s.watchdog_interval,
             batch_limit=s.watchdog_batch_limit,
+            answer_within=s.sweep_wait,
         )
         if dry_run:
             tick = await watchdog.tick(dry_run=True)

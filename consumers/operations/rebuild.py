@@ -40,7 +40,7 @@ async def rebuild_projection(rt: Backends, *, progress: bool = False) -> int:
             "a projector is running (" + ", ".join(live["projector"]) + "): stop `auditrec serve` "
             "before rebuilding"
         )
-    group = Projector.group
+    group = rt.topics.group(Projector.name)
     topic = rt.topics.lifecycle
     await rt.store.reset(group)
     ends = await rt.log.end_offsets(topic)

@@ -36,6 +36,12 @@ PROBE_BUDGET_LEFT = Gauge(
     "Workflows API requests left in the current budget window.",
     registry=REGISTRY,
 )
+COMPONENT_HEALTHY = Gauge(
+    "auditrec_component_healthy",
+    "1 while a component of this process is well; 0 while failing or stalled.",
+    ["component"],
+    registry=REGISTRY,
+)
 CONSUMER_LAG = Gauge(
     "auditrec_consumer_lag",
     "Records not yet consumed, per consumer group.",

@@ -12,17 +12,23 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from statemachine.errors import ConfigError
 from statemachine.policy import Policy, parse_duration
 
-__all__ = ["Settings", "load_settings"]
+__all__ = ["CLOUDFLARE_API_URL", "Settings", "load_settings"]
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+CLOUDFLARE_API_URL = "https://api.cloudflare.com/client/v4"
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="AUDITREC_", extra="ignore", frozen=True)
+    # An empty variable counts as unset (as compose files pass them through).
+    model_config = SettingsConfigDict(
+        env_prefix="AUDITREC_", extra="ignore", frozen=True, env_ignore_empty=True
+    )
 
     event_log_url: str = "sqlite:///.auditrec/events.db"
     database_url: str = "sqlite:///.auditrec/audits.db"
     topic_prefix: str = Field(default="audit", pattern=r"^[A-Za-z0-9._-]{1,100}$")
+    # Consumer groups are <group_prefix>-<component>; by default the topic prefix.
+    group_prefix: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,100}$")
 
     kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     kafka_sasl_mechanism: str | None = None
@@ -34,10 +40,10 @@ class Settings(BaseSettings):
     kafka_lifecycle_partitions: int = Field(default=12, ge=1)
     kafka_replication_factor: int = Field(default=1, ge=1)
 
-    cloudflare_account_id: str = "local"
+    cloudflare_account_id: str | None = None
     cloudflare_api_token: SecretStr | None = None
     cloudflare_workflow: str = "site-audit"
-    cloudflare_api_url: str = "https://api.cloudflare.com/client/v4"
+    cloudflare_api_url: str = CLOUDFLARE_API_URL
 
     posthog_api_key: SecretStr | None = None
     posthog_host: str | None = None
@@ -96,6 +102,33 @@ class Settings(BaseSettings):
             instance_lost_grace=self.instance_lost_grace,
             finalize_grace=self.finalize_grace,
             shadow=self.mode == "shadow",
+        )
+
+    @property
+    def account_id(self) -> str:
+        """The Cloudflare account probed (``local`` for a simulator that ignores it)."""
+        return self.cloudflare_account_id or "local"
+
+    def probing_blind(self) -> str | None:
+        """Why probing could not work with these settings (Cloudflare's API without a token
+        or an account id), naming the variables; ``None`` when it can."""
+        if not self.cloudflare_api_url.startswith(CLOUDFLARE_API_URL.split("/client")[0]):
+            return None  # another Workflows API (a simulator, a proxy): its own rules
+        missing = [
+            name
+            for name, value in (
+                ("AUDITREC_CLOUDFLARE_API_TOKEN", self.cloudflare_api_token),
+                ("AUDITREC_CLOUDFLARE_ACCOUNT_ID", self.cloudflare_account_id),
+            )
+            if not value
+        ]
+        if not missing:
+            return None
+        return (
+            f"probing Cloudflare's Workflows API needs {' and '.join(missing)}; set "
+            f"{'them' if len(missing) > 1 else 'it'}, point AUDITREC_CLOUDFLARE_API_URL at "
+            "another Workflows API (e.g. `auditrec simulate-workflows`), or run without the "
+            "probe (`serve --only …`)"
         )
 
     def api_token_list(self) -> list[str]:

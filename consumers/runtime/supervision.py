@@ -22,6 +22,7 @@ from typing import Protocol
 import structlog
 
 from consumers.runtime.component import Component
+from consumers.runtime.health import HealthBoard
 from consumers.runtime.metrics import CONSUMER_LAG
 from statemachine.longlived import LongLived
 
@@ -85,10 +86,16 @@ def tune_gc() -> None:
 class Supervisor(LongLived):
     """Some components in one process. ``async with`` builds and starts them, and stops them."""
 
-    def __init__(self, builders: Sequence[tuple[str, Builder]], presence: Presence) -> None:
+    def __init__(
+        self,
+        builders: Sequence[tuple[str, Builder]],
+        presence: Presence,
+        health: HealthBoard | None = None,
+    ) -> None:
         self.builders = list(builders)
         self.names = [name for name, _ in self.builders]
         self.presence = presence
+        self.health = health or HealthBoard()
         self.components: dict[str, Component] = {}
         self.stopping = asyncio.Event()
 
@@ -104,6 +111,7 @@ class Supervisor(LongLived):
                 if component is not None:
                     await component.start()
                     self.components[name] = component
+                    self.health.started(name)
 
         await retrying(build, self.stop, wait=wait, what="components not ready")
 
@@ -123,9 +131,11 @@ class Supervisor(LongLived):
         while not self.stopping.is_set():
             try:
                 await self.presence.heartbeat(list(self.components))
-                for c in self.components.values():
+                for name, c in list(self.components.items()):
                     if c.group is not None:
-                        CONSUMER_LAG.labels(c.group).set(await c.lag())
+                        lag = await c.lag()
+                        CONSUMER_LAG.labels(c.group).set(lag)
+                        self.health.lagging(name, lag)
             except Exception as exc:
                 log.warning("heartbeat failed", error=str(exc))
             with contextlib.suppress(TimeoutError):
@@ -136,6 +146,7 @@ class Supervisor(LongLived):
         while not self.stopping.is_set():
             try:
                 handled = await component.step()
+                self.health.stepped(component.name, handled)
                 backoff = 0.2
                 if handled == 0 and not component.drains:
                     with contextlib.suppress(TimeoutError):
@@ -143,6 +154,7 @@ class Supervisor(LongLived):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                self.health.failed(component.name, exc)
                 log.error(
                     "step failed; restarting component",
                     component=component.name,

@@ -12,7 +12,9 @@ from statemachine.events import ProbeFailureReason
 from statemachine.vocabulary import WORKFLOW_STATUSES
 
 __all__ = [
+    "BLINDING",
     "INSTANCE_STATUSES",
+    "PROBABLE_CAUSE",
     "InstanceStatus",
     "ProbeFailure",
     "describe_errors",
@@ -22,6 +24,25 @@ __all__ = [
 ]
 
 INSTANCE_STATUSES = frozenset(WORKFLOW_STATUSES)
+
+_R = ProbeFailureReason
+# What a failed probe most likely means, and the setting to look at.
+PROBABLE_CAUSE: dict[ProbeFailureReason, str] = {
+    _R.UNAUTHORIZED: "the API refuses the token: check AUDITREC_CLOUDFLARE_API_TOKEN and "
+    "AUDITREC_CLOUDFLARE_ACCOUNT_ID",
+    _R.WORKFLOW_NOT_FOUND: "no such workflow: check AUDITREC_CLOUDFLARE_WORKFLOW",
+    _R.NETWORK: "the API cannot be reached: check AUDITREC_CLOUDFLARE_API_URL and the network",
+    _R.INVALID_RESPONSE: "the answers are not the Workflows API's: check "
+    "AUDITREC_CLOUDFLARE_API_URL",
+    _R.TIMEOUT: "the API answers slowly: AUDITREC_PROBE_TIMEOUT",
+    _R.RATE_LIMITED: "the request budget or a 429 holds probes back: AUDITREC_PROBE_BUDGET",
+    _R.SERVER_ERROR: "the API fails on its side (5xx); probes are retried",
+}
+# Failures that mean no probe can succeed until a setting is fixed (not the API's passing
+# trouble): they make /readyz answer 503.
+BLINDING: frozenset[ProbeFailureReason] = frozenset(
+    {_R.UNAUTHORIZED, _R.WORKFLOW_NOT_FOUND, _R.NETWORK, _R.INVALID_RESPONSE}
+)
 _MAX_ERROR_TEXT = 2000
 
 

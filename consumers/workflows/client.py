@@ -23,12 +23,13 @@ Policies:
   request and counts against the budget.
 - **429** (``ratelimit.py``): probing pauses for ``retry-after`` (seconds or HTTP date),
   else the ``Ratelimit`` header's ``t=``, else ``X-RateLimit-Reset``, else 60 s (clamped to
-  1 s .. 15 min). During the pause every call answers ``rate_limited`` at once, without sending
-  anything, however short the pause: the caller (watchdog, on-demand) asks again later, and a
-  client that is told to back off should not queue requests to fire the moment the pause ends.
+  1 s .. 15 min). A call made during the pause waits for it to end when its ``wait`` allows
+  (the caller's bound: a sweep's, a status read's), then is sent; otherwise it answers
+  ``rate_limited`` at once, without sending anything.
 - **Budget**: ``budget`` requests per sliding ``budget_window`` seconds, shared by every caller
-  of this client. A call waits for a slot to free, but never longer than ``timeout``; if no slot
-  frees in time it answers ``rate_limited`` ("local request budget exhausted") without waiting.
+  of this client, or by every process probing the account when the limiter is the store's
+  (:class:`~consumers.workflows.ratelimit.SharedRateLimit`). A call waits for a slot to free
+  within its ``wait``; if none frees in time it answers ``rate_limited`` without waiting.
 - **Concurrency**: at most ``concurrency`` requests in flight (a semaphore, and the same
   connection limits on the transport). Calls queue for the semaphore without a deadline.
 - **Time**: pauses, the budget window and backoff are measured with ``clock`` (default
@@ -62,7 +63,12 @@ from consumers.workflows.answers import (
     has_error,
     parse_result,
 )
-from consumers.workflows.ratelimit import RateLimit, rate_limit_pause, seconds_from_retry_after
+from consumers.workflows.ratelimit import (
+    Limiter,
+    RateLimit,
+    rate_limit_pause,
+    seconds_from_retry_after,
+)
 from statemachine.errors import ConfigError, InvalidInput, WorkflowsApiError
 from statemachine.events import ProbeFailureReason
 from statemachine.longlived import LongLived
@@ -102,6 +108,7 @@ class WorkflowsClient(LongLived):
         transport: httpx.AsyncBaseTransport | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        limiter: Limiter | None = None,
     ) -> None:
         """``transport`` (e.g. for tests) is used as given and owned by the client: its
         connection limits are the caller's business; the default transport gets
@@ -124,7 +131,7 @@ class WorkflowsClient(LongLived):
         self._sleep = sleep
         self._client: httpx.AsyncClient | None = None
         self._semaphore = asyncio.Semaphore(concurrency)
-        self._limit = RateLimit(budget, budget_window, clock=clock, sleep=sleep)
+        self._limit: Limiter = limiter or RateLimit(budget, budget_window, clock=clock, sleep=sleep)
 
     def __repr__(self) -> str:  # no token here
         return f"WorkflowsClient({self._base!r}, concurrency={self._concurrency})"
@@ -157,28 +164,31 @@ class WorkflowsClient(LongLived):
 
     # --- state ---------------------------------------------------------------------------------
 
-    @property
-    def budget_left(self) -> int:
+    async def budget_left(self) -> int:
         """Requests that may be sent now without waiting for the window."""
-        return self._limit.budget_left
+        return await self._limit.budget_left()
 
-    @property
-    def paused_until(self) -> float | None:
-        """The ``clock()`` reading at which a 429 pause ends; ``None`` when not paused."""
-        return self._limit.paused_until
+    async def paused_for(self) -> float | None:
+        """Seconds left of a 429 pause; ``None`` when not paused."""
+        return await self._limit.paused_for()
 
     # --- the call ------------------------------------------------------------------------------
 
-    async def get_instance(self, instance_id: str) -> InstanceStatus | ProbeFailure:
-        """The instance's status, or why the API could not tell (see the module docstring)."""
+    async def get_instance(
+        self, instance_id: str, *, wait: float | None = None
+    ) -> InstanceStatus | ProbeFailure:
+        """The instance's status, or why the API could not tell (see the module docstring).
+        ``wait``: how long the caller can wait for a free request slot or for a 429 pause to
+        end (default: the request timeout)."""
         if not instance_id:
             raise InvalidInput("workflow instance id must not be empty")
         if self._client is None:
             raise WorkflowsApiError("the Workflows client is not started")
         url = self._base + _segment(instance_id) + "?simple=true"
+        deadline = self._clock() + (self._timeout if wait is None else max(wait, 0.0))
         attempt = 0
         while True:
-            outcome = await self._attempt(url)
+            outcome = await self._attempt(url, max(deadline - self._clock(), 0.0))
             if not outcome.retriable or attempt >= self._max_retries:
                 return outcome.answer
             if outcome.retry_after is None:
@@ -190,12 +200,22 @@ class WorkflowsClient(LongLived):
             attempt += 1
             await self._sleep(delay)
 
-    async def _attempt(self, url: str) -> _Outcome:
-        if paused := self._paused_answer():
-            return _Outcome(paused)  # before queueing for the semaphore
+    async def check(self) -> ProbeFailure | None:
+        """One cheap authenticated call (get the workflow): ``None`` when the API, the token,
+        the account and the workflow all answer; else why not."""
+        if self._client is None:
+            raise WorkflowsApiError("the Workflows client is not started")
+        outcome = await self._attempt(self._base.removesuffix("instances/").rstrip("/"), 0.0)
+        if isinstance(outcome.answer, ProbeFailure):
+            return outcome.answer
+        return None
+
+    async def _attempt(self, url: str, wait: float) -> _Outcome:
+        # Admitted before queueing for the semaphore: waiting out a pause holds no connection.
+        refused = await self._limit.take(wait)
+        if refused is not None:
+            return _Outcome(self._failure(_Reason.RATE_LIMITED, None, refused))
         async with self._semaphore:
-            if refused := await self._take_budget():
-                return _Outcome(refused)
             client = self._client
             if client is None:
                 raise WorkflowsApiError("the Workflows client was stopped")
@@ -213,22 +233,10 @@ class WorkflowsClient(LongLived):
                 detail = f"unreadable response: {type(exc).__name__}: {exc}"
                 return _Outcome(self._failure(_Reason.INVALID_RESPONSE, None, detail))
         try:
-            return self._interpret(response)
+            return await self._interpret(response)
         except Exception as exc:  # a shape nobody foresaw: never stall the probe on it
             detail = f"unusable response: {type(exc).__name__}: {exc}"
             return _Outcome(self._failure(_Reason.INVALID_RESPONSE, response.status_code, detail))
-
-    def _paused_answer(self) -> ProbeFailure | None:
-        left = self._limit.paused_for()
-        if left is None:
-            return None
-        return self._failure(
-            _Reason.RATE_LIMITED, None, f"probing paused by a Cloudflare 429 for {left:.1f}s more"
-        )
-
-    async def _take_budget(self) -> ProbeFailure | None:
-        refused = await self._limit.take(self._timeout)
-        return None if refused is None else self._failure(_Reason.RATE_LIMITED, None, refused)
 
     def _failure(self, reason: ProbeFailureReason, status: int | None, detail: str) -> ProbeFailure:
         if self._token:
@@ -239,7 +247,7 @@ class WorkflowsClient(LongLived):
 
     # --- reading the answer ----------------------------------------------------------------------
 
-    def _interpret(self, response: httpx.Response) -> _Outcome:
+    async def _interpret(self, response: httpx.Response) -> _Outcome:
         code = response.status_code
         try:
             body: Any = response.json()
@@ -249,7 +257,7 @@ class WorkflowsClient(LongLived):
         said = f"HTTP {code}" + (f": {describe_errors(errors)}" if errors else "")
         fail = self._failure
         if code == 429:
-            seconds = self._limit.pause(rate_limit_pause(response.headers))
+            seconds = await self._limit.pause(rate_limit_pause(response.headers))
             return _Outcome(fail(_Reason.RATE_LIMITED, code, f"{said}; paused {seconds:.0f}s"))
         if code < 500 and has_error(errors, 10400, "instance.not_found"):
             return _Outcome(InstanceStatus("not_found", None, None))
@@ -272,7 +280,10 @@ class WorkflowsClient(LongLived):
             return _Outcome(answer, retriable=True, retry_after=retry_after)
         if success is not True:
             return _Outcome(fail(_Reason.INVALID_RESPONSE, code, "body has no boolean success"))
-        parsed = parse_result(body.get("result"))
+        result = body.get("result")
+        if isinstance(result, dict) and "status" not in result and "instances" in result:
+            return _Outcome(InstanceStatus("unknown", None, None))  # the workflow itself
+        parsed = parse_result(result)
         if isinstance(parsed, str):
             return _Outcome(fail(_Reason.INVALID_RESPONSE, code, parsed))
         return _Outcome(parsed)

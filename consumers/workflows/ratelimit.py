@@ -1,6 +1,11 @@
 """What keeps the probe within Cloudflare's limits: a request budget over a sliding window,
 the pause a 429 asks for, and reading how long that pause is from the answer's headers.
 
+:class:`RateLimit` keeps both in one process; :class:`SharedRateLimit` keeps them in the store,
+so every process probing one account shares one budget and one pause (``auditrec serve`` uses
+it). Either way a request waits out a pause or a full window when its caller's bound allows,
+and is answered ``rate_limited`` only when it does not.
+
 Time is ``clock()`` (monotonic seconds) and waiting is ``sleep()``; tests pass a fake pair.
 """
 
@@ -11,12 +16,22 @@ import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
+from typing import Protocol
 
 import httpx
 
-__all__ = ["RateLimit", "rate_limit_pause", "seconds_from_retry_after"]
+from projections.store import RequestSlot
+
+__all__ = [
+    "BudgetStore",
+    "Limiter",
+    "RateLimit",
+    "SharedRateLimit",
+    "rate_limit_pause",
+    "seconds_from_retry_after",
+]
 
 _DEFAULT_PAUSE = 60.0
 _PAUSE_BOUNDS = (1.0, 900.0)
@@ -25,8 +40,33 @@ _RATELIMIT_T = re.compile(r"(?:^|;)\s*t=(\d+(?:\.\d+)?)")
 logger = logging.getLogger("consumers.workflows.client")
 
 
+class Limiter(Protocol):
+    """Admits requests within a budget and holds them during a 429 pause.
+
+    ``take(wait)`` admits one request, waiting up to ``wait`` seconds for a free slot or for a
+    pause to end (a short pause is waited out by the requests queued behind it); it answers
+    ``None`` when admitted, else why not (``rate_limited``)."""
+
+    async def take(self, wait: float) -> str | None: ...
+
+    async def pause(self, seconds: float) -> float: ...
+
+    async def paused_for(self) -> float | None: ...
+
+    async def budget_left(self) -> int: ...
+
+
+def _clamp(seconds: float) -> float:
+    return min(max(seconds, _PAUSE_BOUNDS[0]), _PAUSE_BOUNDS[1])
+
+
+def _paused(left: float) -> str:
+    return f"probing paused by a Cloudflare 429 for {left:.1f}s more"
+
+
 class RateLimit:
-    """``budget`` requests per sliding ``window`` seconds, and the pause after a 429."""
+    """One process's budget: ``budget`` requests per sliding ``window`` seconds, and the pause
+    after a 429, in memory."""
 
     def __init__(
         self,
@@ -43,8 +83,7 @@ class RateLimit:
         self._sent: deque[float] = deque()
         self._paused_until: float | None = None
 
-    @property
-    def budget_left(self) -> int:
+    async def budget_left(self) -> int:
         """Requests that may be sent now without waiting for the window."""
         self._prune(self._clock())
         return self._budget - len(self._sent)
@@ -56,20 +95,20 @@ class RateLimit:
             return self._paused_until
         return None
 
-    def paused_for(self) -> float | None:
-        """Seconds left of a 429 pause; ``None`` when not paused."""
+    async def paused_for(self) -> float | None:
         until = self.paused_until
         return None if until is None else until - self._clock()
 
     async def take(self, wait: float) -> str | None:
-        """Record one request in the window, waiting at most ``wait`` seconds for a free slot;
-        ``None`` when taken, else why not."""
         deadline = self._clock() + wait
         while True:
-            left = self.paused_for()
-            if left is not None:
-                return f"probing paused by a Cloudflare 429 for {left:.1f}s more"
             now = self._clock()
+            left = await self.paused_for()
+            if left is not None:
+                if now + left > deadline:
+                    return _paused(left)
+                await self._sleep(left)
+                continue
             self._prune(now)
             if len(self._sent) < self._budget:
                 self._sent.append(now)
@@ -79,9 +118,9 @@ class RateLimit:
                 return "local request budget exhausted"
             await self._sleep(frees_at - now)
 
-    def pause(self, seconds: float) -> float:
+    async def pause(self, seconds: float) -> float:
         """Pause every request for ``seconds`` (clamped to 1 s .. 15 min); the seconds used."""
-        seconds = min(max(seconds, _PAUSE_BOUNDS[0]), _PAUSE_BOUNDS[1])
+        seconds = _clamp(seconds)
         until = self._clock() + seconds
         if self._paused_until is None or until > self._paused_until:
             self._paused_until = until
@@ -92,6 +131,73 @@ class RateLimit:
         horizon = now - self._window
         while self._sent and self._sent[0] <= horizon:
             self._sent.popleft()
+
+
+class BudgetStore(Protocol):
+    """Where the shared budget and pause live (the projection store)."""
+
+    async def take_request_slot(
+        self, account: str, now: datetime, budget: int, window_s: float
+    ) -> RequestSlot: ...
+
+    async def pause_requests(self, account: str, until: datetime) -> None: ...
+
+    async def requests_paused_until(self, account: str, now: datetime) -> datetime | None: ...
+
+    async def requests_in_window(self, account: str, now: datetime, window_s: float) -> int: ...
+
+
+class SharedRateLimit:
+    """The budget and the 429 pause of one Cloudflare account, shared by every process that
+    probes through it: both live in the store (wall-clock time, as processes share no other)."""
+
+    def __init__(
+        self,
+        store: BudgetStore,
+        account: str,
+        budget: int,
+        window: float,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        sleep: Callable[[float], Awaitable[None]],
+    ) -> None:
+        self._store = store
+        self._account = account
+        self._budget = budget
+        self._window = window
+        self._clock = clock
+        self._sleep = sleep
+
+    async def budget_left(self) -> int:
+        used = await self._store.requests_in_window(self._account, self._clock(), self._window)
+        return max(self._budget - used, 0)
+
+    async def paused_for(self) -> float | None:
+        now = self._clock()
+        until = await self._store.requests_paused_until(self._account, now)
+        return None if until is None else (until - now).total_seconds()
+
+    async def take(self, wait: float) -> str | None:
+        deadline = self._clock() + timedelta(seconds=wait)
+        while True:
+            now = self._clock()
+            slot = await self._store.take_request_slot(
+                self._account, now, self._budget, self._window
+            )
+            if slot.granted:
+                return None
+            ready_at = slot.paused_until or slot.frees_at or now
+            if ready_at > deadline:
+                if slot.paused_until is not None:
+                    return _paused((slot.paused_until - now).total_seconds())
+                return "request budget exhausted (shared by every process probing this account)"
+            await self._sleep(max((ready_at - now).total_seconds(), 0.001))
+
+    async def pause(self, seconds: float) -> float:
+        seconds = _clamp(seconds)
+        await self._store.pause_requests(self._account, self._clock() + timedelta(seconds=seconds))
+        logger.warning("Workflows API rate limit (429): probing paused for %.0fs", seconds)
+        return seconds
 
 
 def seconds_from_retry_after(value: str | None) -> float | None:

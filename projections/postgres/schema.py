@@ -83,6 +83,21 @@ CREATE TABLE processes (
 CREATE TABLE telemetry_sent (event_id uuid PRIMARY KEY, sent_at timestamptz NOT NULL);
 """,
     ),
+    (
+        2,
+        """
+-- Periodic jobs claimed once per interval slot across processes.
+CREATE TABLE ticks (
+    name text NOT NULL, slot bigint NOT NULL, owner text NOT NULL,
+    claimed_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (name, slot)
+);
+-- The Workflows API's request budget and 429 pause, shared by every probing process.
+CREATE TABLE api_requests (account text NOT NULL, sent_at timestamptz NOT NULL);
+CREATE INDEX api_requests_window ON api_requests (account, sent_at);
+CREATE TABLE api_pauses (account text PRIMARY KEY, until timestamptz NOT NULL);
+""",
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

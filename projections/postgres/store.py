@@ -37,6 +37,7 @@ import asyncpg
 from projections.postgres.batch import apply_batch
 from projections.postgres.coordination import PostgresCoordination, advisory_key, event_uuids
 from projections.postgres.errors import DRIVER_ERRORS, describe_url, redact, translate
+from projections.postgres.limits import PostgresLimits
 from projections.postgres.rows import SELECT_ROWS, decode_row, init_connection
 from projections.postgres.schema import SCHEMA_VERSION, create_schema, migrate
 from projections.row import AuditRow
@@ -54,7 +55,7 @@ _STALE_RUNNING = (
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
-class PostgresStore(PostgresCoordination, ProjectionStore):
+class PostgresStore(PostgresCoordination, PostgresLimits, ProjectionStore):
     watchdog_query = _STALE_RUNNING
 
     def __init__(

@@ -95,6 +95,8 @@ class SQLiteDB:
         except sqlite3.Error as exc:
             retriable = isinstance(exc, sqlite3.OperationalError)
             raise self._error(f"SQLite {self.path}: {exc}", retriable) from exc
+        except OverflowError as exc:  # a value SQLite cannot hold: trying again will not help
+            raise self._error(f"SQLite {self.path}: {exc}", False) from exc
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

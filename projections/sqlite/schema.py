@@ -58,6 +58,13 @@ CREATE TABLE IF NOT EXISTS processes (
 CREATE TABLE IF NOT EXISTS telemetry_sent (event_id TEXT PRIMARY KEY, sent_at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS locks (
     name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL
-)
+);
+CREATE TABLE IF NOT EXISTS ticks (
+    name TEXT NOT NULL, slot INTEGER NOT NULL, owner TEXT NOT NULL, claimed_at INTEGER NOT NULL,
+    PRIMARY KEY (name, slot)
+);
+CREATE TABLE IF NOT EXISTS api_requests (account TEXT NOT NULL, sent_at INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS api_requests_window ON api_requests (account, sent_at);
+CREATE TABLE IF NOT EXISTS api_pauses (account TEXT PRIMARY KEY, until INTEGER NOT NULL)
 """
 SCHEMA = _SCHEMA_TEMPLATE.replace("{audits}", _AUDITS)

@@ -19,6 +19,7 @@ from typing import Any
 from projections.row import AuditRow
 from projections.sqlite.batch import apply_batch
 from projections.sqlite.connection import SQLiteDB, sqlite_path
+from projections.sqlite.limits import SQLiteLimits
 from projections.sqlite.rows import SELECT_ROWS, chunks, decode_row, from_micros, to_micros
 from projections.sqlite.schema import SCHEMA, SCHEMA_VERSION
 from projections.store import ApplyResult, HistoryEntry, Position, ProjectionStore
@@ -28,12 +29,9 @@ from statemachine.events import EVENT_ADAPTER, AuditEvent
 __all__ = ["SQLiteStore"]
 
 
-class SQLiteStore(ProjectionStore):
+class SQLiteStore(SQLiteLimits, ProjectionStore):
     def __init__(self, url: str) -> None:
-        try:
-            path = sqlite_path(url)
-        except ValueError as exc:
-            raise StoreError(str(exc), retriable=False) from None
+        path = sqlite_path(url)
         self.db = SQLiteDB(path, lambda msg, retriable: StoreError(msg, retriable=retriable))
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 

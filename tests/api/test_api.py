@@ -4,6 +4,7 @@ the Workflows simulator."""
 from __future__ import annotations
 
 import base64
+import re
 import threading
 import uuid
 from collections.abc import Iterator
@@ -495,7 +496,10 @@ def test_health_readiness_and_metrics(client: httpx.Client) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
     assert ready.status_code == 200
-    assert ready.json() == {"status": "ready", "checks": {"event_log": "ok", "database": "ok"}}
+    assert ready.json() == {
+        "status": "ready",
+        "checks": {"event_log": "ok", "database": "ok", "workflows_api": "ok"},
+    }
 
     metrics = client.get("/metrics")
     assert metrics.status_code == 200
@@ -510,7 +514,7 @@ def test_health_readiness_and_metrics(client: httpx.Client) -> None:
         "auditrec_telemetry_total",
     ):
         assert f"# TYPE {name.removesuffix('_total')}" in metrics.text, name
-    assert 'auditrec_consumer_lag{group="auditrec-projector"}' in metrics.text
+    assert re.search(r'auditrec_consumer_lag\{group="t[0-9a-f]{8}-projector"\}', metrics.text)
 
 
 def test_readyz_names_what_is_unreachable(tmp_path: Path, simulator: SimulatorServer) -> None:
@@ -629,3 +633,29 @@ def test_bodies_beyond_the_limit_are_413_and_publish_nothing(guarded: LiveServer
         small = client.post("/events", json=big[:1])
         assert small.status_code == 202
     assert lifecycle_end(guarded) == before + 1
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"cloudflare_api_token": "wrong"}, "error: unauthorized"),
+        ({"cloudflare_api_token": "right", "cloudflare_workflow": "nope"}, "error: workflow_not_found"),
+    ],
+    ids=["wrong-token", "unknown-workflow"],
+)  # fmt: skip
+def test_readyz_is_unavailable_when_the_workflows_api_cannot_be_used(
+    tmp_path: Path, simulator: SimulatorServer, settings: dict[str, str], expected: str
+) -> None:
+    # given a Workflows API that wants another token, or has no such workflow
+    simulator.sim.token = "right"
+    server = LiveServer(["api"], **server_settings(tmp_path, simulator, **settings))
+    with server as live, live.client() as client:
+        response = client.get("/readyz")
+
+    # then readiness says so, with the setting to fix, and the rest is fine
+    assert response.status_code == 503
+    checks = response.json()["checks"]
+    assert checks["workflows_api"].startswith(expected)
+    assert "AUDITREC_CLOUDFLARE_" in checks["workflows_api"]
+    assert (checks["event_log"], checks["database"]) == ("ok", "ok")
+    assert "right" not in response.text and "wrong" not in response.text

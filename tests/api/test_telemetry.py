@@ -331,7 +331,7 @@ async def step_until(t: Telemetry, done: Callable[[], bool], timeout: float = 15
 
 
 async def committed(rt: Backends) -> int:
-    offsets = await rt.log.group_offsets(Telemetry.group, rt.topics.lifecycle)
+    offsets = await rt.log.group_offsets(rt.topics.group(Telemetry.name), rt.topics.lifecycle)
     return sum(offsets.values())
 
 

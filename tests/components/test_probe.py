@@ -13,6 +13,7 @@ import pytest
 from consumers.components.probe import PRODUCER, Probe
 from consumers.workflows.client import WorkflowsClient
 from consumers.workflows.simulator.server import SimulatorServer
+from statemachine.errors import WorkflowsApiError
 from statemachine.events import (
     ProbeFailureReason,
     Trigger,
@@ -22,6 +23,7 @@ from statemachine.events import (
 )
 from tests.clock import FakeClock
 from tests.contracts.projection_store import at
+from tests.eventually import eventually
 from tests.pipeline import Pipeline, append, lifecycle_events, probe_request, run_until_idle
 
 NOW = at(60)
@@ -144,3 +146,45 @@ async def test_each_answer_is_recorded_as_an_observation_or_a_probe_failure(
     assert (detached.data.status, detached.data.workflow_instance_id) == ("not_attached", None)
     # and the audit without an instance cost no API call
     assert simulator.sim.stats()["by_instance"] == {"wf-ok": 1, "wf-broken": 1, "wf-gone": 1}
+
+
+async def test_a_probe_whose_own_client_stopped_records_nothing_about_the_workflow(
+    pipeline: Pipeline, client: WorkflowsClient, simulator: SimulatorServer
+) -> None:
+    # given a request, and a probe whose Workflows client has been stopped (a shutdown)
+    simulator.sim.set_instance("wf-1", "running")
+    await append(pipeline.log, pipeline.topics.probe_requests, [probe_request("a-1", "wf-1", NOW)])
+    async with probe(pipeline, client) as component:
+        await client.stop()
+
+        # when it handles the request, the step fails: the trouble is ours, not the workflow's
+        with pytest.raises(WorkflowsApiError):
+            await eventually(component.step, until=lambda handled: handled > 0, timeout=10)
+
+    # then no observation and no probe failure was recorded, and the API was never asked
+    assert await lifecycle_events(pipeline.log) == []
+    assert simulator.sim.stats()["total"] == 0
+
+
+async def test_a_request_waits_out_a_short_429_pause_within_its_callers_bound(
+    pipeline: Pipeline, client: WorkflowsClient, simulator: SimulatorServer
+) -> None:
+    # given the API paused by a 429 for 20 s, and a sweep's request that may wait a minute
+    simulator.sim.set_fault("wf-0", "rate_limit", retry_after=20, times=1)
+    simulator.sim.set_instance("wf-1", "errored")
+    await client.get_instance("wf-0")
+    request = probe_request("a-1", "wf-1", NOW)
+    bounded = request.model_copy(
+        update={"data": request.data.model_copy(update={"answer_by": NOW + timedelta(minutes=1)})}
+    )
+    await append(pipeline.log, pipeline.topics.probe_requests, [bounded])
+
+    # when the probe handles it
+    async with probe(pipeline, client) as component:
+        await run_until_idle(component)
+
+    # then it was sent once the pause ended and answered, not given up as rate_limited
+    [event] = await lifecycle_events(pipeline.log, at_least=1)
+    assert isinstance(event, WorkflowStatusObserved)
+    assert event.data.status == "errored"
+    assert simulator.sim.requests_for("wf-1") == 1

@@ -5,11 +5,16 @@ cannot decode."""
 from __future__ import annotations
 
 import json
+from typing import Any
+
+import pytest
 
 from consumers.components.projector import Projector
 from consumers.eventlog.codec import encode
 from consumers.eventlog.port import OutRecord
+from statemachine.errors import StoreError
 from tests.contracts.projection_store import at, completed, progressed, started
+from tests.eventually import eventually
 from tests.pipeline import Pipeline, append, read_topic, run_until_idle
 
 
@@ -40,7 +45,7 @@ async def test_a_batch_is_folded_into_rows_history_and_stored_offsets(pipeline: 
     assert projector.applied == 5
     # and the offsets kept with the rows are the log's end offsets
     ends = await pipeline.log.end_offsets(pipeline.topics.lifecycle)
-    stored = await pipeline.store.stored_offsets(Projector.group)
+    stored = await pipeline.store.stored_offsets(pipeline.topics.group(Projector.name))
     assert {p: stored.get((pipeline.topics.lifecycle, p), 0) for p in ends} == ends
 
 
@@ -72,7 +77,7 @@ async def test_on_assignment_it_seeks_to_the_offsets_the_store_holds(pipeline: P
     topic = pipeline.topics.lifecycle
     await append(pipeline.log, topic, [started("a-before", at(0)), progressed("a-before", at(1))])
     done = {(r.topic, r.partition): r.offset + 1 for r in await read_topic(pipeline.log, topic)}
-    await pipeline.store.apply([], done, Projector.group)
+    await pipeline.store.apply([], done, pipeline.topics.group(Projector.name))
     await append(pipeline.log, topic, [started("a-after", at(2))])
 
     # when a projector is assigned the partitions
@@ -106,7 +111,7 @@ async def test_an_undecodable_record_is_dead_lettered_and_the_rest_applied(
     body = json.loads(letter.value)
     [bad] = [r for r in await read_topic(pipeline.log, topic) if r.value == b"\xffnot json"]
     assert letter.key == "a-1"
-    assert body["consumer"] == Projector.group
+    assert body["consumer"] == pipeline.topics.group(Projector.name)
     assert (body["source_topic"], body["source_partition"], body["source_offset"]) == (
         topic,
         bad.partition,
@@ -117,5 +122,67 @@ async def test_an_undecodable_record_is_dead_lettered_and_the_rest_applied(
     # and the good events around it were applied, with the offsets past all three
     row = await pipeline.store.get("a-1")
     assert row is not None and row.version == 2 and row.state.pages_crawled == 2
-    stored = await pipeline.store.stored_offsets(Projector.group)
+    stored = await pipeline.store.stored_offsets(pipeline.topics.group(Projector.name))
     assert stored[(topic, bad.partition)] == bad.offset + 2
+
+
+async def test_an_event_the_store_refuses_is_set_aside_and_the_rest_of_its_batch_proceeds(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a batch in which the store refuses one event for good (as a value it cannot hold)
+    topic = pipeline.topics.lifecycle
+    events = [started("a-1", at(0)), started("a-poison", at(1)), started("a-2", at(2))]
+    await append(pipeline.log, topic, events)
+    real_apply = pipeline.store.apply
+
+    async def refusing(batch: Any, *args: Any, **kwargs: Any) -> Any:
+        if any(event.audit_id == "a-poison" for event, _ in batch):
+            raise StoreError("integer out of range", retriable=False)
+        return await real_apply(batch, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline.store, "apply", refusing)
+
+    # when the projector has caught up
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        await run_until_idle(projector)
+
+    # then the others are projected, the refused one is a dead letter with the store's reason
+    assert await pipeline.store.get("a-1") is not None
+    assert await pipeline.store.get("a-2") is not None
+    assert await pipeline.store.get("a-poison") is None
+    [letter] = await read_topic(pipeline.log, pipeline.topics.dead_letter)
+    body = json.loads(letter.value)
+    assert letter.key == "a-poison"
+    assert "cannot be applied to the projection" in body["error"]
+    assert "integer out of range" in body["error"]
+    # and the offsets are past the whole batch: nothing is read again
+    stored = await pipeline.store.stored_offsets(pipeline.topics.group(Projector.name))
+    ends = await pipeline.log.end_offsets(topic)
+    assert all(stored.get((topic, p), 0) >= end for p, end in ends.items() if end)
+
+
+async def test_a_store_that_is_down_is_retried_not_set_aside(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a store that is unreachable for one try
+    await append(pipeline.log, pipeline.topics.lifecycle, [started("a-1", at(0))])
+    real_apply = pipeline.store.apply
+    failures = [StoreError("connection refused", retriable=True)]
+
+    async def flaky(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return await real_apply(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline.store, "apply", flaky)
+
+    # when the projector steps: the failing step raises (the supervisor backs off and restarts)
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        with pytest.raises(StoreError):
+            await eventually(projector.step, until=lambda handled: handled > 0, timeout=10)
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        await run_until_idle(projector)
+
+    # then nothing was set aside, and the event is projected on the next try
+    assert await read_topic(pipeline.log, pipeline.topics.dead_letter) == []
+    assert await pipeline.store.get("a-1") is not None

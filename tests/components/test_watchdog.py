@@ -152,3 +152,36 @@ async def test_step_ticks_once_per_interval(pipeline: Pipeline) -> None:
     assert await dog.step() == 0  # the next one is 5 minutes away
     assert dog.ticks == 1
     assert len(await requested(pipeline)) == 2
+
+
+async def test_watchdogs_of_several_processes_tick_once_per_interval_between_them(
+    pipeline: Pipeline,
+) -> None:
+    # given three processes' watchdogs on one store, their clocks in one interval slot
+    await project(pipeline.store, [started("stale-1", at(0)), started("stale-2", at(1))])
+    now = [NOW]
+    dogs = [
+        Watchdog(
+            pipeline.log,
+            pipeline.store,
+            stale_after=timedelta(minutes=15),
+            interval=timedelta(minutes=5),
+            batch_limit=100,
+            clock=lambda: now[0],
+            owner=f"process-{i}",
+        )
+        for i in range(3)
+    ]
+
+    # when each steps as soon as it may, in this interval and then in the next
+    first = [await dog.step() for dog in dogs]
+    for dog in dogs:
+        dog._next = 0.0  # each looks again at once, as when its timer fires
+    now[0] = NOW + timedelta(minutes=5)
+    second = [await dog.step() for dog in dogs]
+
+    # then each interval has exactly one tick, whichever process made it
+    assert sorted(first) == [0, 0, 2]
+    assert sorted(second) == [0, 0, 2]
+    assert sum(dog.ticks for dog in dogs) == 2
+    assert len(await requested(pipeline)) == 4  # each stale audit asked about once a tick

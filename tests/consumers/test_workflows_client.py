@@ -10,7 +10,7 @@ import asyncio
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from email.utils import formatdate
 from typing import Any
 
@@ -22,10 +22,12 @@ from consumers.workflows.client import (
     ProbeFailure,
     WorkflowsClient,
 )
+from consumers.workflows.ratelimit import SharedRateLimit
 from consumers.workflows.simulator.server import STATUSES, SimulatorServer
 from statemachine.errors import ConfigError, InvalidInput, WorkflowsApiError
 from statemachine.events import ProbeFailureReason as R
 from tests.clock import FakeClock
+from tests.pipeline import Pipeline
 
 TOKEN = "cf-secret-token-0123456789"
 MakeClient = Callable[..., Awaitable[WorkflowsClient]]
@@ -263,7 +265,7 @@ async def test_a_server_error_is_retried_with_growing_backoff_and_every_try_is_b
     assert 0.375 <= first <= 0.5
     assert 0.75 <= second <= 1.0
     assert simulator.sim.requests_for("f") == 3
-    assert client.budget_left == 7
+    assert (await client.budget_left()) == 7
 
 
 async def test_retries_stop_after_max_retries(
@@ -307,7 +309,7 @@ async def test_not_found_and_client_errors_are_not_retried(
 # --- rate limits ------------------------------------------------------------------------------
 
 
-async def test_a_429_pauses_all_probing_for_retry_after_without_sending(
+async def test_a_429_pauses_all_probing_and_callers_that_can_wait_are_sent_after_it(
     simulator: SimulatorServer, make_client: MakeClient, clock: FakeClock
 ) -> None:
     # given a client that is told to back off for 30 s
@@ -317,23 +319,24 @@ async def test_a_429_pauses_all_probing_for_retry_after_without_sending(
     t0 = clock.now
     answer = failure(await client.get_instance("limited"))
     assert (answer.reason, answer.http_status) == (R.RATE_LIMITED, 429)
-    assert client.paused_until == t0 + 30
+    assert await client.paused_for() == 30
 
-    # when it is asked about any instance during the pause, up to its last moment
+    # when callers that cannot wait that long ask during the pause, up to its last moment
     for instance_id, seconds_later in (("other", 0.0), ("limited", 15.0), ("other", 29.9)):
         clock.now = t0 + seconds_later
-        paused = failure(await client.get_instance(instance_id))
+        paused = failure(await client.get_instance(instance_id, wait=0.05))
 
-        # then it answers rate_limited at once, without sending or waiting
+        # then each is answered rate_limited at once, without sending or waiting
         assert (paused.reason, paused.http_status) == (R.RATE_LIMITED, None)
         assert f"paused by a Cloudflare 429 for {30 - seconds_later:.1f}s more" in paused.detail
     assert simulator.sim.stats()["total"] == 1
     assert clock.sleeps == []
 
-    # and once the pause is over it asks the API again
-    clock.now = t0 + 30
-    assert client.paused_until is None
-    assert await client.get_instance("other") == InstanceStatus("running", None, None)
+    # and a caller whose bound outlasts the pause waits it out, then is answered
+    clock.now = t0 + 20
+    assert await client.get_instance("other", wait=15) == InstanceStatus("running", None, None)
+    assert clock.sleeps == [pytest.approx(10)]
+    assert await client.paused_for() is None
     assert simulator.sim.stats()["total"] == 2
 
 
@@ -362,10 +365,8 @@ async def test_the_pause_length_comes_from_the_429_headers(
         tolerance = 1.5
     simulator.sim.set_fault("f", "rate_limit", headers=headers)
     client = await make_client()
-    t0 = clock.now
     assert failure(await client.get_instance("f")).reason == R.RATE_LIMITED
-    assert client.paused_until is not None
-    assert client.paused_until - t0 == pytest.approx(expected, abs=tolerance)
+    assert await client.paused_for() == pytest.approx(expected, abs=tolerance)
 
 
 async def test_an_exhausted_budget_refuses_without_sending_when_no_slot_frees_in_time(
@@ -376,7 +377,7 @@ async def test_an_exhausted_budget_refuses_without_sending_when_no_slot_frees_in
     client = await make_client(budget=3, budget_window=60, timeout=2.0)
     for _ in range(3):
         assert isinstance(await client.get_instance("i"), InstanceStatus)
-    assert client.budget_left == 0
+    assert (await client.budget_left()) == 0
 
     # when one more call comes
     answer = failure(await client.get_instance("i"))
@@ -389,9 +390,9 @@ async def test_an_exhausted_budget_refuses_without_sending_when_no_slot_frees_in
     assert simulator.sim.requests_for("i") == 3
     # and the window frees the whole budget a minute after it was used
     clock.advance(59.9)
-    assert client.budget_left == 0
+    assert (await client.budget_left()) == 0
     clock.advance(0.1)
-    assert client.budget_left == 3
+    assert (await client.budget_left()) == 3
     assert await client.get_instance("i") == InstanceStatus("running", None, None)
 
 
@@ -470,3 +471,63 @@ def test_invalid_settings_are_refused() -> None:
     with pytest.raises(ConfigError):
         WorkflowsClient(api_url="http://x", account_id="a", workflow="w", api_token=None,
                         concurrency=0)  # fmt: skip
+
+
+# --- one budget for every process probing an account ---------------------------------------
+
+
+@pytest.fixture
+def budget_store(pipeline: Pipeline) -> Any:
+    """The store that holds the shared budget, on each backend pair."""
+    return pipeline.store
+
+
+def shared(store: Any, clock: FakeClock, budget: int = 3) -> SharedRateLimit:
+    wall = datetime(2026, 12, 1, tzinfo=UTC)
+    return SharedRateLimit(
+        store,
+        "acc",
+        budget,
+        300.0,
+        clock=lambda: wall + timedelta(seconds=clock.now),
+        sleep=clock.sleep,
+    )
+
+
+async def test_processes_probing_one_account_share_one_budget(
+    simulator: SimulatorServer, make_client: MakeClient, clock: FakeClock, budget_store: Any
+) -> None:
+    # given two processes' clients on one account, with 3 requests per 5 minutes between them
+    simulator.sim.set_instance("i", "running")
+    one = await make_client(limiter=shared(budget_store, clock))
+    two = await make_client(limiter=shared(budget_store, clock))
+
+    # when both keep asking
+    answers = [await c.get_instance("i", wait=0) for c in (one, two, one, two, one)]
+
+    # then the account sees 3 requests in the window, not 3 per process
+    assert [isinstance(a, InstanceStatus) for a in answers] == [True, True, True, False, False]
+    assert simulator.sim.requests_for("i") == 3
+    assert await two.budget_left() == 0
+    assert "shared by every process" in failure(answers[3]).detail
+
+
+async def test_a_429_seen_by_one_process_pauses_the_others(
+    simulator: SimulatorServer, make_client: MakeClient, clock: FakeClock, budget_store: Any
+) -> None:
+    # given one process told by Cloudflare to back off for 20 s
+    simulator.sim.set_instance("i", "running")
+    simulator.sim.set_fault("limited", "rate_limit", retry_after=20, times=1)
+    one = await make_client(limiter=shared(budget_store, clock, budget=100))
+    two = await make_client(limiter=shared(budget_store, clock, budget=100))
+    assert failure(await one.get_instance("limited")).reason == R.RATE_LIMITED
+
+    # when the other process asks: at once, then with a bound that outlasts the pause
+    held = failure(await two.get_instance("i", wait=1))
+    answered = await two.get_instance("i", wait=30)
+
+    # then it sends nothing during the pause, and is answered once the pause ends
+    assert (held.reason, held.http_status) == (R.RATE_LIMITED, None)
+    assert answered == InstanceStatus("running", None, None)
+    assert simulator.sim.requests_for("i") == 1
+    assert sum(clock.sleeps) == pytest.approx(20, abs=0.01)

@@ -194,7 +194,13 @@ def lifecycle_mix() -> list[AuditEvent]:
             by="reconciler",
             code="finalize_lost",
             reconciled_by="watchdog",
-            policy={"finalize_grace_s": 600.0, "nested": {"k": [1, 2.5, None]}},
+            policy={
+                "finalize_grace_s": 600.0,
+                "mode": "enforce",
+                "count": 3,
+                "shadow": False,
+                "x": None,
+            },
         ),
         simulated("a-run", at(15)),
         completed("a-over", at(16)),  # overturns the reconciler's failure
@@ -635,6 +641,56 @@ class ProjectionStoreContract:
             await task
         async with make_store() as other, other.watchdog_lock() as free:
             assert free is True
+
+    async def test_a_tick_slot_is_claimed_once_across_stores(
+        self, store: ProjectionStore, make_store: MakeStore
+    ) -> None:
+        async with make_store() as other:
+            # given two processes racing for the same interval slot
+            first, second = await asyncio.gather(
+                store.claim_tick("watchdog", 42, "a"), other.claim_tick("watchdog", 42, "b")
+            )
+
+            # then exactly one of them ticks; the next slot, and another job, are free again
+            assert sorted([first, second]) == [False, True]
+            assert await store.claim_tick("watchdog", 42, "a") is False
+            assert await other.claim_tick("watchdog", 43, "b") is True
+            assert await store.claim_tick("telemetry-report", 42, "a") is True
+
+    async def test_the_request_budget_is_shared_and_slides(
+        self, store: ProjectionStore, make_store: MakeStore
+    ) -> None:
+        async with make_store() as other:
+            # given a budget of 3 requests per 10 s shared by two processes
+            grants = [
+                await s.take_request_slot("acct", at(seconds=i), 3, 10.0)
+                for i, s in enumerate([store, other, store, other])
+            ]
+
+            # then the fourth is refused until the first leaves the window
+            assert [g.granted for g in grants] == [True, True, True, False]
+            assert grants[3].frees_at == at(seconds=10)
+            assert await other.requests_in_window("acct", at(seconds=3), 10.0) == 3
+            later = await other.take_request_slot("acct", at(seconds=10), 3, 10.0)
+            assert later.granted is True
+            # and another account has a budget of its own
+            assert (await store.take_request_slot("other", at(seconds=3), 3, 10.0)).granted
+
+    async def test_a_pause_holds_every_process_until_it_ends(
+        self, store: ProjectionStore, make_store: MakeStore
+    ) -> None:
+        async with make_store() as other:
+            # given a 429 seen by one process
+            await store.pause_requests("acct", at(seconds=30))
+            await store.pause_requests("acct", at(seconds=20))  # an earlier end does not shorten it
+
+            # then the other process is held until the pause ends, and takes nothing meanwhile
+            held = await other.take_request_slot("acct", at(seconds=5), 100, 300.0)
+            assert (held.granted, held.paused_until) == (False, at(seconds=30))
+            assert await other.requests_paused_until("acct", at(seconds=5)) == at(seconds=30)
+            assert await other.requests_in_window("acct", at(seconds=5), 300.0) == 0
+            assert await other.requests_paused_until("acct", at(seconds=30)) is None
+            assert (await other.take_request_slot("acct", at(seconds=30), 100, 300.0)).granted
 
     async def test_heartbeats_and_live_components(self, store: ProjectionStore) -> None:
         now = at(100)

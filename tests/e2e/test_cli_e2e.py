@@ -335,3 +335,60 @@ def test_invalid_configuration_names_the_variable(backend: Backend, env: dict[st
     result = run(backend, "audits", env={**env, "AUDITREC_STALE_RUNNING_AFTER": "soon"})
     assert result.returncode == 2
     assert "AUDITREC_STALE_RUNNING_AFTER" in result.stderr
+
+
+@pytest.fixture
+def embedded(tmp_path: Path) -> Backend:
+    return Backend(
+        "sqlite", f"sqlite:///{tmp_path}/events.db", f"sqlite:///{tmp_path}/audits.db", "tq"
+    )
+
+
+@pytest.mark.parametrize(
+    ("settings", "missing"),
+    [
+        ({}, ["AUDITREC_CLOUDFLARE_API_TOKEN", "AUDITREC_CLOUDFLARE_ACCOUNT_ID"]),
+        ({"AUDITREC_CLOUDFLARE_API_TOKEN": "t"}, ["AUDITREC_CLOUDFLARE_ACCOUNT_ID"]),
+    ],
+)
+def test_serve_refuses_to_probe_cloudflare_without_a_token_and_an_account(
+    embedded: Backend, settings: dict[str, str], missing: list[str]
+) -> None:
+    # given Cloudflare's own API URL (the default) without credentials
+    env = embedded.environ(**settings)
+
+    # when the probe is started
+    refused = run(embedded, "serve", "--only", "probe", "--until-idle", env=env, timeout=60)
+
+    # then serve exits as for invalid input, naming what to set
+    assert refused.returncode == 2, refused.stderr
+    for name in missing:
+        assert name in refused.stderr
+    assert "AUDITREC_CLOUDFLARE_API_URL" in refused.stderr
+
+
+def test_a_sweep_whose_every_probe_failed_exits_non_zero_with_the_cause(
+    embedded: Backend, simulator: SimulatorServer
+) -> None:
+    # given stale running audits, and a Workflows API that refuses our token
+    simulator.sim.token = "the-right-one"
+    env = embedded.environ(
+        AUDITREC_CLOUDFLARE_API_URL=simulator.url,
+        AUDITREC_CLOUDFLARE_ACCOUNT_ID="acct-1",
+        AUDITREC_CLOUDFLARE_API_TOKEN="a-wrong-one",
+    )
+    old = datetime.now(UTC) - timedelta(hours=2)
+    lines = [
+        envelope("AuditStarted", f"a-{i}", old, project_id="p", workflow_instance_id=f"wf-{i}")
+        for i in range(3)
+    ]
+    assert run(embedded, "publish", "-", env=env, input="\n".join(lines)).returncode == 0
+
+    # when a sweep runs
+    swept = run(embedded, "sweep", "--inline", env=env)
+
+    # then it says that it saw nothing, and why, and exits 1
+    assert swept.returncode == 1, swept.stdout + swept.stderr
+    assert "every probe of this sweep failed (unauthorized 3)" in swept.stderr
+    assert "AUDITREC_CLOUDFLARE_API_TOKEN" in swept.stderr
+    assert "a-wrong-one" not in swept.stdout + swept.stderr

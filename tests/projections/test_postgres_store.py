@@ -116,8 +116,8 @@ async def test_concurrent_first_starts_migrate_once(pg_url: str, schema: str) ->
         await asyncio.gather(*(s.start() for s in stores))
         versions = await asyncio.gather(*(s.init() for s in stores))
         assert versions == [SCHEMA_VERSION] * 4
-        rows = await stores[0].pool.fetch("SELECT version FROM schema_migrations")
-        assert [r[0] for r in rows] == [SCHEMA_VERSION]
+        rows = await stores[0].pool.fetch("SELECT version FROM schema_migrations ORDER BY 1")
+        assert [r[0] for r in rows] == list(range(1, SCHEMA_VERSION + 1))  # each once
     finally:
         await asyncio.gather(*(s.stop() for s in stores))
 
@@ -175,17 +175,6 @@ def test_an_invalid_schema_name_is_refused() -> None:
     with pytest.raises(StoreError) as info:
         PostgresStore("postgresql://127.0.0.1/db", schema='x"; DROP TABLE audits; --')
     assert info.value.retriable is False
-
-
-async def test_nul_characters_are_stored_as_replacement_characters(pg: PostgresStore) -> None:
-    start = started("a-nul", start_url="https://x/\x00y")
-    look = observed("a-nul", "errored", at(1), error={"name": "E\x00", "message": "m"})
-    result = await pg.apply(positioned([start, look]), {}, CONSUMER)
-    assert result.applied == 2
-    row = await pg.get("a-nul")
-    assert row is not None and row.state.start_url == "https://x/\ufffdy"
-    history = await pg.history("a-nul")
-    assert history[1].event.data.error.name == "E\ufffd"  # type: ignore[union-attr]
 
 
 # -- the watchdog lock ----------------------------------------------------------------------

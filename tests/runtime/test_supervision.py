@@ -247,3 +247,23 @@ def _projector(rt: Backends) -> Builder:
         return Projector(rt.log, rt.store)
 
     return build
+
+
+async def test_a_component_that_keeps_failing_is_named_on_the_health_board(
+    rt: Backends,
+) -> None:
+    # given a component whose steps all raise
+    broken = Recording("broken", failures=10_000)
+    supervisor = Supervisor([given(broken)], rt, rt.health)
+
+    # when the supervisor has run it for a while
+    async with supervisor:
+        running = asyncio.create_task(supervisor.run(drain_timeout=2))
+        problems = await eventually(
+            rt.health.problems, until=lambda p: "broken" in p, message="broken named"
+        )
+        supervisor.stopping.set()
+        await asyncio.wait_for(running, 10)
+
+    # then the board (what /readyz reports) says it is failing, and why
+    assert problems["broken"].startswith("failing (3 steps in a row)")

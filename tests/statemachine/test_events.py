@@ -493,3 +493,57 @@ def test_a_failure_event_needs_a_failed_by() -> None:
 
     with pytest.raises(ValidationError):
         AuditFailed.model_validate(envelope("AuditFailed", data=data))
+
+
+# --- what every store can hold --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "data", "field"),
+    [
+        ("AuditStarted", {"project_id": "p", "pages_total": 2**70}, "pages_total"),
+        ("AuditStarted", {"project_id": "p\x00q"}, "project_id"),
+        ("AuditStarted", {"project_id": "p\ud800"}, "project_id"),
+        ("AuditStarted", {"project_id": "p", "start_url": "h" * 2049}, "start_url"),
+        ("AuditProgressed", {"pages_crawled": -1}, "pages_crawled"),
+        (
+            "AuditFailed",
+            {"error_code": "oom", "error_detail": "x", "failed_by": "workflow",
+             "policy": {"deep": {"er": [1]}}},
+            "policy",
+        ),
+        (
+            "AuditFailed",
+            {"error_code": "oom", "error_detail": "x", "failed_by": "workflow",
+             "policy": {f"k{i}": i for i in range(33)}},
+            "policy",
+        ),
+        (
+            "AuditFailed",
+            {"error_code": "oom", "error_detail": "x", "failed_by": "workflow",
+             "failed_phase": "p" * 65},
+            "failed_phase",
+        ),
+        (
+            "WorkflowProbeFailed",
+            {"reason": "timeout", "detail": "d", "trigger": "watchdog",
+             "observed_at": "2026-11-30T08:00:00Z", "http_status": 10**6},
+            "http_status",
+        ),
+    ],
+)  # fmt: skip
+def test_a_value_no_store_could_hold_is_refused_naming_its_field(
+    kind: str, data: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        EVENT_ADAPTER.validate_python(envelope(kind, data=data))
+
+    assert any(field in err["loc"] for err in refused.value.errors())
+
+
+def test_the_largest_count_every_json_reader_keeps_exact_is_accepted() -> None:
+    event = EVENT_ADAPTER.validate_python(
+        envelope("AuditStarted", data={"project_id": "p", "pages_total": 2**53 - 1})
+    )
+
+    assert event.data.pages_total == 2**53 - 1

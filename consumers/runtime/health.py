@@ -1,0 +1,69 @@
+"""How each component of this process is doing, as the supervisor sees it: failing (its steps
+keep raising), stalled (it has lag but makes no progress), or well. ``/readyz`` answers 503
+naming a component that is not well, and the metrics show it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from consumers.runtime.metrics import COMPONENT_HEALTHY
+
+__all__ = ["FAILING_AFTER", "STALLED_AFTER", "HealthBoard"]
+
+FAILING_AFTER = 3  # consecutive failed steps
+STALLED_AFTER = 60.0  # seconds with lag and no progress
+
+
+@dataclass
+class _Entry:
+    failures: int = 0
+    error: str | None = None
+    progress_at: float = field(default_factory=time.monotonic)
+    lag: int = 0
+
+
+class HealthBoard:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._entries: dict[str, _Entry] = {}
+        self._clock = clock
+
+    def started(self, name: str) -> None:
+        self._entries[name] = _Entry(progress_at=self._clock())
+        COMPONENT_HEALTHY.labels(name).set(1)
+
+    def stepped(self, name: str, handled: int) -> None:
+        entry = self._entries.setdefault(name, _Entry())
+        entry.failures, entry.error = 0, None
+        if handled or entry.lag == 0:
+            entry.progress_at = self._clock()
+        self._publish(name)
+
+    def failed(self, name: str, error: BaseException) -> None:
+        entry = self._entries.setdefault(name, _Entry())
+        entry.failures += 1
+        entry.error = f"{type(error).__name__}: {error}"[:300]
+        self._publish(name)
+
+    def lagging(self, name: str, lag: int) -> None:
+        entry = self._entries.setdefault(name, _Entry())
+        if lag == 0 or entry.lag == 0:
+            entry.progress_at = self._clock()
+        entry.lag = lag
+        self._publish(name)
+
+    def problems(self) -> dict[str, str]:
+        """Components that are not well, and why."""
+        out: dict[str, str] = {}
+        now = self._clock()
+        for name, entry in self._entries.items():
+            if entry.failures >= FAILING_AFTER:
+                out[name] = f"failing ({entry.failures} steps in a row): {entry.error}"
+            elif entry.lag > 0 and now - entry.progress_at >= STALLED_AFTER:
+                stalled = now - entry.progress_at
+                out[name] = f"stalled: lag {entry.lag}, no progress for {stalled:.0f}s"
+        return out
+
+    def _publish(self, name: str) -> None:
+        COMPONENT_HEALTHY.labels(name).set(0 if name in self.problems() else 1)

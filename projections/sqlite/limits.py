@@ -1,0 +1,94 @@
+"""What keeps processes sharing one SQLite file to a shared pace: periodic jobs claimed once
+per interval slot, and the Workflows API's request budget and 429 pause. Each is one
+``BEGIN IMMEDIATE`` transaction, so processes serialise on the file's write lock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from projections.sqlite.connection import SQLiteDB
+from projections.sqlite.rows import from_micros, to_micros
+from projections.store import RequestSlot
+
+__all__ = ["SQLiteLimits"]
+
+KEEP_TICKS = 1000  # claimed slots kept per job (older ones are pruned at each claim)
+
+
+class SQLiteLimits:
+    db: SQLiteDB
+
+    async def claim_tick(self, name: str, slot: int, owner: str) -> bool:
+        def work() -> bool:
+            with self.db.transaction() as conn:
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO ticks VALUES (?, ?, ?, ?)",
+                    (name, slot, owner, to_micros(datetime.now(UTC))),
+                )
+                conn.execute(
+                    "DELETE FROM ticks WHERE name = ? AND slot < ?", (name, slot - KEEP_TICKS)
+                )
+                return cur.rowcount == 1
+
+        return await self.db.run(work)
+
+    async def take_request_slot(
+        self, account: str, now: datetime, budget: int, window_s: float
+    ) -> RequestSlot:
+        stamp = to_micros(now)
+        horizon = to_micros(now - timedelta(seconds=window_s))
+
+        def work() -> RequestSlot:
+            with self.db.transaction() as conn:
+                row = conn.execute(
+                    "SELECT until FROM api_pauses WHERE account = ?", (account,)
+                ).fetchone()
+                if row is not None and row[0] > stamp:
+                    return RequestSlot(False, paused_until=from_micros(row[0]))
+                conn.execute(
+                    "DELETE FROM api_requests WHERE account = ? AND sent_at <= ?",
+                    (account, horizon),
+                )
+                count, oldest = conn.execute(
+                    "SELECT count(*), min(sent_at) FROM api_requests WHERE account = ?",
+                    (account,),
+                ).fetchone()
+                if count < budget:
+                    conn.execute("INSERT INTO api_requests VALUES (?, ?)", (account, stamp))
+                    return RequestSlot(True)
+                frees = from_micros(oldest)
+                assert frees is not None
+                return RequestSlot(False, frees_at=frees + timedelta(seconds=window_s))
+
+        return await self.db.run(work)
+
+    async def pause_requests(self, account: str, until: datetime) -> None:
+        def work() -> None:
+            self.db.conn.execute(
+                "INSERT INTO api_pauses VALUES (?, ?) ON CONFLICT (account) "
+                "DO UPDATE SET until = max(until, excluded.until)",
+                (account, to_micros(until)),
+            )
+
+        await self.db.run(work)
+
+    async def requests_paused_until(self, account: str, now: datetime) -> datetime | None:
+        def work() -> datetime | None:
+            row = self.db.conn.execute(
+                "SELECT until FROM api_pauses WHERE account = ?", (account,)
+            ).fetchone()
+            return from_micros(row[0]) if row is not None and row[0] > to_micros(now) else None
+
+        return await self.db.run(work)
+
+    async def requests_in_window(self, account: str, now: datetime, window_s: float) -> int:
+        horizon = to_micros(now - timedelta(seconds=window_s))
+
+        def work() -> int:
+            row = self.db.conn.execute(
+                "SELECT count(*) FROM api_requests WHERE account = ? AND sent_at > ?",
+                (account, horizon),
+            ).fetchone()
+            return int(row[0])
+
+        return await self.db.run(work)
