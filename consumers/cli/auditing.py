@@ -34,7 +34,7 @@ def publish(ctx: click.Context, file: Any, as_json: bool) -> None:
         raise InvalidInput(f"{file.name}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     events = parse_json_lines(lines)
     settings = settings_of(ctx)
-    ids = run(with_backends(settings, lambda rt: operations(rt).publish(events)))
+    ids = run(with_backends(settings, lambda rt: operations(rt).publish(events), store=False))
     if as_json:
         print_json({"published": len(ids), "event_ids": ids})
     else:

@@ -70,15 +70,17 @@ async def with_backends(
     fn: Callable[[Any], Awaitable[T]],
     *,
     log: bool = True,
+    store: bool = True,
     init: bool = True,
 ) -> T:
     """Run ``fn`` on started backends; ``log=False`` for commands that only read the
-    projection (they then work while the event log is unreachable); ``init=False`` creates
-    no topics or tables."""
+    projection (they then work while the event log is unreachable), ``store=False`` for those
+    that only write to the log (``publish`` works while the database is down); ``init=False``
+    creates no topics or tables."""
     from consumers.operations.backends import Backends
 
     rt = Backends(settings)
-    await rt.start(with_log=log, init=init)
+    await rt.start(with_log=log, with_store=store, init=init)
     try:
         return await fn(rt)
     finally:

@@ -48,21 +48,31 @@ class Backends(LongLived):
         self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.health = HealthBoard()  # this process's components, as its supervisor sees them
 
-    async def start(self, *, init: bool = True, wait: float = 0.0, with_log: bool = True) -> None:
+    async def start(
+        self,
+        *,
+        init: bool = True,
+        wait: float = 0.0,
+        with_log: bool = True,
+        with_store: bool = True,
+    ) -> None:
         """Connect (and create topics/tables). With ``wait`` > 0, retriable failures (the
         broker or the database not up yet) are retried with backoff for that many seconds.
-        ``with_log=False`` connects the projection store only (read-only commands)."""
+        ``with_log=False`` connects the projection store only (read-only commands);
+        ``with_store=False`` the event log only (publishing)."""
         if self._started:
             return
 
         async def connect() -> None:
             if with_log:
                 await self.log.start()
-            await self.store.start()
+            if with_store:
+                await self.store.start()
             if init:
                 if with_log:
                     await self.log.init()
-                await self.store.init()
+                if with_store:
+                    await self.store.init()
 
         await retrying(connect, self.stop, wait=wait, what="not ready")
         self._started = True

@@ -211,11 +211,12 @@ class WorkflowsClient(LongLived):
         return None
 
     async def _attempt(self, url: str, wait: float) -> _Outcome:
-        # Admitted before queueing for the semaphore: waiting out a pause holds no connection.
-        refused = await self._limit.take(wait)
-        if refused is not None:
-            return _Outcome(self._failure(_Reason.RATE_LIMITED, None, refused))
         async with self._semaphore:
+            # Admitted as it is sent, so the budget counts requests when they reach the API
+            # (a pause holds every request anyway, so waiting here blocks nobody who could go).
+            refused = await self._limit.take(wait)
+            if refused is not None:
+                return _Outcome(self._failure(_Reason.RATE_LIMITED, None, refused))
             client = self._client
             if client is None:
                 raise WorkflowsApiError("the Workflows client was stopped")

@@ -34,6 +34,9 @@ __all__ = [
 ]
 
 _DEFAULT_PAUSE = 60.0
+# A slot is held for the window and this much more: a request admitted early in the window may
+# reach the API a little later than it was admitted, and the API counts arrivals.
+ARRIVAL_MARGIN = 1.0
 _PAUSE_BOUNDS = (1.0, 900.0)
 _RATELIMIT_T = re.compile(r"(?:^|;)\s*t=(\d+(?:\.\d+)?)")
 
@@ -164,7 +167,7 @@ class SharedRateLimit:
         self._store = store
         self._account = account
         self._budget = budget
-        self._window = window
+        self._window = window + ARRIVAL_MARGIN
         self._clock = clock
         self._sleep = sleep
 

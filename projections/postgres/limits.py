@@ -62,11 +62,16 @@ class PostgresLimits(ABC):
                     account,
                     horizon,
                 )
-                count, oldest = await conn.fetchrow(
-                    "SELECT count(*), min(sent_at) FROM api_requests WHERE account = $1", account
+                count, oldest, newest = await conn.fetchrow(
+                    "SELECT count(*), min(sent_at), max(sent_at) FROM api_requests "
+                    "WHERE account = $1",
+                    account,
                 )
                 if count < budget:
-                    await conn.execute("INSERT INTO api_requests VALUES ($1, $2)", account, now)
+                    # Never older than a slot already taken: a caller whose clock read came
+                    # before another's lock must not free its slot early.
+                    taken = max(now, newest or now)
+                    await conn.execute("INSERT INTO api_requests VALUES ($1, $2)", account, taken)
                     return RequestSlot(True)
                 return RequestSlot(False, frees_at=oldest + timedelta(seconds=window_s))
 

@@ -36,6 +36,7 @@ class SQLiteLimits:
         self, account: str, now: datetime, budget: int, window_s: float
     ) -> RequestSlot:
         stamp = to_micros(now)
+        assert stamp is not None
         horizon = to_micros(now - timedelta(seconds=window_s))
 
         def work() -> RequestSlot:
@@ -49,12 +50,16 @@ class SQLiteLimits:
                     "DELETE FROM api_requests WHERE account = ? AND sent_at <= ?",
                     (account, horizon),
                 )
-                count, oldest = conn.execute(
-                    "SELECT count(*), min(sent_at) FROM api_requests WHERE account = ?",
+                count, oldest, newest = conn.execute(
+                    "SELECT count(*), min(sent_at), max(sent_at) FROM api_requests "
+                    "WHERE account = ?",
                     (account,),
                 ).fetchone()
                 if count < budget:
-                    conn.execute("INSERT INTO api_requests VALUES (?, ?)", (account, stamp))
+                    # Never older than a slot already taken: a caller whose clock read came
+                    # before another's lock must not free its slot early.
+                    taken = stamp if newest is None else max(stamp, int(newest))
+                    conn.execute("INSERT INTO api_requests VALUES (?, ?)", (account, taken))
                     return RequestSlot(True)
                 frees = from_micros(oldest)
                 assert frees is not None

@@ -392,3 +392,16 @@ def test_a_sweep_whose_every_probe_failed_exits_non_zero_with_the_cause(
     assert "every probe of this sweep failed (unauthorized 3)" in swept.stderr
     assert "AUDITREC_CLOUDFLARE_API_TOKEN" in swept.stderr
     assert "a-wrong-one" not in swept.stdout + swept.stderr
+
+
+def test_publish_needs_only_the_event_log(embedded: Backend) -> None:
+    # given a reachable event log and a database nobody listens for
+    env = embedded.environ(AUDITREC_DATABASE_URL="postgresql://postgres@127.0.0.1:9/nowhere")
+    line = envelope("AuditStarted", "a-1", datetime.now(UTC), project_id="p")
+
+    # when events are published
+    published = run(embedded, "publish", "-", "--json", env=env, input=line, timeout=60)
+
+    # then they are in the log, the database untouched
+    assert published.returncode == 0, published.stderr
+    assert json.loads(published.stdout)["published"] == 1

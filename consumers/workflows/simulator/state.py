@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections import Counter
+import time
+from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -94,6 +95,7 @@ class Simulator:
         self._faults: dict[str, Fault] = {}
         self._requests: Counter[str] = Counter()
         self._total = 0
+        self._arrivals: deque[float] = deque(maxlen=100_000)  # monotonic seconds
         self._in_flight = 0
         self._max_in_flight = 0
 
@@ -163,6 +165,7 @@ class Simulator:
             self._faults.clear()
             self._requests.clear()
             self._total = 0
+            self._arrivals.clear()
             self._max_in_flight = self._in_flight
             self.latency_ms = 0.0
             self.token = None
@@ -187,6 +190,17 @@ class Simulator:
         with self._lock:
             return self._requests[instance_id]
 
+    def busiest_window(self, seconds: float) -> int:
+        """The most requests that arrived within any ``seconds`` (the last 100 000 kept)."""
+        with self._lock:
+            times = list(self._arrivals)
+        most, start = 0, 0
+        for end, at in enumerate(times):
+            while times[start] <= at - seconds:
+                start += 1
+            most = max(most, end - start + 1)
+        return most
+
     def stats(self) -> dict[str, Any]:
         with self._lock:
             return {
@@ -209,6 +223,7 @@ class Simulator:
         """Count a request on arrival; its fault (one use of it) and delay in seconds."""
         with self._lock:
             self._total += 1
+            self._arrivals.append(time.monotonic())
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
             fault = None
