@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast lint format bench services-up services-down clean
+.PHONY: venv demo test test-fast fuzz lint format bench services-up services-down clean
 
 venv: $(STAMP)
 
@@ -22,6 +22,11 @@ demo: venv
 # service fails instead of skipping.
 test: venv services-up
 	AUDITREC_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The fuzz targets with a long profile (`make test` runs a short one).
+FUZZ_EXAMPLES ?= 2000
+fuzz: venv services-up
+	AUDITREC_REQUIRE_SERVICES=1 AUDITREC_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:randomly tests/fuzz
 
 # Without Kafka/PostgreSQL: their tests skip.
 test-fast: venv

@@ -54,6 +54,8 @@ def _loads(value: bytes) -> dict[str, Any]:
         raw = json.loads(value)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DecodeError(f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise DecodeError("not valid JSON: nested too deeply") from None
     if not isinstance(raw, dict):
         raise DecodeError("not a JSON object")
     try:
