@@ -167,8 +167,15 @@ class Supervisor(LongLived):
                 backoff = min(backoff * 2, 30.0)
                 with contextlib.suppress(Exception):
                     await component.stop()
-                with contextlib.suppress(Exception):
+                try:
                     await component.start()
+                except Exception as start_error:  # the next step fails again; say why now
+                    self.health.failed(component.name, start_error)
+                    log.warning(
+                        "component restart failed; retrying",
+                        component=component.name,
+                        error=f"{type(start_error).__name__}: {start_error}",
+                    )
 
     async def run(self, *, drain_timeout: float = 10.0) -> None:
         """Run until :attr:`stopping` is set (SIGINT/SIGTERM when installed)."""
