@@ -100,8 +100,10 @@ class Supervisor(LongLived):
         self.stopping = asyncio.Event()
 
     async def start(self, *, wait: float = 0.0) -> None:
-        """Build and start the components. With ``wait`` > 0, a retriable failure (a group
-        coordinator not ready yet) stops what started and tries again with backoff."""
+        """Build the components in order, then start them all at once (each joins its
+        consumer group concurrently with the others). With ``wait`` > 0, a retriable failure
+        (a group coordinator not ready yet) stops what started and tries again with backoff;
+        the cause of a failure that ends it is logged."""
         if self.components:
             return
 
@@ -109,9 +111,19 @@ class Supervisor(LongLived):
             for name, builder in self.builders:
                 component = await builder(self.components)
                 if component is not None:
-                    await component.start()
                     self.components[name] = component
-                    self.health.started(name)
+            started = await asyncio.gather(
+                *(c.start() for c in self.components.values()), return_exceptions=True
+            )
+            for name, outcome in zip(list(self.components), started, strict=True):
+                if isinstance(outcome, BaseException):
+                    log.warning(
+                        "component did not start",
+                        component=name,
+                        error=f"{type(outcome).__name__}: {outcome}",
+                    )
+                    raise outcome
+                self.health.started(name)
 
         await retrying(build, self.stop, wait=wait, what="components not ready")
 
