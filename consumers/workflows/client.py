@@ -205,12 +205,13 @@ class WorkflowsClient(LongLived):
         the account and the workflow all answer; else why not."""
         if self._client is None:
             raise WorkflowsApiError("the Workflows client is not started")
-        outcome = await self._attempt(self._base.removesuffix("instances/").rstrip("/"), 0.0)
+        url = self._base.removesuffix("instances/").rstrip("/")
+        outcome = await self._attempt(url, 0.0, about_instance=False)
         if isinstance(outcome.answer, ProbeFailure):
             return outcome.answer
         return None
 
-    async def _attempt(self, url: str, wait: float) -> _Outcome:
+    async def _attempt(self, url: str, wait: float, *, about_instance: bool = True) -> _Outcome:
         async with self._semaphore:
             # Admitted as it is sent, so the budget counts requests when they reach the API
             # (a pause holds every request anyway, so waiting here blocks nobody who could go).
@@ -234,7 +235,7 @@ class WorkflowsClient(LongLived):
                 detail = f"unreadable response: {type(exc).__name__}: {exc}"
                 return _Outcome(self._failure(_Reason.INVALID_RESPONSE, None, detail))
         try:
-            return await self._interpret(response)
+            return await self._interpret(response, about_instance)
         except Exception as exc:  # a shape nobody foresaw: never stall the probe on it
             detail = f"unusable response: {type(exc).__name__}: {exc}"
             return _Outcome(self._failure(_Reason.INVALID_RESPONSE, response.status_code, detail))
@@ -248,7 +249,7 @@ class WorkflowsClient(LongLived):
 
     # --- reading the answer ----------------------------------------------------------------------
 
-    async def _interpret(self, response: httpx.Response) -> _Outcome:
+    async def _interpret(self, response: httpx.Response, about_instance: bool = True) -> _Outcome:
         code = response.status_code
         try:
             body: Any = response.json()
@@ -281,10 +282,9 @@ class WorkflowsClient(LongLived):
             return _Outcome(answer, retriable=True, retry_after=retry_after)
         if success is not True:
             return _Outcome(fail(_Reason.INVALID_RESPONSE, code, "body has no boolean success"))
-        result = body.get("result")
-        if isinstance(result, dict) and "status" not in result and "instances" in result:
-            return _Outcome(InstanceStatus("unknown", None, None))  # the workflow itself
-        parsed = parse_result(result)
+        if not about_instance:  # the workflow itself answered: nothing more to read
+            return _Outcome(InstanceStatus("unknown", None, None))
+        parsed = parse_result(body.get("result"))
         if isinstance(parsed, str):
             return _Outcome(fail(_Reason.INVALID_RESPONSE, code, parsed))
         return _Outcome(parsed)
