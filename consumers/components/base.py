@@ -125,6 +125,22 @@ class LogConsumer(Component):
             self.dead_letter(record, str(exc), dlq)
             return None
 
+    def cannot_handle(self, record: Record, exc: Exception, dlq: list[OutRecord]) -> None:
+        """Isolate a record whose handling raised: a retriable error (the store or the log is
+        down) propagates, so the batch is handled again after a backoff; anything else would
+        fail the same way every time, so the record goes to the dead-letter topic with the
+        reason and the rest of its batch and partition proceed."""
+        if getattr(exc, "retriable", False):
+            raise exc
+        log.error(
+            "record cannot be handled",
+            consumer=self.group,
+            offset=record.offset,
+            error=f"{type(exc).__name__}: {exc}"[:300],
+        )
+        reason = f"cannot be handled by {self.group}: {type(exc).__name__}: {exc}"
+        self.dead_letter(record, reason[:2000], dlq)
+
     def dead_letter(self, record: Record, reason: str, dlq: list[OutRecord]) -> None:
         self.dead_lettered += 1
         DEAD_LETTERED.labels(self.group).inc()

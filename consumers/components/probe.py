@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from uuid import UUID
 
 import structlog
 from pydantic import ValidationError
@@ -76,6 +77,7 @@ class Probe(LogConsumer):
     async def _handle(self, records: list[Record]) -> int:
         outputs: dict[tuple[str, int], list[OutRecord]] = {}
         requests: list[tuple[tuple[str, int], ProbeRequested]] = []
+        records_by_id: dict[UUID, Record] = {}
         now = self.clock()
         for record in records:
             tp = (record.topic, record.partition)
@@ -89,6 +91,7 @@ class Probe(LogConsumer):
                 log.info("probe request expired", audit_id=request.audit_id)
                 continue
             requests.append((tp, request))
+            records_by_id[request.event_id] = record
         by_instance: dict[str | None, list[tuple[tuple[str, int], ProbeRequested]]] = {}
         for item in requests:
             by_instance.setdefault(item[1].data.workflow_instance_id, []).append(item)
@@ -101,15 +104,11 @@ class Probe(LogConsumer):
         ):
             for tp, request in group:
                 try:
-                    event = self._observation(request, instance, result, observed_at)
-                except ValidationError as exc:
-                    failure = ProbeFailure(
-                        ProbeFailureReason.INVALID_RESPONSE,
-                        None,
-                        f"unusable answer: {describe(exc)}",
-                    )
-                    event = self._observation(request, instance, failure, observed_at)
-                outputs[tp].append(encode(lifecycle, event))
+                    event = self._answer(request, instance, result, observed_at)
+                    outputs[tp].append(encode(lifecycle, event))
+                except Exception as exc:  # one request must not hold back its partition
+                    self.cannot_handle(records_by_id[request.event_id], exc, outputs[tp])
+                    continue
                 self.probed += 1
         PROBE_BUDGET_LEFT.set(await self.client.budget_left())
         await self.commit(records, outputs)
@@ -154,6 +153,22 @@ class Probe(LogConsumer):
             last=failure.detail[:200],
         )
         self._warned[reason] = now
+
+    @classmethod
+    def _answer(
+        cls,
+        request: ProbeRequested,
+        instance: str | None,
+        result: InstanceStatus | ProbeFailure,
+        observed_at: datetime,
+    ) -> WorkflowStatusObserved | WorkflowProbeFailed:
+        """The observation; an answer that makes no valid observation is recorded as such."""
+        try:
+            return cls._observation(request, instance, result, observed_at)
+        except ValidationError as exc:
+            detail = f"unusable answer: {describe(exc)}"
+            failure = ProbeFailure(ProbeFailureReason.INVALID_RESPONSE, None, detail)
+            return cls._observation(request, instance, failure, observed_at)
 
     @staticmethod
     def _observation(

@@ -141,6 +141,36 @@ class Reconciler(LogConsumer):
             states[event.audit_id] = _compact(new)
         return new
 
+    def _judge(self, states: dict[str, AuditState], event: AuditEvent) -> AuditEvent | None:
+        """Fold ``event`` into its audit's state; the decision it calls for, folded too."""
+        before = states.get(event.audit_id)
+        verdict, decision = decide(before, event, self.policy)
+        after = self._fold(states, event)
+        if verdict is not None and event.type == "WorkflowStatusObserved":
+            code = decision.data.error_code if decision is not None else ""  # type: ignore[union-attr]
+            DECISIONS.labels(verdict.rule, code).inc()
+        if (
+            before is not None
+            and before.status == "failed"
+            and before.failed_by == "reconciler"
+            and after.status == "completed"
+        ):
+            OVERTURNED.inc()
+            log.info("failure overturned", audit_id=event.audit_id, rule="overturn")
+        if decision is None:
+            return None
+        self._fold(states, decision)
+        self.decided += 1
+        log.info(
+            "audit failed" if not self.policy.shadow else "audit would fail (shadow)",
+            audit_id=event.audit_id,
+            rule=verdict.rule if verdict else None,
+            error_code=decision.data.error_code,  # type: ignore[union-attr]
+            reason=verdict.reason if verdict else None,
+            decision_id=str(decision.event_id),
+        )
+        return decision
+
     async def _handle(self, records: list[Record]) -> int:
         outputs: dict[tuple[str, int], list[OutRecord]] = {}
         lifecycle = self.log.topics.lifecycle
@@ -156,32 +186,12 @@ class Reconciler(LogConsumer):
             if event is None:
                 continue
             states = self.partitions.setdefault(tp, {})
-            before = states.get(event.audit_id)
-            verdict, decision = decide(before, event, self.policy)
-            after = self._fold(states, event)
-            if verdict is not None and event.type == "WorkflowStatusObserved":
-                code = decision.data.error_code if decision is not None else ""  # type: ignore[union-attr]
-                DECISIONS.labels(verdict.rule, code).inc()
-            if (
-                before is not None
-                and before.status == "failed"
-                and before.failed_by == "reconciler"
-                and after.status == "completed"
-            ):
-                OVERTURNED.inc()
-                log.info("failure overturned", audit_id=event.audit_id, rule="overturn")
-            if decision is not None:
-                out.append(encode(lifecycle, decision))
-                self._fold(states, decision)
-                self.decided += 1
-                log.info(
-                    "audit failed" if not self.policy.shadow else "audit would fail (shadow)",
-                    audit_id=event.audit_id,
-                    rule=verdict.rule if verdict else None,
-                    error_code=decision.data.error_code,  # type: ignore[union-attr]
-                    reason=verdict.reason if verdict else None,
-                    decision_id=str(decision.event_id),
-                )
+            try:
+                decision = self._judge(states, event)
+                if decision is not None:
+                    out.append(encode(lifecycle, decision))
+            except Exception as exc:  # one event must not hold back its partition
+                self.cannot_handle(record, exc, out)
         if skipped:
             log.info("records skipped: fetched before the assignment settled", count=skipped)
             records = [

@@ -187,26 +187,26 @@ class Telemetry(LogConsumer):
             event = self.decode(record, dlq)
             if event is None:
                 continue
-            states = self.partitions.setdefault(tp, {})
-            before, after = self._fold(states, event)
-            if (
-                isinstance(event, AuditFailed)
-                and event.data.failed_by is FailedBy.RECONCILER
-                and before.status == "running"
-                and after.status == "failed"
-            ):
-                self.pending.append(
-                    _Pending(
-                        tp,
-                        record.offset,
-                        str(event.event_id),
-                        event.audit_id,
-                        capture_arguments(before, event),
-                    )
-                )
+            try:
+                self._take(tp, record.offset, event)
+            except Exception as exc:  # one event must not hold back its partition
+                self.cannot_handle(record, exc, dlq)
         delivered = await self._deliver()
         await self._commit(dlq)
         return len(records), delivered
+
+    def _take(self, tp: TopicPartition, offset: int, event: AuditEvent) -> None:
+        """Fold ``event``; queue the capture of a failure the reconciler decided."""
+        states = self.partitions.setdefault(tp, {})
+        before, after = self._fold(states, event)
+        if (
+            isinstance(event, AuditFailed)
+            and event.data.failed_by is FailedBy.RECONCILER
+            and before.status == "running"
+            and after.status == "failed"
+        ):
+            capture = capture_arguments(before, event)
+            self.pending.append(_Pending(tp, offset, str(event.event_id), event.audit_id, capture))
 
     async def _deliver(self) -> int:
         if not self.pending or time.monotonic() < self._blocked_until:

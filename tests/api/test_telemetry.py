@@ -7,6 +7,7 @@ PostHog hanging), and the component alone with short timeouts for retries and gi
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -29,6 +30,7 @@ from consumers.runtime.settings import load_settings
 from consumers.workflows.simulator.server import SimulatorServer
 from statemachine.events import EVENT_ADAPTER
 from tests.eventually import eventually, eventually_sync
+from tests.pipeline import read_topic
 
 from .conftest import (
     API_AND_PIPELINE,
@@ -430,3 +432,34 @@ async def test_without_an_api_key_telemetry_cannot_be_built(tmp_path: Path) -> N
             Telemetry(rt.log, rt.store, settings)
         async with Service(rt, ["telemetry"]) as service:
             assert service.components == {}
+
+
+class _Poisoned(Telemetry):
+    """Telemetry that cannot handle one audit's events (as a bug or a hostile event would)."""
+
+    def _take(self, tp: Any, offset: int, event: Any) -> None:
+        if event.audit_id == "poison-1":
+            raise ValueError("cannot take this one")
+        super()._take(tp, offset, event)
+
+
+async def test_an_event_telemetry_cannot_handle_is_dead_lettered_and_the_rest_are_sent(
+    runtime: Backends, capture: CaptureServer
+) -> None:
+    # given two failures, the first of which telemetry cannot handle
+    await fail_audits(runtime, "poison-1", "fine-1")
+    t = _Poisoned(runtime.log, runtime.store, runtime.settings, send_timeout=0.5, retry_base=0.05)
+    t.poll_timeout = 0.05
+    async with t:
+        await step_until(t, lambda: t.sent == 1)
+        assert await t.idle()
+    # then the other failure was sent, and each poison record is in the dead-letter topic
+    assert [e["properties"]["audit_id"] for e in capture.delivered()] == ["fine-1"]
+    dead = [json.loads(r.value) for r in await read_topic(runtime.log, runtime.topics.dead_letter)]
+    assert len(dead) == 3  # its start, its observation, its failure
+    group = runtime.topics.group("telemetry")
+    assert all(d["consumer"] == group and "cannot take this one" in d["error"] for d in dead)
+    assert {json.loads(d["original"])["audit_id"] for d in dead} == {"poison-1"}
+    assert await committed(runtime) == sum(
+        (await runtime.log.end_offsets(runtime.topics.lifecycle)).values()
+    )
