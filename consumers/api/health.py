@@ -44,8 +44,8 @@ class _WorkflowsCheck:
                 failure = await asyncio.wait_for(client.check(), READY_TIMEOUT)
             except TimeoutError:
                 self._answer = (f"degraded: no answer within {READY_TIMEOUT:g}s", True)
-            except Exception as exc:
-                self._answer = (f"error: {safe(exc)}", False)
+            except Exception as exc:  # our own trouble (still starting): not the API's answer
+                return (f"error: {safe(exc)}", False)
             else:
                 if failure is None:
                     self._answer = ("ok", True)

@@ -69,9 +69,16 @@ def serve(
     async def work() -> int:
         tune_gc()
         rt = Backends(settings)
-        await rt.start(wait=300.0)
         service = Service(rt, names)
-        await service.start(wait=300.0)
+        try:
+            # The API first: /healthz answers at once, /readyz says what is still starting.
+            await service.start_early(["api"])
+            await rt.start(wait=300.0)
+            await service.start(wait=300.0)
+        except BaseException:
+            await service.stop()
+            await rt.stop()
+            raise
         async with rt, service:
             if until_idle:
                 drained = await service.run_until_idle()

@@ -74,7 +74,7 @@ class Backends(LongLived):
                 if with_store:
                     await self.store.init()
 
-        await retrying(connect, self.stop, wait=wait, what="not ready")
+        await retrying(connect, self.stop, wait=wait, what="backends")
         self._started = True
 
     async def stop(self) -> None:

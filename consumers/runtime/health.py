@@ -22,12 +22,22 @@ class _Entry:
     error: str | None = None
     progress_at: float = field(default_factory=time.monotonic)
     lag: int = 0
+    starting: bool = False
 
 
 class HealthBoard:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._entries: dict[str, _Entry] = {}
         self._clock = clock
+
+    def expect(self, name: str) -> None:
+        """``name`` is being built and started (readiness says so until it has started)."""
+        if name not in self._entries:
+            self._entries[name] = _Entry(starting=True)
+
+    def forget(self, name: str) -> None:
+        """``name`` is not run here after all (switched off)."""
+        self._entries.pop(name, None)
 
     def started(self, name: str) -> None:
         self._entries[name] = _Entry(progress_at=self._clock())
@@ -58,7 +68,9 @@ class HealthBoard:
         out: dict[str, str] = {}
         now = self._clock()
         for name, entry in self._entries.items():
-            if entry.failures >= FAILING_AFTER:
+            if entry.starting:
+                out[name] = "starting"
+            elif entry.failures >= FAILING_AFTER:
                 out[name] = f"failing ({entry.failures} steps in a row): {entry.error}"
             elif entry.lag > 0 and now - entry.progress_at >= STALLED_AFTER:
                 stalled = now - entry.progress_at

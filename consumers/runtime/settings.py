@@ -30,6 +30,10 @@ class Settings(BaseSettings):
     # Consumer groups are <group_prefix>-<component>; by default the topic prefix.
     group_prefix: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,100}$")
 
+    # A stable identity per process (a pod name, a host and slot): consumer groups keep a
+    # restarted process's partitions with it instead of rebalancing (static membership).
+    instance_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,100}$")
+
     kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     kafka_sasl_mechanism: str | None = None
     kafka_sasl_username: str | None = None

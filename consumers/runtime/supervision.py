@@ -16,7 +16,7 @@ import contextlib
 import gc
 import signal
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Protocol
 
 import structlog
@@ -24,6 +24,7 @@ import structlog
 from consumers.runtime.component import Component
 from consumers.runtime.health import HealthBoard
 from consumers.runtime.metrics import CONSUMER_LAG
+from consumers.runtime.outages import Outage
 from statemachine.longlived import LongLived
 
 __all__ = ["Builder", "Presence", "Supervisor", "retrying", "tune_gc"]
@@ -57,15 +58,17 @@ async def retrying(
     bounded backoff until ``wait`` seconds have passed (0: one attempt)."""
     deadline = time.monotonic() + wait
     backoff = 0.5
+    outage = Outage(what, log)
     while True:
         try:
             await attempt()
+            outage.recovered()
             return
         except Exception as exc:
             await undo()
             if not getattr(exc, "retriable", False) or time.monotonic() + backoff > deadline:
                 raise
-            log.warning(f"{what}; retrying", error=str(exc), retry_in=backoff)
+            outage.failed(exc, retry_in=backoff)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 10.0)
 
@@ -98,24 +101,51 @@ class Supervisor(LongLived):
         self.health = health or HealthBoard()
         self.components: dict[str, Component] = {}
         self.stopping = asyncio.Event()
+        self._started = False
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    async def start_early(self, names: Collection[str]) -> None:
+        """Build, start and run the components ``names`` (the HTTP API) at once, before the
+        backends are connected, so that what they serve answers from the first second (and
+        readiness says the others are still starting)."""
+        for name, _ in self.builders:
+            self.health.expect(name)
+        for name, builder in self.builders:
+            if name not in names or name in self.components:
+                continue
+            component = await builder(self.components)
+            if component is None:
+                self.health.forget(name)
+                continue
+            await component.start()
+            self.components[name] = component
+            self.health.started(name)
+            self._tasks[name] = asyncio.create_task(self._loop(component), name=name)
 
     async def start(self, *, wait: float = 0.0) -> None:
         """Build the components in order, then start them all at once (each joins its
         consumer group concurrently with the others). With ``wait`` > 0, a retriable failure
         (a group coordinator not ready yet) stops what started and tries again with backoff;
         the cause of a failure that ends it is logged."""
-        if self.components:
+        if self._started:
             return
+        early = set(self.components)
 
         async def build() -> None:
             for name, builder in self.builders:
+                if name in early:
+                    continue
+                self.health.expect(name)
                 component = await builder(self.components)
-                if component is not None:
+                if component is None:
+                    self.health.forget(name)
+                else:
                     self.components[name] = component
+            fresh = {n: c for n, c in self.components.items() if n not in early}
             started = await asyncio.gather(
-                *(c.start() for c in self.components.values()), return_exceptions=True
+                *(c.start() for c in fresh.values()), return_exceptions=True
             )
-            for name, outcome in zip(list(self.components), started, strict=True):
+            for name, outcome in zip(fresh, started, strict=True):
                 if isinstance(outcome, BaseException):
                     log.warning(
                         "component did not start",
@@ -125,21 +155,37 @@ class Supervisor(LongLived):
                     raise outcome
                 self.health.started(name)
 
-        await retrying(build, self.stop, wait=wait, what="components not ready")
+        async def undo() -> None:
+            await self._stop([n for n in self.components if n not in early])
+
+        await retrying(build, undo, wait=wait, what="components")
+        self._started = True
 
     async def stop(self) -> None:
-        for component in reversed(list(self.components.values())):
+        for component in self.components.values():
+            component.interrupt()
+        left = [t for t in self._tasks.values() if not t.done()]  # started early, never run
+        for task in left:
+            task.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
+        self._tasks.clear()
+        await self._stop(list(self.components))
+        self._started = False
+        with contextlib.suppress(Exception):
+            await self.presence.forget()
+
+    async def _stop(self, names: Sequence[str]) -> None:
+        for name in reversed(names):
+            component = self.components.pop(name)
             try:
                 await component.stop()
             except Exception as exc:  # keep stopping the others
                 log.warning("component stop failed", component=component.name, error=str(exc))
-        self.components.clear()
-        with contextlib.suppress(Exception):
-            await self.presence.forget()
 
     # -- running ----------------------------------------------------------------------------
 
     async def _heartbeat_loop(self) -> None:
+        outage = Outage("heartbeat", log)
         while not self.stopping.is_set():
             try:
                 await self.presence.heartbeat(list(self.components))
@@ -148,17 +194,20 @@ class Supervisor(LongLived):
                         lag = await c.lag()
                         CONSUMER_LAG.labels(c.group).set(lag)
                         self.health.lagging(name, lag)
+                outage.recovered()
             except Exception as exc:
-                log.warning("heartbeat failed", error=str(exc))
+                outage.failed(exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), HEARTBEAT_EVERY)
 
     async def _loop(self, component: Component) -> None:
         backoff = 0.2
+        outage = Outage(component.name, log, component=component.name)
         while not self.stopping.is_set():
             try:
                 handled = await component.step()
                 self.health.stepped(component.name, handled)
+                outage.recovered()
                 backoff = 0.2
                 if handled == 0 and not component.drains:
                     with contextlib.suppress(TimeoutError):
@@ -167,13 +216,16 @@ class Supervisor(LongLived):
                 raise
             except Exception as exc:
                 self.health.failed(component.name, exc)
-                log.error(
-                    "step failed; restarting component",
-                    component=component.name,
-                    error=str(exc),
-                    retriable=getattr(exc, "retriable", False),
-                    exc_info=not getattr(exc, "retriable", False),
-                )
+                if getattr(exc, "retriable", False):
+                    outage.failed(exc)  # the log or the store is down: said once
+                else:
+                    log.error(
+                        "step failed; restarting component",
+                        component=component.name,
+                        error_class=type(exc).__name__,
+                        error=str(exc)[:500],
+                        exc_info=True,
+                    )
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stopping.wait(), backoff)
                 backoff = min(backoff * 2, 30.0)
@@ -183,15 +235,22 @@ class Supervisor(LongLived):
                     await component.start()
                 except Exception as start_error:  # the next step fails again; say why now
                     self.health.failed(component.name, start_error)
-                    log.warning(
-                        "component restart failed; retrying",
-                        component=component.name,
-                        error=f"{type(start_error).__name__}: {start_error}",
-                    )
+                    if getattr(start_error, "retriable", False):
+                        outage.failed(start_error)
+                    else:
+                        log.warning(
+                            "component restart failed; retrying",
+                            component=component.name,
+                            error_class=type(start_error).__name__,
+                            error=str(start_error)[:500],
+                        )
 
     async def run(self, *, drain_timeout: float = 10.0) -> None:
         """Run until :attr:`stopping` is set (SIGINT/SIGTERM when installed)."""
-        tasks = [asyncio.create_task(self._loop(c), name=c.name) for c in self.components.values()]
+        for name, component in self.components.items():
+            if name not in self._tasks:
+                self._tasks[name] = asyncio.create_task(self._loop(component), name=name)
+        tasks = list(self._tasks.values())
         tasks.append(asyncio.create_task(self._heartbeat_loop(), name="heartbeat"))
         log.info("serving", components=list(self.components), process=self.presence.process_id)
         await self.stopping.wait()

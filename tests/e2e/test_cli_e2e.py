@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from consumers.workflows.simulator.server import SimulatorServer
@@ -405,3 +408,56 @@ def test_publish_needs_only_the_event_log(embedded: Backend) -> None:
     # then they are in the log, the database untouched
     assert published.returncode == 0, published.stderr
     assert json.loads(published.stdout)["published"] == 1
+
+
+def test_serve_answers_healthz_at_once_and_says_what_is_still_starting(
+    embedded: Backend, simulator: SimulatorServer, tmp_path: Path
+) -> None:
+    # given an event log nobody listens for (the broker is not up yet), and a free port
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = embedded.environ(
+        AUDITREC_EVENT_LOG_URL="kafka://127.0.0.1:9",
+        AUDITREC_CLOUDFLARE_API_URL=simulator.url,
+        AUDITREC_CLOUDFLARE_ACCOUNT_ID="acct-1",
+        AUDITREC_API_PORT=str(port),
+        AUDITREC_LOG_FORMAT="json",
+    )
+    log_file = tmp_path / "serve.log"
+    with log_file.open("w") as sink:
+        serve = subprocess.Popen([AUDITREC, "serve"], env=env, stdout=sink, stderr=sink)
+        try:
+            # when it is asked for its health while it waits for the broker
+            def get(path: str) -> httpx.Response | None:
+                try:
+                    return httpx.get(f"http://127.0.0.1:{port}{path}", timeout=2)
+                except httpx.TransportError:
+                    return None
+
+            alive = eventually_sync(
+                lambda: get("/healthz"), until=lambda r: r is not None, timeout=30
+            )
+            ready = get("/readyz")
+            eventually_sync(
+                lambda: log_file.read_text(),
+                until=lambda t: "backends: unavailable" in t,
+                timeout=30,
+            )
+            time.sleep(3)  # a few retries more
+        finally:
+            serve.send_signal(signal.SIGTERM)
+            serve.wait(timeout=30)
+
+    # then it is alive, not ready, and names the components still starting
+    assert alive is not None and alive.status_code == 200
+    assert ready is not None and ready.status_code == 503
+    checks = ready.json()["checks"]
+    assert checks["component projector"] == "error: starting"
+    assert checks["event_log"].startswith("error:")
+    # and the outage is logged once, however often the connection is retried
+    lines = [json.loads(line) for line in log_file.read_text().splitlines() if line.startswith("{")]
+    warned = [x for x in lines if x.get("event") == "backends: unavailable; retrying"]
+    assert len(warned) == 1, warned
+    assert warned[0]["error_class"] == "EventLogError"
+    assert "KafkaConnectionError: KafkaConnectionError" not in warned[0]["error"]

@@ -13,12 +13,14 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
+import structlog
 
 from consumers.components.projector import Projector
 from consumers.operations.backends import Backends
 from consumers.runtime.component import Component
 from consumers.runtime.settings import load_settings
 from consumers.runtime.supervision import Builder, Supervisor
+from statemachine.errors import EventLogError
 from tests.conftest import Backend
 from tests.contracts.projection_store import at, progressed, started
 from tests.eventually import eventually
@@ -267,3 +269,67 @@ async def test_a_component_that_keeps_failing_is_named_on_the_health_board(
 
     # then the board (what /readyz reports) says it is failing, and why
     assert problems["broken"].startswith("failing (3 steps in a row)")
+
+
+async def test_components_started_early_serve_while_the_others_are_still_starting(
+    rt: Backends,
+) -> None:
+    # given a serving component started early, and another one
+    server, other = Serving(), Recording("other")
+    supervisor = Supervisor([given(other), given(server)], rt)
+
+    # when only the early one is started
+    await supervisor.start_early(["serving"])
+    try:
+        # then it serves already, and the health board says the other is starting
+        await asyncio.wait_for(server.serving.wait(), 5)
+        assert other.calls == []
+        assert supervisor.health.problems() == {"other": "starting"}
+
+        # and once the rest is started and run, both are well and a stop ends both
+        await supervisor.start()
+        assert other.calls == ["start"] and supervisor.health.problems() == {}
+        running = asyncio.create_task(supervisor.run(drain_timeout=2))
+        await eventually(lambda: other.steps, until=lambda n: n > 0, message="other steps")
+        supervisor.stopping.set()
+        await asyncio.wait_for(running, 10)
+    finally:
+        await supervisor.stop()
+    assert server.returned and other.calls[-1] == "stop"
+
+
+class Unavailable(Recording):
+    """Its steps fail with a retriable error (the log is down) ``failures`` times."""
+
+    async def step(self) -> int:
+        await asyncio.sleep(0)  # a step yields to the loop, as real ones do
+        if self.failures:
+            self.failures -= 1
+            raise EventLogError("the broker is down", retriable=True)
+        self.steps += 1
+        return 1
+
+
+async def test_a_retriable_outage_is_logged_once_when_it_begins_and_once_when_it_ends(
+    rt: Backends,
+) -> None:
+    # given a component whose steps fail four times because the log is down
+    down = Unavailable("down", failures=4)
+    supervisor = Supervisor([given(down)], rt)
+
+    # when the supervisor runs it through the outage
+    with structlog.testing.capture_logs() as logs:
+        async with supervisor:
+            running = asyncio.create_task(supervisor.run(drain_timeout=2))
+            await eventually(lambda: down.steps, until=lambda n: n > 0, timeout=20)
+            supervisor.stopping.set()
+            await asyncio.wait_for(running, 10)
+
+    # then one warning named the error class, one line said it recovered, nothing else warned
+    mine = [x for x in logs if x.get("component") == "down"]
+    assert [(x["log_level"], x["event"]) for x in mine if x["log_level"] != "debug"] == [
+        ("warning", "down: unavailable; retrying"),
+        ("info", "down: recovered"),
+    ]
+    assert mine[0]["error_class"] == "EventLogError"
+    assert next(x for x in mine if x["event"] == "down: recovered")["failures"] == 4

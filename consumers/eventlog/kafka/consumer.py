@@ -19,6 +19,12 @@ and its producer, in ``log.py``):
   covers exactly one input partition (``commit`` refuses more); components commit per
   partition, concurrently. :meth:`commit` also refuses offsets of partitions this member no
   longer holds.
+- With ``AUDITREC_INSTANCE_ID`` set, members join as static members (KIP-345,
+  ``group.instance.id``): a process restarted under the same identity within the session
+  timeout gets its partitions back at once, and the rest of the group is not rebalanced. A
+  static member does not leave its groups when it stops, so its partitions move to the others
+  only when its session expires; two live processes must never share an identity (the broker
+  fences the older one).
 - Non-transactional :meth:`Consumer.commit` appends the outputs, then commits the offsets:
   a crash in between redelivers the inputs (at-least-once, like any Kafka consumer).
 """
@@ -46,6 +52,7 @@ class KafkaConnection(Protocol):
     live consumers."""
 
     client_id: str
+    instance_id: str | None
     transaction_timeout_ms: int
     request_timeout_ms: int
     _consumers: set[KafkaConsumer]
@@ -129,7 +136,8 @@ class KafkaConsumer(Consumer):
             return
         log = self.log
         log._started()
-        consumer = log._new_consumer(self.group)
+        static = {"group_instance_id": log.instance_id} if log.instance_id else {}
+        consumer = log._new_consumer(self.group, **static)
         consumer.subscribe(self.topics, listener=_Listener(self))
         self._consumer = consumer  # the group may assign partitions during start()
         try:

@@ -24,8 +24,8 @@ def event_log_error(
     """``exc`` as an :class:`EventLogError` about ``what``; ``retriable`` overrides the verdict."""
     if retriable is None:
         retriable = bool(getattr(exc, "retriable", not isinstance(exc, KafkaError)))
-    detail = str(exc)
     name = type(exc).__name__
+    detail = str(exc).removeprefix(f"{name}: ")  # aiokafka's errors start with their name
     return EventLogError(
         f"Kafka: {what}: {name}: {detail}" if detail else f"Kafka: {what}: {name}",
         retriable=retriable,

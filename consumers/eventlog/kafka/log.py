@@ -79,6 +79,7 @@ class KafkaEventLog(EventLog):
         lifecycle_partitions: int | None = None,
         replication_factor: int | None = None,
         client_id: str = "auditrec",
+        instance_id: str | None = None,
         transaction_timeout_ms: int = 20_000,
         request_timeout_ms: int = 30_000,
         ping_timeout: float = 5.0,
@@ -94,6 +95,9 @@ class KafkaEventLog(EventLog):
         self.topics = topics
         self.bootstrap = bootstrap_servers(url)
         self.client_id = client_id
+        # Static group membership (KIP-345): a consumer restarted under the same identity
+        # within the session timeout gets its partitions back without a rebalance.
+        self.instance_id: str | None = pick(instance_id, "instance_id", None)
         self.lifecycle_partitions: int = pick(
             lifecycle_partitions, "kafka_lifecycle_partitions", 12
         )
