@@ -446,3 +446,69 @@ async def test_poll_returns_after_its_timeout_while_the_group_rebalances(
             await joining
         finally:
             await two.stop()
+
+
+async def test_a_static_member_restarted_under_its_identity_gets_its_partitions_back_at_once(
+    topics: Topics,
+) -> None:
+    # given a group of a static member and a dynamic one sharing six partitions
+    url = f"kafka://{kafka_bootstrap()}"
+    setup = KafkaEventLog(url, topics, lifecycle_partitions=6)
+    await setup.start()
+    await setup.init()
+    revoked: list[list[TopicPartition]] = []
+
+    async def on_revoke(consumer: Consumer, partitions: Sequence[TopicPartition]) -> None:
+        revoked.append(list(partitions))
+
+    group = topics.group("static")
+    other = setup.consumer(group, [topics.lifecycle], on_revoke=on_revoke)
+
+    def static_log() -> KafkaEventLog:
+        return KafkaEventLog(url, topics, instance_id="node-a", consumer_options=FAST_GROUPS)
+
+    first_log = static_log()
+    await first_log.start()
+    first = first_log.consumer(group, [topics.lifecycle])
+    try:
+        await first.start()
+        await other.start()
+
+        async def both_assigned() -> int:
+            for member in (first, other):
+                await member.poll(10, 0.1)
+            return len(first.assignment() | other.assignment())
+
+        await eventually(both_assigned, until=lambda n: n == 6, timeout=WAIT, interval=0)
+        held = first.assignment()
+        assert held and other.assignment()
+        revoked.clear()
+
+        # when the static member goes away without leaving (a crash) and comes back at once
+        await first_log._close(first._consumer)
+        first._consumer = None
+        again_log = static_log()
+        await again_log.start()
+        again = again_log.consumer(group, [topics.lifecycle])
+        began = time.monotonic()
+        await again.start()
+
+        async def assigned_again() -> frozenset[TopicPartition]:
+            await again.poll(10, 0.1)
+            return frozenset(again.assignment())
+
+        await eventually(assigned_again, until=lambda a: a == held, timeout=WAIT, interval=0)
+        took = time.monotonic() - began
+
+        # then it holds what it held, well within the session timeout, and the other member
+        # kept its partitions throughout
+        assert took < FAST_GROUPS["session_timeout_ms"] / 1000 / 2, took
+        for _ in range(5):
+            await other.poll(10, 0.1)
+        assert revoked == []
+        await again.stop()
+        await again_log.stop()
+    finally:
+        await other.stop()
+        await first_log.stop()
+        await setup.stop()
