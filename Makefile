@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast fuzz lint format bench services-up services-down clean
+.PHONY: venv demo test test-fast fuzz chaos lint format bench services-up services-down clean
 
 venv: $(STAMP)
 
@@ -27,6 +27,18 @@ test: venv services-up
 FUZZ_EXAMPLES ?= 2000
 fuzz: venv services-up
 	AUDITREC_REQUIRE_SERVICES=1 AUDITREC_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:randomly tests/fuzz
+
+# The chaos test with a long profile (`make test` runs a short one): two `auditrec serve`
+# SIGKILLed CHAOS_KILLS times, the broker and the database restarted; figures at the end
+# (also in .auditrec/chaos-summary.txt).
+CHAOS_AUDITS   ?= 2000
+CHAOS_KILLS    ?= 20
+CHAOS_RESTARTS ?= kafka,postgres
+chaos: venv services-up
+	mkdir -p .auditrec
+	AUDITREC_REQUIRE_SERVICES=1 AUDITREC_CHAOS_AUDITS=$(CHAOS_AUDITS) AUDITREC_CHAOS_KILLS=$(CHAOS_KILLS) \
+	AUDITREC_CHAOS_RESTARTS=$(CHAOS_RESTARTS) AUDITREC_CHAOS_SUMMARY=.auditrec/chaos-summary.txt \
+	$(BIN)/python -m pytest -q -s -p no:randomly tests/chaos
 
 # Without Kafka/PostgreSQL: their tests skip.
 test-fast: venv
