@@ -215,17 +215,7 @@ class Supervisor(LongLived):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self.health.failed(component.name, exc)
-                if getattr(exc, "retriable", False):
-                    outage.failed(exc)  # the log or the store is down: said once
-                else:
-                    log.error(
-                        "step failed; restarting component",
-                        component=component.name,
-                        error_class=type(exc).__name__,
-                        error=str(exc)[:500],
-                        exc_info=True,
-                    )
+                self._failed(component, exc, outage, "step failed; restarting component")
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stopping.wait(), backoff)
                 backoff = min(backoff * 2, 30.0)
@@ -234,16 +224,21 @@ class Supervisor(LongLived):
                 try:
                     await component.start()
                 except Exception as start_error:  # the next step fails again; say why now
-                    self.health.failed(component.name, start_error)
-                    if getattr(start_error, "retriable", False):
-                        outage.failed(start_error)
-                    else:
-                        log.warning(
-                            "component restart failed; retrying",
-                            component=component.name,
-                            error_class=type(start_error).__name__,
-                            error=str(start_error)[:500],
-                        )
+                    self._failed(component, start_error, outage, "component restart failed")
+
+    def _failed(self, component: Component, exc: Exception, outage: Outage, what: str) -> None:
+        """Count a failure on the health board; log it, or a retriable one once per outage."""
+        self.health.failed(component.name, exc)
+        if getattr(exc, "retriable", False):
+            outage.failed(exc)  # the log or the store is down: said once
+            return
+        log.error(
+            what,
+            component=component.name,
+            error_class=type(exc).__name__,
+            error=str(exc)[:500],
+            exc_info=True,
+        )
 
     async def run(self, *, drain_timeout: float = 10.0) -> None:
         """Run until :attr:`stopping` is set (SIGINT/SIGTERM when installed)."""

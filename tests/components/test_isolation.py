@@ -5,7 +5,6 @@ partition proceed; a retriable error is not dead-lettered but handled again."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -107,19 +106,6 @@ async def test_a_retriable_error_is_handled_again_not_dead_lettered(pipeline: Pi
         await run_until_idle(healthy)
     events = await lifecycle_events(pipeline.log, at_least=4)
     assert [e.audit_id for e in events if isinstance(e, AuditFailed)] == ["dead"]
-
-
-@pytest.fixture
-async def client(simulator: SimulatorServer) -> AsyncIterator[WorkflowsClient]:
-    async with WorkflowsClient(
-        api_url=simulator.url,
-        account_id="acc",
-        workflow="site-audit",
-        api_token=None,
-        timeout=5.0,
-        max_retries=0,
-    ) as client:
-        yield client
 
 
 async def test_a_request_the_probe_cannot_answer_is_dead_lettered_and_the_rest_answered(

@@ -5,7 +5,6 @@ back at it."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
@@ -21,28 +20,11 @@ from statemachine.events import (
     WorkflowStatusObserved,
     derived_id,
 )
-from tests.clock import FakeClock
 from tests.contracts.projection_store import at
 from tests.eventually import eventually
 from tests.pipeline import Pipeline, append, lifecycle_events, probe_request, run_until_idle
 
 NOW = at(60)
-
-
-@pytest.fixture
-async def client(simulator: SimulatorServer) -> AsyncIterator[WorkflowsClient]:
-    clock = FakeClock()
-    async with WorkflowsClient(
-        api_url=simulator.url,
-        account_id="acc",
-        workflow="site-audit",
-        api_token=None,
-        timeout=5.0,
-        max_retries=0,
-        clock=clock,
-        sleep=clock.sleep,
-    ) as client:
-        yield client
 
 
 def probe(pipeline: Pipeline, client: WorkflowsClient, **options: object) -> Probe:
