@@ -22,7 +22,15 @@ from projections.row import AuditRow
 from statemachine.events import AuditEvent
 from statemachine.longlived import LongLived
 
-__all__ = ["ApplyResult", "HistoryEntry", "Position", "ProjectionStore", "RequestSlot"]
+__all__ = [
+    "ApplyResult",
+    "BrakeState",
+    "HistoryEntry",
+    "OpenSweep",
+    "Position",
+    "ProjectionStore",
+    "RequestSlot",
+]
 
 Position = tuple[str, int, int]  # topic, partition, offset
 
@@ -49,6 +57,32 @@ class RequestSlot:
     granted: bool
     paused_until: datetime | None = None
     frees_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OpenSweep:
+    """A watchdog sweep awaiting the mass-failure brake's verdict: the ids of the probe
+    requests it made, and when it must be judged with whatever answers are in."""
+
+    sweep_id: str
+    requests: tuple[str, ...]
+    at: datetime
+    deadline: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class BrakeState:
+    """The mass-failure brake: engaged (since, by which sweep, with what counts), or not —
+    and how it last ended (``released`` / ``discarded``, by whom, when)."""
+
+    engaged: bool = False
+    since: datetime | None = None
+    sweep_id: str | None = None
+    lost: int = 0
+    observations: int = 0
+    ended_at: datetime | None = None
+    ended_by: str | None = None
+    how: str | None = None
 
 
 class ProjectionStore(LongLived, ABC):
@@ -150,6 +184,48 @@ class ProjectionStore(LongLived, ABC):
     async def claim_tick(self, name: str, slot: int, owner: str) -> bool:
         """Claim slot ``slot`` (an interval's number) of the periodic job ``name``: True for
         exactly one claimant across processes; later claims of the same slot get False."""
+
+    @abstractmethod
+    async def held_audits(self, limit: int | None = None) -> list[AuditRow]:
+        """Running audits with a decision held by the mass-failure brake, oldest hold first."""
+
+    # -- the mass-failure brake -------------------------------------------------------------
+
+    @abstractmethod
+    async def open_sweep(
+        self, sweep_id: str, requests: Sequence[str], at: datetime, deadline: datetime
+    ) -> None:
+        """Record a sweep whose decisions await a verdict (idempotent by ``sweep_id``)."""
+
+    @abstractmethod
+    async def open_sweeps(self) -> list[OpenSweep]:
+        """Sweeps without a verdict, oldest first."""
+
+    @abstractmethod
+    async def claim_sweep(self, sweep_id: str, owner: str, now: datetime, lease_s: float) -> bool:
+        """Claim the judging of an open sweep for ``lease_s`` seconds: True for one claimant
+        at a time; a claim whose lease ran out (its holder died) can be taken over."""
+
+    @abstractmethod
+    async def close_sweep(
+        self, sweep_id: str, verdict: str, lost: int, observations: int, now: datetime
+    ) -> None:
+        """Record the verdict (``released`` or ``held``); the sweep is no longer open."""
+
+    @abstractmethod
+    async def brake(self) -> BrakeState: ...
+
+    @abstractmethod
+    async def engage_brake(
+        self, sweep_id: str, lost: int, observations: int, at: datetime
+    ) -> bool:
+        """Engage the brake; True when it was not engaged before (an engaged brake keeps the
+        sweep that engaged it)."""
+
+    @abstractmethod
+    async def end_brake(self, how: str, actor: str, at: datetime) -> BrakeState:
+        """Disengage the brake (``how``: ``released`` or ``discarded``); returns the state it
+        had before."""
 
     # -- the Workflows API's budget, shared by every process probing one account -------------
 

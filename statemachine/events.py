@@ -54,11 +54,15 @@ __all__ = [
     "AuditCompleted",
     "AuditEvent",
     "AuditFailed",
+    "AuditFailureDiscarded",
+    "AuditFailureHeld",
+    "AuditFailureReleased",
     "AuditFailureSimulated",
     "AuditId",
     "AuditProgressed",
     "AuditStarted",
     "FailedBy",
+    "HeldRelease",
     "ProbeFailureReason",
     "ProbeRequested",
     "ReconciledBy",
@@ -157,6 +161,9 @@ class WorkflowStatusObservedData(_Frozen):
     workflow_ended_at: Timestamp | None = None
     trigger: Trigger
     observed_at: Timestamp
+    # The watchdog tick that asked, and how many audits it asked about (the brake's scope).
+    sweep_id: Tag | None = None
+    sweep_size: NonNegative | None = None
 
 
 class WorkflowProbeFailedData(_Frozen):
@@ -166,14 +173,35 @@ class WorkflowProbeFailedData(_Frozen):
     detail: ShortText
     trigger: Trigger
     observed_at: Timestamp
+    sweep_id: Tag | None = None
+    sweep_size: NonNegative | None = None
 
 
 class ProbeRequestedData(_Frozen):
     workflow_instance_id: InstanceId | None = None
     trigger: Trigger
     sweep_id: Tag | None = None
+    # How many audits the sweep asked about; observations carry it to the reconciler.
+    sweep_size: NonNegative | None = None
     # The requester's bound: a request may wait (e.g. out a 429 pause) until then, no longer.
     answer_by: Timestamp | None = None
+
+
+class AuditFailureHeldData(_Frozen):
+    """A reconciler decision held by the mass-failure brake: the ``AuditFailed`` data it would
+    have carried, and why it is held."""
+
+    decision: AuditFailedData
+    sweep_id: Tag | None = None
+    reason: ShortText
+
+
+class HeldRelease(_Frozen):
+    """What ends a hold: its id (the ``AuditFailureHeld`` event's), who, and why."""
+
+    held_id: uuid.UUID
+    actor: Name
+    reason: ShortText | None = None
 
 
 # --- envelopes --------------------------------------------------------------------------
@@ -223,6 +251,28 @@ class AuditFailureSimulated(_Envelope):
     data: AuditFailedData
 
 
+class AuditFailureHeld(_Envelope):
+    """The reconciler's decision held by the mass-failure brake: recorded, status unchanged."""
+
+    type: Literal["AuditFailureHeld"] = "AuditFailureHeld"
+    data: AuditFailureHeldData
+
+
+class AuditFailureReleased(_Envelope):
+    """A held decision let through (by the sweep's verdict or an operator): the reconciler
+    then appends the ``AuditFailed`` it held."""
+
+    type: Literal["AuditFailureReleased"] = "AuditFailureReleased"
+    data: HeldRelease
+
+
+class AuditFailureDiscarded(_Envelope):
+    """A held decision dropped by an operator: the audit keeps running and is probed again."""
+
+    type: Literal["AuditFailureDiscarded"] = "AuditFailureDiscarded"
+    data: HeldRelease
+
+
 class WorkflowStatusObserved(_Envelope):
     type: Literal["WorkflowStatusObserved"] = "WorkflowStatusObserved"
     data: WorkflowStatusObservedData
@@ -247,6 +297,9 @@ AuditEvent: TypeAlias = Annotated[
     | AuditCompleted
     | AuditFailed
     | AuditFailureSimulated
+    | AuditFailureHeld
+    | AuditFailureReleased
+    | AuditFailureDiscarded
     | WorkflowStatusObserved
     | WorkflowProbeFailed,
     Field(discriminator="type"),
@@ -264,6 +317,9 @@ LIFECYCLE_TYPES: dict[str, type[_Envelope]] = {
         AuditCompleted,
         AuditFailed,
         AuditFailureSimulated,
+        AuditFailureHeld,
+        AuditFailureReleased,
+        AuditFailureDiscarded,
         WorkflowStatusObserved,
         WorkflowProbeFailed,
     )

@@ -12,7 +12,15 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from statemachine.events import AuditEvent, AuditFailed, AuditFailureSimulated, AuditStarted
+from statemachine.events import (
+    AuditEvent,
+    AuditFailed,
+    AuditFailureDiscarded,
+    AuditFailureHeld,
+    AuditFailureReleased,
+    AuditFailureSimulated,
+    AuditStarted,
+)
 from statemachine.machine import INITIAL, next_status
 from statemachine.policy import Policy
 from statemachine.rules import judge
@@ -20,7 +28,12 @@ from statemachine.state import AuditState, evolve
 
 __all__ = ["Step", "explain", "explain_one", "recorded_decisions"]
 
-Decision = AuditFailed | AuditFailureSimulated
+Decision = AuditFailed | AuditFailureSimulated | AuditFailureHeld
+
+
+def _policy_of(decision: Decision) -> dict[str, object] | None:
+    data = decision.data.decision if isinstance(decision, AuditFailureHeld) else decision.data
+    return data.policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,14 +58,18 @@ class Step:
 
 
 def recorded_decisions(events: Sequence[AuditEvent]) -> dict[uuid.UUID, Decision]:
-    """The reconciler's decisions in ``events``, by the observation that caused each."""
-    return {
-        e.causation_id: e
-        for e in events
-        if isinstance(e, AuditFailed | AuditFailureSimulated)
-        and e.data.failed_by.value == "reconciler"
-        and e.causation_id is not None
-    }
+    """The reconciler's decisions in ``events`` (held ones too), by the observation that
+    caused each."""
+    found: dict[uuid.UUID, Decision] = {}
+    for e in events:
+        if e.causation_id is None or e.causation_id in found:
+            continue  # a released failure has its hold's cause: the hold came first
+        if isinstance(e, AuditFailureHeld) or (
+            isinstance(e, AuditFailed | AuditFailureSimulated)
+            and e.data.failed_by.value == "reconciler"
+        ):
+            found[e.causation_id] = e
+    return found
 
 
 def explain_one(
@@ -66,14 +83,17 @@ def explain_one(
     current = state if state is not None else AuditState(audit_id=event.audit_id)
     after = evolve(current, event)
     in_force = policy
-    if decision is not None and decision.data.policy is not None:
-        in_force = Policy.from_evidence(decision.data.policy, policy)
+    recorded = _policy_of(decision) if decision is not None else None
+    if recorded is not None:
+        in_force = Policy.from_evidence(recorded, policy)
     verdict = judge(current, event, in_force)
     row = next_status(current.status, event.type, current)
     if verdict is not None:
         rule, reason = verdict.rule, verdict.reason
         if verdict.failure is not None and decision is None and current.status == "running":
             reason += " (under today's policy; no decision was recorded)"
+        elif isinstance(decision, AuditFailureHeld):
+            reason += "; held by the mass-failure brake, not applied"
     elif row is None:
         rule = "recorded"
         if isinstance(event, AuditStarted) and current.exists:
@@ -90,6 +110,23 @@ def explain_one(
             rule = d.rule or rule
             done = "would fail" if isinstance(event, AuditFailureSimulated) else "failed"
             reason = f"{done} {d.error_code} by {d.failed_by.value}: {d.error_detail}"
+            released_by = (d.policy or {}).get("released_by")
+            if released_by is not None:
+                reason += f" (held, then released by {released_by})"
+        elif isinstance(event, AuditFailureHeld):
+            held = event.data.decision
+            rule = held.rule or "held"
+            reason = f"{held.error_code} held, not applied: {event.data.reason}"
+            if after.held_decision_id != str(event.event_id):
+                reason = f"{held.error_code} held while another hold is pending → recorded"
+        elif isinstance(event, AuditFailureReleased | AuditFailureDiscarded):
+            verb = "released" if isinstance(event, AuditFailureReleased) else "discarded"
+            rule = f"hold_{verb}"
+            why = f": {event.data.reason}" if event.data.reason else ""
+            if current.held_decision_id == str(event.data.held_id):
+                reason = f"held decision {verb} by {event.data.actor}{why}"
+            else:
+                reason = f"no such hold pending → nothing {verb} ({event.data.actor}{why})"
         elif row.guard:
             reason = f"{row.note} [{row.guard}]"
     before = current.status if current.exists else INITIAL

@@ -42,6 +42,9 @@ TRIGGERS: Final = (
     "AuditCompleted",
     "AuditFailed",
     "AuditFailureSimulated",
+    "AuditFailureHeld",
+    "AuditFailureReleased",
+    "AuditFailureDiscarded",
     "WorkflowStatusObserved",
     "WorkflowProbeFailed",
 )
@@ -113,6 +116,24 @@ TRANSITIONS: Final[tuple[TableRow, ...]] = (
         "source": "running",
         "dest": "running",
         "note": "shadow decision; history only",
+    },
+    {
+        "trigger": "AuditFailureHeld",
+        "source": "running",
+        "dest": "running",
+        "note": "decision held by the mass-failure brake; status unchanged",
+    },
+    {
+        "trigger": "AuditFailureReleased",
+        "source": "running",
+        "dest": "running",
+        "note": "held decision released; the reconciler appends the failure it held",
+    },
+    {
+        "trigger": "AuditFailureDiscarded",
+        "source": "running",
+        "dest": "running",
+        "note": "held decision discarded; the audit keeps running",
     },
 )
 

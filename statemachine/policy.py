@@ -68,6 +68,25 @@ class Policy:
     instance_lost_grace: timedelta = timedelta(minutes=10)
     finalize_grace: timedelta = timedelta(minutes=10)
     shadow: bool = False
+    # The mass-failure brake (DESIGN §9): a sweep whose ``instance_lost`` decisions number at
+    # least ``brake_min_audits`` and more than ``brake_min_share`` of its observations is held.
+    # ``brake_min_audits = 0`` switches the brake off.
+    brake_min_audits: int = 20
+    brake_min_share: float = 0.5
+
+    @property
+    def brake_on(self) -> bool:
+        """Whether decisions may be held (never in shadow mode: nothing fails there)."""
+        return self.brake_min_audits > 0 and not self.shadow
+
+    def brake_trips(self, lost: int, observations: int) -> bool:
+        """Whether a sweep with ``lost`` ``instance_lost`` decisions among ``observations``
+        engages the brake."""
+        return (
+            self.brake_on
+            and lost >= self.brake_min_audits
+            and lost > self.brake_min_share * observations
+        )
 
     @classmethod
     def from_evidence(cls, evidence: Mapping[str, Any], default: Policy) -> Policy:
@@ -80,12 +99,20 @@ class Policy:
                 return timedelta(seconds=value)
             return fallback
 
+        def number(key: str, fallback: float) -> float:
+            value = evidence.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+                return value
+            return fallback
+
         mode = evidence.get("mode")
         return cls(
             stale_running_after=seconds("stale_running_after_s", default.stale_running_after),
             instance_lost_grace=seconds("instance_lost_grace_s", default.instance_lost_grace),
             finalize_grace=seconds("finalize_grace_s", default.finalize_grace),
             shadow=default.shadow if mode not in ("shadow", "enforce") else mode == "shadow",
+            brake_min_audits=int(number("brake_min_audits", default.brake_min_audits)),
+            brake_min_share=number("brake_min_share", default.brake_min_share),
         )
 
     def evidence(self) -> dict[str, Any]:
@@ -95,4 +122,6 @@ class Policy:
             "instance_lost_grace_s": self.instance_lost_grace.total_seconds(),
             "finalize_grace_s": self.finalize_grace.total_seconds(),
             "mode": "shadow" if self.shadow else "enforce",
+            "brake_min_audits": self.brake_min_audits,
+            "brake_min_share": self.brake_min_share,
         }

@@ -17,6 +17,9 @@ from statemachine.events import (
     AuditEvent,
     AuditFailed,
     AuditFailedData,
+    AuditFailureHeld,
+    AuditFailureHeldData,
+    AuditFailureReleased,
     AuditFailureSimulated,
     FailedBy,
     ReconciledBy,
@@ -27,9 +30,9 @@ from statemachine.events import (
 )
 from statemachine.policy import Policy, format_duration
 from statemachine.state import AuditState
-from statemachine.vocabulary import HEALTHY_STATUSES, FailureRule
+from statemachine.vocabulary import HEALTHY_STATUSES, HELD_ERROR_CODES, FailureRule
 
-__all__ = ["PRODUCER", "Verdict", "decide", "judge"]
+__all__ = ["PRODUCER", "Verdict", "decide", "hold_reason", "judge", "released"]
 
 PRODUCER = "auditrec-reconciler"
 
@@ -178,22 +181,97 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
     return Verdict("healthy", f"{status} → no change")  # pragma: no cover - closed vocabulary
 
 
+def hold_reason(
+    event: AuditEvent, failure: AuditFailedData, policy: Policy, brake_engaged: bool = False
+) -> str | None:
+    """Why the mass-failure brake holds this failure instead of applying it; ``None`` when it
+    does not. Only decisions made from the absence of evidence are held: while the brake is
+    engaged, and, awaiting their sweep's verdict, those of a watchdog sweep large enough to
+    trip it."""
+    if not policy.brake_on or failure.error_code not in HELD_ERROR_CODES:
+        return None
+    if brake_engaged:
+        return "the mass-failure brake is engaged"
+    if not isinstance(event, WorkflowStatusObserved):
+        return None
+    d = event.data
+    if d.trigger is Trigger.WATCHDOG and (d.sweep_size or 0) >= policy.brake_min_audits:
+        return (
+            f"sweep {d.sweep_id} asked about {d.sweep_size} audits (≥ {policy.brake_min_audits}):"
+            f" held until the sweep's verdict (the brake engages at ≥ {policy.brake_min_audits}"
+            f" instance_lost and more than {policy.brake_min_share:.0%} of its observations)"
+        )
+    return None
+
+
 def decide(
-    state: AuditState | None, event: AuditEvent, policy: Policy
+    state: AuditState | None,
+    event: AuditEvent,
+    policy: Policy,
+    *,
+    brake_engaged: bool = False,
 ) -> tuple[Verdict | None, AuditEvent | None]:
-    """The verdict, and the decision event to append (``AuditFailed``, or in shadow mode
-    ``AuditFailureSimulated``) when the audit must fail."""
+    """The verdict, and the decision event to append when the audit must fail: ``AuditFailed``
+    (in shadow mode ``AuditFailureSimulated``), or ``AuditFailureHeld`` when the mass-failure
+    brake holds it (:func:`hold_reason`). An audit with a decision held gets no second one."""
     verdict = judge(state, event, policy)
     if verdict is None or verdict.failure is None:
         return verdict, None
+    failure = verdict.failure
+    observed_at = event.data.observed_at  # type: ignore[union-attr]
+    if state is not None and state.held_decision_id is not None:
+        if failure.error_code in HELD_ERROR_CODES:
+            reason = f"{verdict.reason}: a decision is already held → no second decision"
+            return Verdict(verdict.rule, reason), None
+    held = hold_reason(event, failure, policy, brake_engaged)
+    if held is not None:
+        hold = AuditFailureHeld(
+            event_id=derived_id(event.event_id, "reconciler-hold"),
+            audit_id=event.audit_id,
+            occurred_at=observed_at,
+            producer=PRODUCER,
+            causation_id=event.event_id,
+            correlation_id=event.correlation_id,
+            data=AuditFailureHeldData(
+                decision=failure,
+                sweep_id=getattr(event.data, "sweep_id", None),
+                reason=held,
+            ),
+        )
+        return Verdict(verdict.rule, f"{verdict.reason}; held: {held}", failure), hold
     cls = AuditFailureSimulated if policy.shadow else AuditFailed
     decision = cls(
         event_id=derived_id(event.event_id, "reconciler-decision"),
         audit_id=event.audit_id,
-        occurred_at=event.data.observed_at,  # type: ignore[union-attr]
+        occurred_at=observed_at,
         producer=PRODUCER,
         causation_id=event.event_id,
         correlation_id=event.correlation_id,
-        data=verdict.failure,
+        data=failure,
     )
     return verdict, decision
+
+
+def released(
+    state: AuditState | None, event: AuditFailureReleased, held: AuditFailureHeld | None
+) -> AuditFailed | None:
+    """The failure a release lets through: the held decision, as the ``AuditFailed`` it would
+    have been (same id, same causation), when the audit still runs with that very hold."""
+    if state is None or state.status != "running" or held is None:
+        return None
+    if state.held_decision_id != str(event.data.held_id) or held.event_id != event.data.held_id:
+        return None
+    cause = held.causation_id or held.event_id
+    decision = held.data.decision
+    evidence = dict(decision.policy or {})
+    if len(evidence) < 32:
+        evidence["released_by"] = event.data.actor
+    return AuditFailed(
+        event_id=derived_id(cause, "reconciler-decision"),
+        audit_id=event.audit_id,
+        occurred_at=event.occurred_at,
+        producer=PRODUCER,
+        causation_id=cause,
+        correlation_id=held.correlation_id,
+        data=decision.model_copy(update={"policy": evidence}),
+    )

@@ -21,6 +21,9 @@ from statemachine.events import (
     AuditCompleted,
     AuditEvent,
     AuditFailed,
+    AuditFailureDiscarded,
+    AuditFailureHeld,
+    AuditFailureReleased,
     AuditProgressed,
     AuditStarted,
     WorkflowInstanceAttached,
@@ -57,6 +60,9 @@ class AuditState:
     last_observed_status: str | None = None
     last_observed_at: datetime | None = None
     overturned: bool = False
+    # A reconciler decision held by the mass-failure brake (its AuditFailureHeld's id), if any.
+    held_decision_id: str | None = None
+    held_at: datetime | None = None
     # When the current instance was first seen ``complete`` (or its reported end): rule 6.
     instance_ended_at: datetime | None = None
 
@@ -86,6 +92,10 @@ def replace(state: AuditState, **changes: object) -> AuditState:
     return new
 
 
+_LOST = frozenset({"not_found", "not_attached"})
+_UNHELD = {"held_decision_id": None, "held_at": None}
+
+
 def _observed(state: AuditState, event: AuditEvent) -> AuditState:
     """Record what a probe saw (for the watchdog's fairness and on-demand freshness)."""
     if isinstance(event, WorkflowStatusObserved):
@@ -97,11 +107,14 @@ def _observed(state: AuditState, event: AuditEvent) -> AuditState:
             ended = d.workflow_ended_at or d.observed_at
         elif d.status != "complete":
             ended = None  # a restarted instance is no longer complete
+        # The instance was found after all: a decision held for its loss no longer stands.
+        found = state.held_decision_id is not None and d.status not in _LOST
         return replace(
             state,
             last_observed_status=_intern(d.status),
             last_observed_at=_later(state.last_observed_at, d.observed_at),
             instance_ended_at=ended,
+            **(_UNHELD if found else {}),
         )
     if isinstance(event, WorkflowProbeFailed):
         if event.data.workflow_instance_id != state.workflow_instance_id:
@@ -147,6 +160,7 @@ def evolve(state: AuditState, event: AuditEvent) -> AuditState:
             workflow_instance_id=new_id,
             instance_ended_at=None,
             last_observed_status=None,
+            **_UNHELD,  # a hold was about the instance that is replaced
         )
     if isinstance(event, AuditProgressed):
         progress = event.data
@@ -179,6 +193,7 @@ def evolve(state: AuditState, event: AuditEvent) -> AuditState:
             failed_phase=None if overturn else state.failed_phase,
             failed_by=None if overturn else state.failed_by,
             reconciled_by=None if overturn else state.reconciled_by,
+            **_UNHELD,
         )
     if isinstance(event, AuditFailed):
         failure = event.data
@@ -193,7 +208,16 @@ def evolve(state: AuditState, event: AuditEvent) -> AuditState:
             failed_by=failure.failed_by.value,
             reconciled_by=failure.reconciled_by.value if failure.reconciled_by else None,
             completed_at=event.occurred_at,
+            **_UNHELD,
         )
+    if isinstance(event, AuditFailureHeld):
+        if state.held_decision_id is not None:
+            return state  # one hold at a time: the first stands until it ends
+        return replace(state, held_decision_id=str(event.event_id), held_at=event.occurred_at)
+    if isinstance(event, AuditFailureReleased | AuditFailureDiscarded):
+        if state.held_decision_id != str(event.data.held_id):
+            return state  # not the pending hold (already ended, or never made)
+        return replace(state, **_UNHELD)
     # Observations, probe failures and simulated failures: the table keeps the status.
     return _observed(state, event)
 

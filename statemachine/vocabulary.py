@@ -13,6 +13,7 @@ __all__ = [
     "AUDIT_ID_RULE",
     "ERROR_CODES",
     "FAILURE_RULES",
+    "HELD_ERROR_CODES",
     "HEALTHY_STATUSES",
     "OBSERVED_STATUSES",
     "WORKFLOW_STATUSES",
@@ -73,3 +74,7 @@ ERROR_CODES: Final[tuple[str, ...]] = get_args(ErrorCode)
 # The rules (DESIGN §4) that fail an audit; a reconciler decision records which one fired.
 FailureRule = Literal["errored", "terminated", "instance_lost", "never_attached", "finalize_lost"]
 FAILURE_RULES: Final[tuple[str, ...]] = get_args(FailureRule)
+
+# Decisions made from the absence of evidence, which the mass-failure brake may hold: a
+# provider-side blip that answers "not found" for live instances looks like this.
+HELD_ERROR_CODES: Final = frozenset({"instance_lost"})

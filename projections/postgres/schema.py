@@ -98,6 +98,25 @@ CREATE INDEX api_requests_window ON api_requests (account, sent_at);
 CREATE TABLE api_pauses (account text PRIMARY KEY, until timestamptz NOT NULL);
 """,
     ),
+    (
+        3,
+        """
+-- The mass-failure brake: the decision an audit has held, sweeps awaiting a verdict, the brake.
+ALTER TABLE audits ADD COLUMN held_decision_id text, ADD COLUMN held_at timestamptz;
+CREATE INDEX audits_held ON audits (held_at, audit_id) WHERE held_decision_id IS NOT NULL;
+CREATE TABLE sweeps (
+    sweep_id text PRIMARY KEY, requests text[] NOT NULL, at timestamptz NOT NULL,
+    deadline timestamptz NOT NULL, claimed_by text, claimed_until timestamptz, verdict text,
+    lost integer, observations integer, judged_at timestamptz
+);
+CREATE INDEX sweeps_open ON sweeps (at) WHERE verdict IS NULL;
+CREATE TABLE brake (
+    name text PRIMARY KEY, engaged boolean NOT NULL, since timestamptz, sweep_id text,
+    lost integer NOT NULL DEFAULT 0, observations integer NOT NULL DEFAULT 0,
+    ended_at timestamptz, ended_by text, how text
+);
+""",
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -1,16 +1,19 @@
 """The projection's SQLite schema: column types and the DDL ``SQLiteDB.start`` runs.
 
 SQLite has no timestamp type: timestamps are INTEGER microseconds since the Unix epoch (UTC),
-booleans 0/1, uuids text. The schema has one version, recorded in ``schema_version``.
+booleans 0/1, uuids text. The version is recorded in ``schema_version``; :func:`upgrade` brings
+a file of an older version up (columns the row gained are added to ``audits``).
 """
 
 from __future__ import annotations
 
+import sqlite3
+
 from projections.row import COLUMN_KINDS, ColumnKind
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION"]
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "upgrade"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _TYPE_OF_KIND: dict[ColumnKind, str] = {
     "text": "TEXT",
     "integer": "INTEGER",
@@ -65,6 +68,31 @@ CREATE TABLE IF NOT EXISTS ticks (
 );
 CREATE TABLE IF NOT EXISTS api_requests (account TEXT NOT NULL, sent_at INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS api_requests_window ON api_requests (account, sent_at);
-CREATE TABLE IF NOT EXISTS api_pauses (account TEXT PRIMARY KEY, until INTEGER NOT NULL)
+CREATE TABLE IF NOT EXISTS api_pauses (account TEXT PRIMARY KEY, until INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS sweeps (
+    sweep_id TEXT PRIMARY KEY, requests TEXT NOT NULL, at INTEGER NOT NULL,
+    deadline INTEGER NOT NULL, claimed_by TEXT, claimed_until INTEGER, verdict TEXT,
+    lost INTEGER, observations INTEGER, judged_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS sweeps_open ON sweeps (at) WHERE verdict IS NULL;
+CREATE TABLE IF NOT EXISTS brake (
+    name TEXT PRIMARY KEY, engaged INTEGER NOT NULL, since INTEGER, sweep_id TEXT,
+    lost INTEGER NOT NULL DEFAULT 0, observations INTEGER NOT NULL DEFAULT 0,
+    ended_at INTEGER, ended_by TEXT, how TEXT
+)
 """
 SCHEMA = _SCHEMA_TEMPLATE.replace("{audits}", _AUDITS)
+
+
+def upgrade(conn: sqlite3.Connection) -> None:
+    """Bring a file made by an older version up to :data:`SCHEMA_VERSION` (in the caller's
+    transaction): add the ``audits`` columns it lacks, then the indexes that use them."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(audits)")}
+    for column, kind in COLUMN_KINDS.items():
+        if column not in present:
+            conn.execute(f"ALTER TABLE audits ADD COLUMN {column} {_TYPE_OF_KIND[kind]}")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS audits_held ON audits (held_at) "
+        "WHERE held_decision_id IS NOT NULL"
+    )
+    conn.execute("UPDATE schema_version SET version = ? WHERE version < ?", (SCHEMA_VERSION,) * 2)

@@ -21,7 +21,8 @@ from projections.sqlite.batch import apply_batch
 from projections.sqlite.connection import SQLiteDB, sqlite_path
 from projections.sqlite.limits import SQLiteLimits
 from projections.sqlite.rows import SELECT_ROWS, chunks, decode_row, from_micros, to_micros
-from projections.sqlite.schema import SCHEMA, SCHEMA_VERSION
+from projections.sqlite.brake import SQLiteBrake
+from projections.sqlite.schema import SCHEMA, SCHEMA_VERSION, upgrade
 from projections.store import ApplyResult, HistoryEntry, Position, ProjectionStore
 from statemachine.errors import StoreError
 from statemachine.events import EVENT_ADAPTER, AuditEvent
@@ -29,14 +30,26 @@ from statemachine.events import EVENT_ADAPTER, AuditEvent
 __all__ = ["SQLiteStore"]
 
 
-class SQLiteStore(SQLiteLimits, ProjectionStore):
+class SQLiteStore(SQLiteLimits, SQLiteBrake, ProjectionStore):
     def __init__(self, url: str) -> None:
         path = sqlite_path(url)
         self.db = SQLiteDB(path, lambda msg, retriable: StoreError(msg, retriable=retriable))
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
     async def start(self) -> None:
+        if self.db.started:
+            return
         await self.db.start(SCHEMA)
+
+        def work() -> None:
+            with self.db.transaction() as conn:
+                upgrade(conn)
+
+        try:
+            await self.db.run(work)
+        except BaseException:
+            await self.db.stop()
+            raise
 
     async def stop(self) -> None:
         await self.db.stop()

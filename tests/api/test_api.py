@@ -257,13 +257,15 @@ def test_the_status_row_has_the_design_columns(client: httpx.Client) -> None:
     audit_id = unique("columns")
     publish(client, started(audit_id, minutes_ago=1, current_phase="crawl"))
     body = wait_for(client, audit_id)
-    assert list(body)[:23] == [
+    # DESIGN §6's columns, with the mass-failure brake's hold (§9) after `overturned`.
+    assert list(body)[:25] == [
         "audit_id", "project_id", "organization_id", "started_by_user_id", "start_url",
         "workflow_instance_id", "status", "current_phase", "pages_crawled", "pages_total",
         "started_at", "completed_at", "error_code", "error_detail", "failed_phase", "failed_by",
-        "reconciled_by", "last_observed_status", "last_observed_at", "overturned", "version",
-        "last_event_id", "updated_at",
+        "reconciled_by", "last_observed_status", "last_observed_at", "overturned",
+        "held_decision_id", "held_at", "version", "last_event_id", "updated_at",
     ]  # fmt: skip
+    assert body["held_decision_id"] is None
     assert body["project_id"] == f"proj-{audit_id}"
     assert body["current_phase"] == "crawl"
     assert body["started_at"].endswith("Z")

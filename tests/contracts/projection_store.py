@@ -32,6 +32,8 @@ from statemachine.events import (
     AuditCompleted,
     AuditEvent,
     AuditFailed,
+    AuditFailureHeld,
+    AuditFailureReleased,
     AuditFailureSimulated,
     AuditProgressed,
     AuditStarted,
@@ -131,6 +133,22 @@ def probe_failed(
         "observed_at": when,
     }
     return WorkflowProbeFailed(**_env(audit_id, when, causation_id=causation_id), data=data)
+
+
+def held(audit_id: str, when: datetime = T0) -> AuditFailureHeld:
+    decision = {
+        "error_code": "instance_lost",
+        "error_detail": "Workflow instance was not found",
+        "failed_by": "reconciler",
+        "rule": "instance_lost",
+    }
+    data = {"decision": decision, "reason": "the mass-failure brake is engaged"}
+    return AuditFailureHeld(**_env(audit_id, when), data=data)
+
+
+def released(hold: AuditFailureHeld, when: datetime = T0) -> AuditFailureReleased:
+    data = {"held_id": hold.event_id, "actor": "cli:ops"}
+    return AuditFailureReleased(**_env(hold.audit_id, when), data=data)
 
 
 _offsets = itertools.count()
@@ -727,3 +745,97 @@ class ProjectionStoreContract:
         assert await store.telemetry_sent([]) == set()
         await store.reset(CONSUMER)  # a rebuild does not forget what was sent
         assert await store.telemetry_sent([one]) == {one}
+
+    # -- the mass-failure brake ----------------------------------------------------------------
+
+    async def test_held_decisions_are_projected_and_listed_oldest_first(
+        self, store: ProjectionStore
+    ) -> None:
+        # given three running audits, two of them with a decision held, one held then released
+        hold_b, hold_a, hold_c = held("a-b", at(5)), held("a-a", at(6)), held("a-c", at(7))
+        events = [
+            *(started(a, at(0)) for a in ("a-a", "a-b", "a-c", "a-d")),
+            hold_b,
+            hold_a,
+            hold_c,
+            released(hold_c, at(8)),
+        ]
+        await store.apply(positioned(events), {}, CONSUMER)
+
+        # then the rows carry the holds as the fold does, and the list is oldest hold first
+        rows = await self.rows_of(store)
+        assert all(same_row(rows[k], v) for k, v in pure_fold(events).items())
+        listed = await store.held_audits()
+        assert [(r.audit_id, r.state.held_decision_id) for r in listed] == [
+            ("a-b", str(hold_b.event_id)),
+            ("a-a", str(hold_a.event_id)),
+        ]
+        assert listed[0].state.held_at == at(5)
+        assert [r.audit_id for r in await store.held_audits(limit=1)] == ["a-b"]
+
+    async def test_a_sweep_is_judged_by_one_claimant_until_its_lease_runs_out(
+        self, store: ProjectionStore, make_store: MakeStore
+    ) -> None:
+        async with make_store() as other:
+            # given an open sweep of two requests
+            await store.open_sweep("sweep-1", ["r-1", "r-2"], at(0), at(1))
+            await store.open_sweep("sweep-1", ["ignored"], at(0), at(1))  # idempotent
+            [sweep] = await other.open_sweeps()
+            assert (sweep.sweep_id, sweep.requests, sweep.at, sweep.deadline) == (
+                "sweep-1",
+                ("r-1", "r-2"),
+                at(0),
+                at(1),
+            )
+
+            # when two processes claim its verdict at once, one wins
+            claims = await asyncio.gather(
+                store.claim_sweep("sweep-1", "a", at(2), 60.0),
+                other.claim_sweep("sweep-1", "b", at(2), 60.0),
+            )
+            assert sorted(claims) == [False, True]
+            winner, loser = ("a", "b") if claims[0] else ("b", "a")
+            assert await store.claim_sweep("sweep-1", winner, at(2, 30), 60.0) is True  # renews
+            assert await store.claim_sweep("sweep-1", loser, at(3, 29), 60.0) is False
+            # then a claimant that died is taken over once its lease ran out
+            assert await other.claim_sweep("sweep-1", loser, at(3, 31), 60.0) is True
+
+            # and a closed sweep is no longer open, nor claimable
+            await store.close_sweep("sweep-1", "released", 3, 90, at(4))
+            assert await other.open_sweeps() == []
+            assert await store.claim_sweep("sweep-1", "c", at(9), 60.0) is False
+
+    async def test_the_brake_engages_once_and_ends_with_who_ended_it(
+        self, store: ProjectionStore, make_store: MakeStore
+    ) -> None:
+        async with make_store() as other:
+            assert (await store.brake()).engaged is False
+
+            # when two sweeps trip the brake at once, one engages it
+            first, second = await asyncio.gather(
+                store.engage_brake("sweep-1", 30, 40, at(1)),
+                other.engage_brake("sweep-2", 25, 30, at(1)),
+            )
+            assert sorted([first, second]) == [False, True]
+            state = await other.brake()
+            assert state.engaged is True and state.since == at(1)
+            assert (state.sweep_id, state.lost, state.observations) in (
+                ("sweep-1", 30, 40),
+                ("sweep-2", 25, 30),
+            )
+            assert await store.engage_brake("sweep-3", 99, 99, at(2)) is False  # stays as it was
+            assert (await store.brake()).since == at(1)
+
+            # then ending it says how it was and records who ended it
+            before = await other.end_brake("released", "cli:ops", at(3))
+            assert before.engaged is True
+            after = await store.brake()
+            assert (after.engaged, after.ended_by, after.how, after.ended_at) == (
+                False,
+                "cli:ops",
+                "released",
+                at(3),
+            )
+            assert (await store.end_brake("discarded", "x", at(4))).engaged is False
+            assert (await store.brake()).how == "released"  # nothing to end: unchanged
+            assert await store.engage_brake("sweep-4", 20, 21, at(5)) is True  # engages again

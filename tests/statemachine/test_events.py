@@ -56,6 +56,25 @@ DATA: dict[str, dict[str, Any]] = {
         "error_detail": "Workflow instance was not found",
         "failed_by": "reconciler",
     },
+    "AuditFailureHeld": {
+        "decision": {
+            "error_code": "instance_lost",
+            "error_detail": "Workflow instance was not found",
+            "failed_by": "reconciler",
+            "rule": "instance_lost",
+        },
+        "sweep_id": "sweep-20261130T080000-abc123",
+        "reason": "the mass-failure brake is engaged",
+    },
+    "AuditFailureReleased": {
+        "held_id": "5b1f8c3e-0d55-5a7e-9a43-2f0e7c0d1a7e",
+        "actor": "cli:ops",
+        "reason": "the provider's incident is over",
+    },
+    "AuditFailureDiscarded": {
+        "held_id": "5b1f8c3e-0d55-5a7e-9a43-2f0e7c0d1a7e",
+        "actor": "ops-token",
+    },
     "WorkflowStatusObserved": {
         "workflow_instance_id": "wf-1",
         "status": "errored",

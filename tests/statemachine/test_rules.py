@@ -35,6 +35,8 @@ EVIDENCE_THRESHOLDS = {
     "stale_running_after_s": 900.0,
     "instance_lost_grace_s": 600.0,
     "finalize_grace_s": 600.0,
+    "brake_min_audits": 20,
+    "brake_min_share": 0.5,
 }
 
 
