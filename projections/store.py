@@ -216,9 +216,7 @@ class ProjectionStore(LongLived, ABC):
     async def brake(self) -> BrakeState: ...
 
     @abstractmethod
-    async def engage_brake(
-        self, sweep_id: str, lost: int, observations: int, at: datetime
-    ) -> bool:
+    async def engage_brake(self, sweep_id: str, lost: int, observations: int, at: datetime) -> bool:
         """Engage the brake; True when it was not engaged before (an engaged brake keeps the
         sweep that engaged it)."""
 

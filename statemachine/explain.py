@@ -9,7 +9,7 @@ given (today's); when that policy would fail the audit, the step says no decisio
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from statemachine.events import (
@@ -31,7 +31,7 @@ __all__ = ["Step", "explain", "explain_one", "recorded_decisions"]
 Decision = AuditFailed | AuditFailureSimulated | AuditFailureHeld
 
 
-def _policy_of(decision: Decision) -> dict[str, object] | None:
+def _policy_of(decision: Decision) -> Mapping[str, object] | None:
     data = decision.data.decision if isinstance(decision, AuditFailureHeld) else decision.data
     return data.policy
 

@@ -219,10 +219,10 @@ def decide(
         return verdict, None
     failure = verdict.failure
     observed_at = event.data.observed_at  # type: ignore[union-attr]
-    if state is not None and state.held_decision_id is not None:
-        if failure.error_code in HELD_ERROR_CODES:
-            reason = f"{verdict.reason}: a decision is already held → no second decision"
-            return Verdict(verdict.rule, reason), None
+    pending = state is not None and state.held_decision_id is not None
+    if pending and failure.error_code in HELD_ERROR_CODES:
+        reason = f"{verdict.reason}: a decision is already held → no second decision"
+        return Verdict(verdict.rule, reason), None
     held = hold_reason(event, failure, policy, brake_engaged)
     if held is not None:
         hold = AuditFailureHeld(

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 import structlog
 
 from consumers.api.server import ApiServer
+from consumers.components.brake import Brake
 from consumers.components.probe import Probe
 from consumers.components.projector import Projector
 from consumers.components.reconciler import Reconciler
@@ -60,7 +61,10 @@ def _builder(rt: Backends, name: str) -> Builder:
         return Projector(rt.log, rt.store)
 
     async def reconciler(built: dict[str, Component]) -> Component:
-        return Reconciler(rt.log, rt.policy)
+        async def brake_engaged() -> bool:
+            return (await rt.store.brake()).engaged
+
+        return Reconciler(rt.log, rt.policy, brake_engaged=brake_engaged)
 
     async def probe(built: dict[str, Component]) -> Component:
         blind = s.probing_blind()
@@ -82,6 +86,7 @@ def _builder(rt: Backends, name: str) -> Builder:
             ready=projection_caught_up,
             owner=rt.process_id,
             answer_within=s.sweep_wait,
+            brake=Brake(rt.log, rt.store, rt.policy, owner=rt.process_id),
         )
 
     async def telemetry(built: dict[str, Component]) -> Component | None:

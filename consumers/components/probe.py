@@ -203,6 +203,8 @@ class Probe(LogConsumer):
                     workflow_ended_at=result.ended_at,
                     trigger=request.data.trigger,
                     observed_at=observed_at,
+                    sweep_id=request.data.sweep_id,
+                    sweep_size=request.data.sweep_size,
                 ),
             )
         return WorkflowProbeFailed(
@@ -214,5 +216,7 @@ class Probe(LogConsumer):
                 detail=result.detail[:2000],
                 trigger=request.data.trigger,
                 observed_at=observed_at,
+                sweep_id=request.data.sweep_id,
+                sweep_size=request.data.sweep_size,
             ),
         )

@@ -11,11 +11,18 @@ offsets, so already final) are applied early, exactly as the live path applies a
 moment it makes it — so a second observation of a dead audit never yields a second decision.
 Terminal audits are kept as one shared object per (status, failed_by), so memory grows with
 running audits only.
+
+The mass-failure brake (:mod:`consumers.components.brake`): an ``instance_lost`` decision of a
+large watchdog sweep, or any while the brake is engaged (read from the store, at most once a
+second), is appended as ``AuditFailureHeld`` instead. The held event is kept per audit; an
+``AuditFailureReleased`` for it makes the reconciler append the ``AuditFailed`` it held (the id
+it would have had), in the same transaction as the release's offset.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
@@ -24,10 +31,17 @@ from consumers.eventlog.codec import decode, encode
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record
 from consumers.runtime.metrics import DECISIONS, OVERTURNED
 from statemachine.errors import DecodeError
-from statemachine.events import AuditEvent, AuditFailed, FailedBy
+from statemachine.events import (
+    AuditEvent,
+    AuditFailed,
+    AuditFailureHeld,
+    AuditFailureReleased,
+    AuditFailureSimulated,
+    FailedBy,
+)
 from statemachine.machine import TERMINAL
 from statemachine.policy import Policy
-from statemachine.rules import decide
+from statemachine.rules import PRODUCER, Verdict, decide, released
 from statemachine.state import AuditState, evolve
 
 __all__ = ["Reconciler"]
@@ -48,15 +62,31 @@ def _compact(state: AuditState) -> AuditState:
     return shared
 
 
+BRAKE_READ_EVERY = 1.0  # seconds the brake's state is reused
+
+Holds = dict[str, AuditFailureHeld]
+
+
 def _own_decision(event: AuditEvent) -> bool:
+    if isinstance(event, AuditFailureHeld):
+        return event.producer == PRODUCER
     return isinstance(event, AuditFailed) and event.data.failed_by is FailedBy.RECONCILER
+
+
+def _code(decision: AuditEvent | None) -> str:
+    """The error code a decision carries (a held one: ``held``); ``""`` for none."""
+    if isinstance(decision, AuditFailureHeld):
+        return "held"
+    if isinstance(decision, AuditFailed | AuditFailureSimulated):
+        return decision.data.error_code
+    return ""
 
 
 def _may_be_decision(record: Record) -> bool:
     """Cheap pre-check on the ``event-type`` header (absent header: decode to be sure)."""
     for key, value in record.headers:
         if key == "event-type":
-            return value == b"AuditFailed"
+            return value in (b"AuditFailed", b"AuditFailureHeld")
     return True
 
 
@@ -64,10 +94,20 @@ class Reconciler(LogConsumer):
     name = "reconciler"
     transactional = True
 
-    def __init__(self, event_log: EventLog, policy: Policy) -> None:
+    def __init__(
+        self,
+        event_log: EventLog,
+        policy: Policy,
+        *,
+        brake_engaged: Callable[[], Awaitable[bool]] | None = None,
+    ) -> None:
         super().__init__(event_log, [event_log.topics.lifecycle])
         self.policy = policy
         self.partitions: dict[tuple[str, int], dict[str, AuditState]] = {}
+        # Held decisions per partition, by audit (only while held).
+        self.holds: dict[tuple[str, int], Holds] = {}
+        self._brake_engaged = brake_engaged
+        self._brake = (False, -BRAKE_READ_EVERY)  # last answer, when read
         # Next offset to process per partition (what this instance has committed).
         self.positions: dict[tuple[str, int], int] = {}
         self.decided = 0
@@ -93,6 +133,7 @@ class Reconciler(LogConsumer):
             if tp not in partitions:
                 del self.partitions[tp]
                 self.positions.pop(tp, None)
+                self.holds.pop(tp, None)
         for tp in partitions:
             start = committed.get(tp, 0)
             mine = self.positions.get(tp)
@@ -103,6 +144,7 @@ class Reconciler(LogConsumer):
                 log.info("partition kept", partition=tp[1], position=mine)
                 continue
             states: dict[str, AuditState] = {}
+            holds: Holds = {}
             async for batch in self.log.read(tp[0], tp[1], 0, None):
                 for record in batch:
                     if record.offset >= start and not _may_be_decision(record):
@@ -112,8 +154,9 @@ class Reconciler(LogConsumer):
                     except DecodeError:
                         continue
                     if record.offset < start or _own_decision(event):
-                        self._fold(states, event)
+                        self._fold(states, holds, event)
             self.partitions[tp] = states
+            self.holds[tp] = holds
             self.positions[tp] = start
             consumer.seek(tp, start)
             log.info("partition assigned", partition=tp[1], committed=start, audits=len(states))
@@ -124,13 +167,14 @@ class Reconciler(LogConsumer):
         await super().stop()
         self.partitions.clear()
         self.positions.clear()
+        self.holds.clear()
 
     async def on_revoke(self, consumer: Consumer, partitions: Sequence[tuple[str, int]]) -> None:
         # States are kept until the next assignment shows whether the partition stays here.
         log.info("partitions revoked", partitions=[p for _, p in partitions])
 
     @staticmethod
-    def _fold(states: dict[str, AuditState], event: AuditEvent) -> AuditState:
+    def _fold(states: dict[str, AuditState], holds: Holds, event: AuditEvent) -> AuditState:
         current = states.get(event.audit_id) or AuditState(audit_id=event.audit_id)
         if current.audit_id == "":  # a compacted terminal audit
             current = AuditState(
@@ -139,16 +183,41 @@ class Reconciler(LogConsumer):
         new = evolve(current, event)
         if new.exists:
             states[event.audit_id] = _compact(new)
+        if new.held_decision_id is None:
+            if current.held_decision_id is not None:
+                holds.pop(event.audit_id, None)
+        elif isinstance(event, AuditFailureHeld) and new.held_decision_id == str(event.event_id):
+            holds[event.audit_id] = event
         return new
 
-    def _judge(self, states: dict[str, AuditState], event: AuditEvent) -> AuditEvent | None:
+    async def brake_engaged(self) -> bool:
+        """The brake's state as the store has it, read at most once per second."""
+        if self._brake_engaged is None or not self.policy.brake_on:
+            return False
+        engaged, at = self._brake
+        if time.monotonic() - at >= BRAKE_READ_EVERY:
+            engaged = await self._brake_engaged()
+            self._brake = (engaged, time.monotonic())
+        return engaged
+
+    def _judge(
+        self,
+        states: dict[str, AuditState],
+        holds: Holds,
+        event: AuditEvent,
+        brake_engaged: bool = False,
+    ) -> AuditEvent | None:
         """Fold ``event`` into its audit's state; the decision it calls for, folded too."""
         before = states.get(event.audit_id)
-        verdict, decision = decide(before, event, self.policy)
-        after = self._fold(states, event)
+        verdict: Verdict | None = None
+        decision: AuditEvent | None
+        if isinstance(event, AuditFailureReleased):
+            decision = released(before, event, holds.get(event.audit_id))
+        else:
+            verdict, decision = decide(before, event, self.policy, brake_engaged=brake_engaged)
+        after = self._fold(states, holds, event)
         if verdict is not None and event.type == "WorkflowStatusObserved":
-            code = decision.data.error_code if decision is not None else ""  # type: ignore[union-attr]
-            DECISIONS.labels(verdict.rule, code).inc()
+            DECISIONS.labels(verdict.rule, _code(decision)).inc()
         if (
             before is not None
             and before.status == "failed"
@@ -159,14 +228,18 @@ class Reconciler(LogConsumer):
             log.info("failure overturned", audit_id=event.audit_id, rule="overturn")
         if decision is None:
             return None
-        self._fold(states, decision)
+        self._fold(states, holds, decision)
         self.decided += 1
+        if isinstance(decision, AuditFailureHeld):
+            what = "audit failure held"
+        else:
+            what = "audit failed" if not self.policy.shadow else "audit would fail (shadow)"
         log.info(
-            "audit failed" if not self.policy.shadow else "audit would fail (shadow)",
+            what,
             audit_id=event.audit_id,
-            rule=verdict.rule if verdict else None,
-            error_code=decision.data.error_code,  # type: ignore[union-attr]
-            reason=verdict.reason if verdict else None,
+            rule=verdict.rule if verdict else "released",
+            error_code=_code(decision),
+            reason=verdict.reason if verdict else "the held decision was released",
             decision_id=str(decision.event_id),
         )
         return decision
@@ -175,6 +248,7 @@ class Reconciler(LogConsumer):
         outputs: dict[tuple[str, int], list[OutRecord]] = {}
         lifecycle = self.log.topics.lifecycle
         skipped = 0
+        brake_engaged = await self.brake_engaged()
         for record in records:
             tp = (record.topic, record.partition)
             if tp not in self.partitions or record.offset < self.positions.get(tp, 0):
@@ -186,8 +260,9 @@ class Reconciler(LogConsumer):
             if event is None:
                 continue
             states = self.partitions.setdefault(tp, {})
+            holds = self.holds.setdefault(tp, {})
             try:
-                decision = self._judge(states, event)
+                decision = self._judge(states, holds, event, brake_engaged)
                 if decision is not None:
                     out.append(encode(lifecycle, decision))
             except Exception as exc:  # one event must not hold back its partition

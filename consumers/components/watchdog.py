@@ -7,6 +7,10 @@ queue, so audits that can never be resolved (a workflow that runs for days, an A
 failing for one instance) cannot starve the rest. One tick runs at a time across processes
 (the store's watchdog lock), and a periodic tick happens once per ``WATCHDOG_INTERVAL`` across
 all processes: each interval slot (wall clock) is claimed through the store by one of them.
+
+A sweep large enough for the mass-failure brake is recorded as open before its requests go out;
+the watchdog then judges it (:class:`~consumers.components.brake.Brake`) once its answers are
+in, and judges any sweep past its deadline whose judge went away.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
+from consumers.components.brake import Brake, SweepVerdict, sweep_deadline
 from consumers.eventlog.codec import encode
 from consumers.eventlog.port import EventLog
 from consumers.runtime.component import Component
@@ -51,6 +56,7 @@ def probe_requests(
     producer: str = PRODUCER,
     answer_by: datetime | None = None,
 ) -> list[ProbeRequested]:
+    size = len(rows) if sweep_id is not None else None
     return [
         ProbeRequested(
             event_id=uuid.uuid4(),
@@ -62,6 +68,7 @@ def probe_requests(
                 workflow_instance_id=row.state.workflow_instance_id,
                 trigger=trigger,
                 sweep_id=sweep_id,
+                sweep_size=size,
                 answer_by=answer_by,
             ),
         )
@@ -85,6 +92,7 @@ class Watchdog(Component):
         ready_within: float = 60.0,
         owner: str | None = None,
         answer_within: timedelta | None = None,
+        brake: Brake | None = None,
     ) -> None:
         self.log = event_log
         self.store = store
@@ -101,6 +109,9 @@ class Watchdog(Component):
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         # How long a tick's probes may wait for the API (a 429 pause): the sweep's bound.
         self.answer_within = answer_within
+        self.brake = brake
+        self._judged_at = 0.0
+        self.opened: set[str] = set()  # sweeps this watchdog opened and has not seen judged
 
     async def candidates(self, now: datetime | None = None) -> list[AuditRow]:
         now = now or self.clock()
@@ -118,6 +129,10 @@ class Watchdog(Component):
             rows = await self.candidates(now)
             answer_by = now + self.answer_within if self.answer_within is not None else None
             requests = probe_requests(rows, trigger, now, sweep_id, answer_by=answer_by)
+            if self.brake is not None and self.brake.watches(len(requests)):
+                deadline = sweep_deadline(now, self.answer_within)
+                await self.brake.open(sweep_id, [str(r.event_id) for r in requests], deadline)
+                self.opened.add(sweep_id)
             if requests:
                 topic = self.log.topics.probe_requests
                 await self.log.append([encode(topic, r) for r in requests])
@@ -128,9 +143,24 @@ class Watchdog(Component):
     def due(self) -> bool:
         return time.monotonic() >= self._next
 
+    async def judge(self, *, force: bool = False) -> list[SweepVerdict]:
+        """Give the brake's verdict on open sweeps whose answers are in or whose deadline
+        passed (at most once a second); ``force``: on this watchdog's own open sweeps, with
+        the answers that are in."""
+        if self.brake is None or (not force and time.monotonic() - self._judged_at < 1.0):
+            return []
+        self._judged_at = time.monotonic()
+        if force:
+            verdicts = await self.brake.judge_due(force=True, only=self.opened)
+        else:
+            verdicts = await self.brake.judge_due()
+        self.opened &= self.brake.still_open  # judged here or elsewhere: no longer ours to do
+        return verdicts
+
     async def step(self) -> int:
+        judged = len(await self.judge())
         if not self.due():
-            return 0
+            return judged
         first = self.ticks == 0 and self.ready is not None and time.monotonic() < self._ready_by
         if first and self.ready is not None and not await self.ready():
             return 0
@@ -148,3 +178,7 @@ class Watchdog(Component):
 
     async def burst(self) -> None:
         await self.tick()
+
+    async def settle(self) -> int:
+        # After a drain every answer that is coming is in: judge what is open.
+        return len(await self.judge(force=True))

@@ -18,6 +18,7 @@ from typing import Any
 
 import structlog
 
+from consumers.components.brake import Brake
 from consumers.components.watchdog import Watchdog, probe_requests
 from consumers.eventlog.codec import encode
 from consumers.operations.backends import Backends
@@ -184,6 +185,7 @@ class Operations:
             interval=s.watchdog_interval,
             batch_limit=s.watchdog_batch_limit,
             answer_within=s.sweep_wait,
+            brake=self.brake(),
         )
         if dry_run:
             tick = await watchdog.tick(dry_run=True)
@@ -209,8 +211,18 @@ class Operations:
         tick = await watchdog.tick()
         if not live and tick.requests:
             await self._run_inline()
+            if await watchdog.judge(force=True):  # the answers are all in: the verdict
+                await self._run_inline()  # the reconciler acts on released holds
         wait = s.sweep_wait.total_seconds() if live else 5.0
-        outcomes = await await_outcomes(self.rt.store, tick.requests, self.rt.policy, timeout=wait)
+        judging = asyncio.create_task(self._judge(watchdog)) if watchdog.opened else None
+        try:
+            outcomes = await await_outcomes(
+                self.rt.store, tick.requests, self.rt.policy, timeout=wait
+            )
+        finally:
+            if judging is not None:
+                judging.cancel()
+                await asyncio.gather(judging, return_exceptions=True)
         elapsed = time.monotonic() - started
         SWEEP_DURATION.observe(elapsed)
         return Summary(
@@ -221,6 +233,22 @@ class Operations:
             elapsed_s=elapsed,
             skipped=tick.skipped,
         )
+
+    async def _judge(self, watchdog: Watchdog) -> None:
+        """Give the brake's verdict on this sweep as soon as its answers are in (a serve's
+        watchdog may do it first; the store lets one of them)."""
+        while watchdog.opened:
+            try:
+                await watchdog.judge()
+            except Exception as exc:  # the serve's watchdogs judge it at its deadline
+                log.warning("sweep verdict failed", error=str(exc)[:300])
+                return
+            await asyncio.sleep(0.2)
+
+    # -- the mass-failure brake ----------------------------------------------------------------
+
+    def brake(self) -> Brake:
+        return Brake(self.rt.log, self.rt.store, self.rt.policy, owner=self.rt.process_id)
 
     # -- replay -----------------------------------------------------------------------------
 

@@ -17,12 +17,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from consumers.components.brake import state_before
 from projections.row import AuditRow
 from projections.store import ProjectionStore
-from statemachine.events import AuditEvent, ProbeRequested
+from statemachine.events import ProbeRequested
 from statemachine.policy import Policy
 from statemachine.rules import judge
-from statemachine.state import AuditState, evolve
 from statemachine.vocabulary import HEALTHY_STATUSES
 
 __all__ = ["Outcome", "OutcomeResult", "Summary", "await_outcomes"]
@@ -30,7 +30,9 @@ __all__ = ["Outcome", "OutcomeResult", "Summary", "await_outcomes"]
 _DECISIONS = ("AuditFailed", "AuditFailureSimulated")
 
 
-OutcomeResult = Literal["failed", "would_fail", "healthy", "unchanged", "probe_error", "pending"]
+OutcomeResult = Literal[
+    "failed", "would_fail", "held", "healthy", "unchanged", "probe_error", "pending"
+]
 
 
 class Outcome(BaseModel):
@@ -40,7 +42,8 @@ class Outcome(BaseModel):
     request_id: str = Field(description="The ProbeRequested event's id.")
     result: OutcomeResult = Field(
         default="pending",
-        description="`failed`: failed in this response; `would_fail`: shadow mode; `healthy` / "
+        description="`failed`: failed in this response; `would_fail`: shadow mode; `held`: "
+        "the failure is held by the mass-failure brake (the audit keeps running); `healthy` / "
         "`unchanged`: still running; `probe_error`: the Workflows API could not tell; "
         "`pending`: the outcome did not arrive in time.",
     )
@@ -73,6 +76,7 @@ class Summary:
             "would_fail": dict(
                 Counter(o.error_code for o in self.outcomes if o.result == "would_fail")
             ),
+            "held": results["held"],
             "healthy": results["healthy"],
             "unchanged": results["unchanged"],
             "probe_errors": dict(
@@ -95,15 +99,6 @@ class Summary:
                 for r in self.candidate_rows
             ],
         }
-
-
-async def _state_before(store: ProjectionStore, event: AuditEvent) -> AuditState | None:
-    state: AuditState | None = None
-    for entry in await store.history(event.audit_id):
-        if entry.event.event_id == event.event_id:
-            return state
-        state = evolve(state or AuditState(audit_id=event.audit_id), entry.event)
-    return state
 
 
 async def await_outcomes(
@@ -139,7 +134,7 @@ async def await_outcomes(
                     row = await store.get(obs.audit_id)
                     before = row.state if row is not None else None
                 else:
-                    before = await _state_before(store, obs)
+                    before = await state_before(store, obs)
                 verdict = judge(before, obs, policy)
                 outcome.rule = verdict.rule if verdict else None
                 outcome.reason = verdict.reason if verdict else None
@@ -152,13 +147,21 @@ async def await_outcomes(
                     )
         if waiting_decision:
             for decision in await store.caused_by(list(waiting_decision)):
+                key = str(decision.causation_id)
+                if decision.type == "AuditFailureHeld" and key in waiting_decision:
+                    waiting_decision[key].result = "held"  # unless released: waited for below
+                    continue
                 if decision.type not in _DECISIONS:
                     continue
-                decided = waiting_decision.pop(str(decision.causation_id), None)
+                decided = waiting_decision.pop(key, None)
                 if decided is not None:
                     outcome = decided
                     outcome.result = "failed" if decision.type == "AuditFailed" else "would_fail"
                     outcome.error_code = decision.data.error_code  # type: ignore[union-attr]
+            held = [k for k, o in waiting_decision.items() if o.result == "held"]
+            if held and (await store.brake()).engaged:
+                for key in held:  # the brake holds them until an operator acts
+                    waiting_decision.pop(key)
         for obs_id, outcome in list(waiting_decision.items()):
             # Another observation of the same audit may have been decided first: the audit
             # is then already terminal and this one is (rightly) not decided again.

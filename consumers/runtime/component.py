@@ -39,6 +39,11 @@ class Component(LongLived, ABC):
     async def burst(self) -> None:
         """The work burst mode does once after the first drain (the watchdog ticks)."""
 
+    async def settle(self) -> int:
+        """Work burst mode does after each later drain, until there is none (the watchdog
+        judges the sweeps it made); returns how much it did."""
+        return 0
+
     async def lag(self) -> int:
         return 0
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 __all__ = [
+    "BRAKE_ENGAGED",
     "CONSUMER_LAG",
     "DEAD_LETTERED",
     "DECISIONS",
+    "DECISIONS_HELD",
     "EVENTS_PROJECTED",
     "OVERTURNED",
     "PROBES",
@@ -75,5 +77,15 @@ TELEMETRY = Counter(
     "auditrec_telemetry",
     "PostHog events by result (sent, retried, failed: given up, skipped: already sent).",
     ["result"],
+    registry=REGISTRY,
+)
+BRAKE_ENGAGED = Gauge(
+    "auditrec_brake_engaged",
+    "1 while the mass-failure brake is engaged (instance_lost decisions are held).",
+    registry=REGISTRY,
+)
+DECISIONS_HELD = Gauge(
+    "auditrec_decisions_held",
+    "Running audits whose failure is held by the mass-failure brake.",
     registry=REGISTRY,
 )

@@ -66,6 +66,10 @@ class Settings(BaseSettings):
     probe_concurrency: int = Field(default=8, ge=1, le=256)
     probe_timeout: Duration = timedelta(seconds=10)
 
+    # The mass-failure brake: 0 audits switches it off.
+    brake_min_audits: int = Field(default=20, ge=0, le=1_000_000)
+    brake_min_share: float = Field(default=0.5, ge=0.0, le=1.0)
+
     mode: Literal["enforce", "shadow"] = "enforce"
     api_tokens: SecretStr | None = None
     api_host: str = "127.0.0.1"
@@ -106,6 +110,8 @@ class Settings(BaseSettings):
             instance_lost_grace=self.instance_lost_grace,
             finalize_grace=self.finalize_grace,
             shadow=self.mode == "shadow",
+            brake_min_audits=self.brake_min_audits,
+            brake_min_share=self.brake_min_share,
         )
 
     @property

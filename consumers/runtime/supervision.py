@@ -296,4 +296,9 @@ class Supervisor(LongLived):
             await component.burst()
         if bursting:
             drained = await self.drain(timeout=timeout) and drained
+            for _ in range(10):  # what settling produced is drained in turn
+                settled = sum([await c.settle() for c in bursting])
+                if not settled:
+                    break
+                drained = await self.drain(timeout=timeout) and drained
         return drained

@@ -101,9 +101,7 @@ class PostgresBrake(ABC):
             )
         return BrakeState(*rec) if rec is not None else BrakeState()
 
-    async def engage_brake(
-        self, sweep_id: str, lost: int, observations: int, at: datetime
-    ) -> bool:
+    async def engage_brake(self, sweep_id: str, lost: int, observations: int, at: datetime) -> bool:
         with self._errors("engage the brake"):
             engaged = await self.pool.fetchval(
                 "INSERT INTO brake (name, engaged, since, sweep_id, lost, observations) "

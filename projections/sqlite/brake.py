@@ -120,9 +120,7 @@ class SQLiteBrake:
 
         return await self.db.run(work)
 
-    async def engage_brake(
-        self, sweep_id: str, lost: int, observations: int, at: datetime
-    ) -> bool:
+    async def engage_brake(self, sweep_id: str, lost: int, observations: int, at: datetime) -> bool:
         def work() -> bool:
             with self.db.transaction() as conn:
                 row = conn.execute("SELECT engaged FROM brake WHERE name = ?", (_NAME,)).fetchone()

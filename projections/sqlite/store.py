@@ -18,10 +18,10 @@ from typing import Any
 
 from projections.row import AuditRow
 from projections.sqlite.batch import apply_batch
+from projections.sqlite.brake import SQLiteBrake
 from projections.sqlite.connection import SQLiteDB, sqlite_path
 from projections.sqlite.limits import SQLiteLimits
 from projections.sqlite.rows import SELECT_ROWS, chunks, decode_row, from_micros, to_micros
-from projections.sqlite.brake import SQLiteBrake
 from projections.sqlite.schema import SCHEMA, SCHEMA_VERSION, upgrade
 from projections.store import ApplyResult, HistoryEntry, Position, ProjectionStore
 from statemachine.errors import StoreError

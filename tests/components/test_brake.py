@@ -1,0 +1,224 @@
+"""The mass-failure brake on each backend pair, through the real pipeline (watchdog → probe
+against the simulator → reconciler → projector): a sweep whose ``instance_lost`` decisions are
+too many is held, not applied; a sweep under the threshold fails its lost audits as usual; an
+operator releases or discards what is held, and each held failure takes effect exactly once."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+from consumers.components.brake import Brake
+from consumers.components.probe import Probe
+from consumers.components.projector import Projector
+from consumers.components.reconciler import Reconciler
+from consumers.components.watchdog import Watchdog
+from consumers.workflows.client import WorkflowsClient
+from consumers.workflows.simulator.server import SimulatorServer
+from statemachine.events import (
+    AuditEvent,
+    AuditFailed,
+    AuditFailureHeld,
+    AuditFailureReleased,
+    Trigger,
+    derived_id,
+)
+from statemachine.policy import Policy
+from tests.contracts.projection_store import at, started
+from tests.pipeline import Pipeline, append, lifecycle_events, probe_request, run_until_idle
+
+NOW = at(120)  # every audit below started at(0): stale, and past the instance-lost grace
+POLICY = Policy()  # the brake engages at 20 instance_lost and more than half
+
+
+class Stack:
+    """The pipeline's components on one backend pair, clocks at NOW."""
+
+    def __init__(self, pipeline: Pipeline, client: WorkflowsClient) -> None:
+        self.pipeline = pipeline
+        store = pipeline.store
+
+        async def engaged() -> bool:
+            return (await store.brake()).engaged
+
+        self.brake = Brake(pipeline.log, store, POLICY, owner="test", clock=lambda: NOW)
+        self.projector = Projector(pipeline.log, store)
+        self.reconciler = Reconciler(pipeline.log, POLICY, brake_engaged=engaged)
+        self.probe = Probe(pipeline.log, client, clock=lambda: NOW)
+        self.watchdog = Watchdog(
+            pipeline.log,
+            store,
+            stale_after=timedelta(minutes=15),
+            interval=timedelta(minutes=5),
+            batch_limit=100,
+            clock=lambda: NOW,
+            brake=self.brake,
+        )
+
+    async def __aenter__(self) -> Stack:
+        for c in (self.projector, self.reconciler, self.probe):
+            await c.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for c in (self.probe, self.reconciler, self.projector):
+            await c.stop()
+
+    async def drain(self) -> None:
+        self.reconciler._brake = (False, -1.0)  # read the brake afresh (it is cached 1 s)
+        await run_until_idle(self.projector, self.reconciler, self.probe)
+
+    async def sweep(self) -> None:
+        """One tick, its answers drained, the verdict given, and what it released drained."""
+        await self.drain()
+        await self.watchdog.tick()
+        await self.drain()
+        await self.watchdog.judge(force=True)
+        await self.drain()
+
+
+async def given_running(pipeline: Pipeline, sim: SimulatorServer, lost: int, alive: int) -> None:
+    events: list[AuditEvent] = []
+    for i in range(lost):
+        events.append(started(f"lost-{i:02}", at(0), instance=f"wf-lost-{i}"))  # not in the API
+    for i in range(alive):
+        events.append(started(f"alive-{i:02}", at(0), instance=f"wf-alive-{i}"))
+        sim.sim.set_instance(f"wf-alive-{i}", "running")
+    await append(pipeline.log, pipeline.topics.lifecycle, events)
+
+
+def of_type(events: list[AuditEvent], kind: type[AuditEvent]) -> list[AuditEvent]:
+    return [e for e in events if isinstance(e, kind)]
+
+
+async def test_a_sweep_that_would_fail_too_many_is_held_until_an_operator_releases_it(
+    pipeline: Pipeline, client: WorkflowsClient, simulator: SimulatorServer
+) -> None:
+    # given 25 running audits whose instances the API says do not exist, and 5 alive ones
+    await given_running(pipeline, simulator, lost=25, alive=5)
+
+    async with Stack(pipeline, client) as stack:
+        # when the watchdog sweeps them
+        await stack.sweep()
+
+        # then nothing failed: the 25 decisions are held, and the brake is engaged
+        events = await lifecycle_events(pipeline.log)
+        assert of_type(events, AuditFailed) == []
+        held = of_type(events, AuditFailureHeld)
+        assert sorted(e.audit_id for e in held) == [f"lost-{i:02}" for i in range(25)]
+        brake = await pipeline.store.brake()
+        assert (brake.engaged, brake.lost, brake.observations) == (True, 25, 30)
+        counts = await pipeline.store.count_by_status()
+        assert counts == {"running": 30}
+        assert len(await pipeline.store.held_audits()) == 25
+
+        # and a reconciler restarted meanwhile still knows what it holds
+        await stack.reconciler.stop()
+        await stack.reconciler.start()
+
+        # when an operator releases the holds
+        ended = await stack.brake.end(
+            "released", "cli:ops", "provider incident over", dry_run=False
+        )
+        assert (ended.was_engaged, len(ended.holds)) == (True, 25)
+        await stack.drain()
+
+        # then each held failure takes effect once, as the decision it would have been
+        events = await lifecycle_events(pipeline.log)
+        failures = of_type(events, AuditFailed)
+        assert Counter(e.audit_id for e in failures) == {f"lost-{i:02}": 1 for i in range(25)}
+        for failure in failures:
+            assert isinstance(failure, AuditFailed)
+            assert failure.data.error_code == "instance_lost"
+            assert failure.data.failed_by.value == "reconciler"
+            assert failure.data.rule == "instance_lost"
+            assert failure.data.policy is not None
+            assert failure.data.policy["released_by"] == "cli:ops"
+            hold = next(h for h in held if h.audit_id == failure.audit_id)
+            assert failure.event_id == derived_id(hold.causation_id or "", "reconciler-decision")
+        assert await pipeline.store.count_by_status() == {"running": 5, "failed": 25}
+        assert await pipeline.store.held_audits() == []
+        assert (await pipeline.store.brake()).engaged is False
+
+        # and releasing again changes nothing
+        again = await stack.brake.end("released", "cli:ops", None, dry_run=False)
+        assert again.holds == [] and again.was_engaged is False
+        await stack.drain()
+        assert len(of_type(await lifecycle_events(pipeline.log), AuditFailed)) == 25
+
+
+async def test_a_sweep_under_the_threshold_fails_its_lost_audits_after_its_verdict(
+    pipeline: Pipeline, client: WorkflowsClient, simulator: SimulatorServer
+) -> None:
+    # given a sweep of 25 audits (large enough to be watched) of which 5 are lost
+    await given_running(pipeline, simulator, lost=5, alive=20)
+
+    async with Stack(pipeline, client) as stack:
+        # when the watchdog sweeps them
+        await stack.sweep()
+
+    # then the 5 were held only until the verdict, then failed once each; the brake is off
+    events = await lifecycle_events(pipeline.log)
+    assert len(of_type(events, AuditFailureHeld)) == 5
+    assert len(of_type(events, AuditFailureReleased)) == 5
+    assert Counter(e.audit_id for e in of_type(events, AuditFailed)) == {
+        f"lost-{i:02}": 1 for i in range(5)
+    }
+    assert (await pipeline.store.brake()).engaged is False
+    assert await pipeline.store.count_by_status() == {"running": 20, "failed": 5}
+    assert await pipeline.store.open_sweeps() == []
+
+
+async def test_a_small_sweep_is_not_held(
+    pipeline: Pipeline, client: WorkflowsClient, simulator: SimulatorServer
+) -> None:
+    # given a sweep of 10 audits, all lost: fewer than the brake's minimum
+    await given_running(pipeline, simulator, lost=10, alive=0)
+
+    async with Stack(pipeline, client) as stack:
+        await stack.drain()
+        await stack.watchdog.tick()
+        await stack.drain()
+
+    # then they fail at once, with no hold and no sweep awaiting a verdict
+    events = await lifecycle_events(pipeline.log)
+    assert of_type(events, AuditFailureHeld) == []
+    assert len(of_type(events, AuditFailed)) == 10
+    assert await pipeline.store.open_sweeps() == []
+
+
+async def test_discarded_holds_keep_their_audits_running_and_an_engaged_brake_holds_any_loss(
+    pipeline: Pipeline, client: WorkflowsClient, simulator: SimulatorServer
+) -> None:
+    # given a blip: 30 live audits whose instances the API cannot find
+    await given_running(pipeline, simulator, lost=30, alive=0)
+    async with Stack(pipeline, client) as stack:
+        await stack.sweep()
+        assert (await pipeline.store.brake()).engaged is True
+
+        # when an on-demand probe of one more lost audit arrives while the brake is engaged
+        await append(pipeline.log, pipeline.topics.lifecycle, [started("late", instance="wf-late")])
+        request = probe_request("late", "wf-late", NOW, Trigger.ON_DEMAND)
+        await append(pipeline.log, pipeline.topics.probe_requests, [request])
+        await stack.drain()
+
+        # then it is held too
+        held_ids = {r.audit_id for r in await pipeline.store.held_audits()}
+        assert "late" in held_ids and len(held_ids) == 31
+
+        # when the operator discards the holds (the instances were there all along)
+        for instance in [f"wf-lost-{i}" for i in range(30)] + ["wf-late"]:
+            simulator.sim.set_instance(instance, "running")
+        ended = await stack.brake.end("discarded", "ops-token", "API blip", dry_run=False)
+        assert len(ended.holds) == 31
+        await stack.drain()
+
+        # then nothing failed, nothing is held, and the next sweep finds them healthy
+        assert await pipeline.store.held_audits() == []
+        assert await pipeline.store.count_by_status() == {"running": 31}
+        stack.watchdog.clock = lambda: NOW + timedelta(minutes=5)
+        await stack.sweep()
+        events = await lifecycle_events(pipeline.log)
+        assert of_type(events, AuditFailed) == []
+        row = await pipeline.store.get("lost-00")
+        assert row is not None and row.state.last_observed_status == "running"
