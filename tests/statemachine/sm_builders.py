@@ -146,6 +146,7 @@ def observed(
     causation_id: uuid.UUID | None = None,
     correlation_id: uuid.UUID | None = None,
     audit_id: str = AUDIT,
+    sweep_size: int | None = None,
 ) -> WorkflowStatusObserved:
     return WorkflowStatusObserved(
         **_envelope(
@@ -162,6 +163,8 @@ def observed(
             "workflow_ended_at": ended,
             "trigger": trigger,
             "observed_at": when,
+            "sweep_id": "sweep-1" if sweep_size is not None else None,
+            "sweep_size": sweep_size,
         },
     )
 
