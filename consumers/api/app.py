@@ -36,6 +36,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from consumers.api.audits import add_audit_routes
+from consumers.api.brake import add_brake_routes
 from consumers.api.commands import add_command_routes
 from consumers.api.errors import install_error_handlers
 from consumers.api.guards import BodyLimit, token_check
@@ -81,6 +82,7 @@ def build_app(ops: Operations) -> FastAPI:
     add_health_routes(public, private, runtime)
     add_audit_routes(private, ops)
     add_command_routes(private, ops, max_body)
+    add_brake_routes(private, ops)
 
     # -- docs (behind the token like everything else) ----------------------------------------
 

@@ -16,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from consumers.api.errors import safe
 from consumers.api.models import Health, Readiness
 from consumers.operations.backends import Backends
-from consumers.runtime.metrics import REGISTRY
+from consumers.runtime.metrics import BRAKE_ENGAGED, REGISTRY
 from consumers.workflows.answers import BLINDING, PROBABLE_CAUSE
 
 __all__ = ["add_health_routes"]
@@ -73,6 +73,21 @@ def add_health_routes(public: APIRouter, private: APIRouter, runtime: Backends) 
         responses={503: {"model": Readiness, "description": "A dependency is unreachable."}},
     )
     async def readyz() -> JSONResponse:
+        async def brake_warnings() -> list[str]:
+            try:
+                state = await asyncio.wait_for(runtime.store.brake(), READY_TIMEOUT)
+            except Exception:  # the database check says what is wrong
+                return []
+            BRAKE_ENGAGED.set(1 if state.engaged else 0)
+            if not state.engaged:
+                return []
+            return [
+                f"mass-failure brake engaged since {state.since:%Y-%m-%dT%H:%M:%SZ} by sweep "
+                f"{state.sweep_id} ({state.lost} of {state.observations} observations "
+                "instance_lost): instance_lost failures are held; `auditrec brake release` "
+                "or `auditrec brake discard`"
+            ]
+
         async def check(probe: Callable[[], Awaitable[None]]) -> str:
             try:
                 await asyncio.wait_for(probe(), READY_TIMEOUT)
@@ -82,14 +97,16 @@ def add_health_routes(public: APIRouter, private: APIRouter, runtime: Backends) 
                 return f"error: {safe(exc)}"
             return "ok"
 
-        event_log, database, (workflows, usable) = await asyncio.gather(
-            check(runtime.log.ping), check(runtime.store.ping), workflows_api()
+        event_log, database, (workflows, usable), warnings = await asyncio.gather(
+            check(runtime.log.ping), check(runtime.store.ping), workflows_api(), brake_warnings()
         )
         checks = {"event_log": event_log, "database": database, "workflows_api": workflows}
         troubled = runtime.health.problems()
         checks.update({f"component {name}": f"error: {why}" for name, why in troubled.items()})
         ready = event_log == "ok" and database == "ok" and usable and not troubled
-        body = Readiness(status="ready" if ready else "unavailable", checks=checks)
+        body = Readiness(
+            status="ready" if ready else "unavailable", checks=checks, warnings=warnings
+        )
         return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
 
     @public.get(

@@ -131,6 +131,9 @@ class SweepSummary(BaseModel):
     healthy: int
     unchanged: int
     probe_errors: dict[str, int] = Field(description="Probes the API could not answer, by reason.")
+    held: int = Field(
+        default=0, description="Failures held by the mass-failure brake (still running)."
+    )
     pending: int = Field(description="Outcomes that did not arrive within AUDITREC_SWEEP_WAIT.")
     skipped: bool = Field(description="Another watchdog held the lock; nothing was probed.")
     elapsed_s: float
@@ -144,6 +147,48 @@ class Health(BaseModel):
 class Readiness(BaseModel):
     status: Literal["ready", "unavailable"]
     checks: dict[str, str] = Field(description="`ok`, or what failed, per dependency.")
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What needs an operator without making the process unready (the "
+        "mass-failure brake engaged).",
+    )
+
+
+class HeldDecision(BaseModel):
+    audit_id: str
+    held_decision_id: str | None = Field(description="The AuditFailureHeld event's id.")
+    held_at: str | None
+    workflow_instance_id: str | None
+    project_id: str | None
+    started_at: str | None
+
+
+class BrakeEnded(BaseModel):
+    how: Literal["released", "discarded"]
+    by: str | None
+    at: str | None
+
+
+class BrakeStatus(BaseModel):
+    engaged: bool
+    since: str | None = Field(description="When the brake engaged (while engaged).")
+    sweep_id: str | None = Field(description="The sweep that engaged it.")
+    lost: int | None = Field(description="That sweep's instance_lost decisions.")
+    observations: int | None = Field(description="That sweep's observations.")
+    thresholds: dict[str, float] = Field(
+        description="AUDITREC_BRAKE_MIN_AUDITS and AUDITREC_BRAKE_MIN_SHARE in force."
+    )
+    last_ended: BrakeEnded | None
+    held: int = Field(description="Running audits whose failure is held.")
+    holds: list[HeldDecision] = Field(description="The oldest holds (at most 100).")
+
+
+class BrakeAction(BaseModel):
+    action: Literal["released", "discarded"]
+    dry_run: bool
+    was_engaged: bool
+    holds: int = Field(description="Held decisions released or discarded (or that would be).")
+    audits: list[HeldDecision]
 
 
 class Problems(BaseModel):

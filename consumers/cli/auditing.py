@@ -134,6 +134,8 @@ def sweep(ctx: click.Context, dry_run: bool, inline: bool, as_json: bool) -> Non
     out.print(f"  failed      {sum(data['failed'].values())} ({failed})")
     if data["would_fail"]:
         out.print(f"  would fail  {sum(data['would_fail'].values())} (shadow mode)")
+    if data["held"]:
+        out.print(f"  held        {data['held']} (the mass-failure brake holds; `auditrec brake`)")
     out.print(f"  healthy     {data['healthy']}")
     out.print(f"  unchanged   {data['unchanged']}")
     out.print(f"  probe errors {sum(data['probe_errors'].values())} ({errors})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from consumers.cli import auditing, serving, tools
+from consumers.cli import auditing, braking, serving, tools
 from consumers.runtime.logs import configure_logging
 
 __all__ = ["main"]
@@ -42,6 +42,7 @@ for command in (
     auditing.audits,
     auditing.sweep,
     auditing.replay,
+    braking.brake,
     serving.rebuild,
     tools.diagram,
     tools.schema,

@@ -7,7 +7,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from sm_builders import AUDIT, at, attached, completed, observed, running, state_of, started
+from sm_builders import AUDIT, at, attached, completed, observed, running, started, state_of
 
 from statemachine.events import (
     AuditFailed,
@@ -192,4 +192,4 @@ def test_replay_explains_the_hold_and_the_release_with_who_released_it() -> None
     assert steps["AuditFailed"].after == "failed"
     assert "released by cli:alice" in steps["AuditFailed"].reason
     assert fold(history) is not None and fold(history).status == "failed"  # type: ignore[union-attr]
-    assert AUDIT == hold.audit_id
+    assert hold.audit_id == AUDIT
