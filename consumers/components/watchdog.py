@@ -36,6 +36,7 @@ from statemachine.events import ProbeRequested, ProbeRequestedData, Trigger
 __all__ = ["PRODUCER", "Tick", "Watchdog", "probe_requests"]
 
 PRODUCER = "auditrec-watchdog"
+REPORT_EVERY = 30.0  # seconds between refreshes of the brake's gauges
 log = structlog.get_logger("auditrec.watchdog")
 
 
@@ -112,6 +113,7 @@ class Watchdog(Component):
         self.brake = brake
         self._judged_at = 0.0
         self.opened: set[str] = set()  # sweeps this watchdog opened and has not seen judged
+        self._reported_at = -REPORT_EVERY
 
     async def candidates(self, now: datetime | None = None) -> list[AuditRow]:
         now = now or self.clock()
@@ -154,6 +156,10 @@ class Watchdog(Component):
             verdicts = await self.brake.judge_due(force=True, only=self.opened)
         else:
             verdicts = await self.brake.judge_due()
+            if time.monotonic() - self._reported_at >= REPORT_EVERY:
+                self._reported_at = time.monotonic()
+                if not verdicts:  # a verdict reports already
+                    await self.brake.report()  # the brake's gauges, for /metrics
         self.opened &= self.brake.still_open  # judged here or elsewhere: no longer ours to do
         return verdicts
 

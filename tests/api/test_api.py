@@ -501,6 +501,7 @@ def test_health_readiness_and_metrics(client: httpx.Client) -> None:
     assert ready.json() == {
         "status": "ready",
         "checks": {"event_log": "ok", "database": "ok", "workflows_api": "ok"},
+        "warnings": [],
     }
 
     metrics = client.get("/metrics")
@@ -510,6 +511,8 @@ def test_health_readiness_and_metrics(client: httpx.Client) -> None:
         "auditrec_decisions_total",
         "auditrec_probes_total",
         "auditrec_probe_budget_left",
+        "auditrec_brake_engaged",
+        "auditrec_decisions_held",
         "auditrec_consumer_lag",
         "auditrec_sweep_duration_seconds",
         "auditrec_dead_lettered_total",

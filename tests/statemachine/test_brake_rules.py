@@ -7,14 +7,19 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sm_builders import AUDIT, at, attached, completed, observed, running, started, state_of
+from test_properties import histories
 
 from statemachine.events import (
+    AuditEvent,
     AuditFailed,
     AuditFailureDiscarded,
     AuditFailureHeld,
     AuditFailureReleased,
     AuditFailureSimulated,
+    WorkflowStatusObserved,
     derived_id,
 )
 from statemachine.explain import explain
@@ -193,3 +198,45 @@ def test_replay_explains_the_hold_and_the_release_with_who_released_it() -> None
     assert "released by cli:alice" in steps["AuditFailed"].reason
     assert fold(history) is not None and fold(history).status == "failed"  # type: ignore[union-attr]
     assert hold.audit_id == AUDIT
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(), st.data())
+def test_under_any_brake_and_releases_a_hold_never_changes_status_and_no_audit_fails_twice(
+    events: list[AuditEvent], data: st.DataObject
+) -> None:
+    # given any history, judged with the brake engaged or not at each step, large sweeps, and
+    # releases of the pending hold arriving at any point (sometimes twice)
+    state: AuditState | None = None
+    holds: dict[str, AuditFailureHeld] = {}
+    failures = 0
+    for event in events:
+        if isinstance(event, WorkflowStatusObserved):
+            event = event.model_copy(
+                update={"data": event.data.model_copy(update={"sweep_size": 50})}
+            )
+        engaged = data.draw(st.booleans())
+        _, decision = decide(state, event, POLICY, brake_engaged=engaged)
+        state = evolve(state or AuditState(audit_id=event.audit_id), event)
+        if decision is not None:
+            before = state.status
+            state = evolve(state, decision)
+            if isinstance(decision, AuditFailureHeld):
+                assert state.status == before  # then: a hold changes no status
+                holds[str(decision.event_id)] = decision
+            elif isinstance(decision, AuditFailed):
+                failures += 1
+        for _ in range(data.draw(st.integers(0, 2))):
+            pending = state.held_decision_id
+            if pending is None:
+                break
+            rel = release(holds[pending])
+            let_through = released(state, rel, holds[pending])
+            state = evolve(state, rel)
+            if let_through is not None:
+                failures += 1
+                state = evolve(state, let_through)
+    # then: at most one reconciler failure per audit, and a terminal audit holds nothing
+    assert failures <= 1
+    if state is not None and state.status != "running":
+        assert state.held_decision_id is None
