@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from consumers.api.models import BrakeAction, BrakeStatus
+from consumers.api.models import R422, BrakeAction, BrakeStatus
 from consumers.operations.operations import Operations
 from statemachine.values import ShortText
 
@@ -36,6 +36,7 @@ def add_brake_routes(private: APIRouter, ops: Operations) -> None:
         response_model=BrakeAction,
         tags=["operations"],
         summary="Let every held failure take effect, and disengage the brake",
+        responses={**R422},
     )
     async def release(reason: _Reason = None, dry_run: _DryRun = False) -> dict[str, Any]:
         return await ops.end_brake("released", API_ACTOR, reason, dry_run=dry_run)
@@ -45,6 +46,7 @@ def add_brake_routes(private: APIRouter, ops: Operations) -> None:
         response_model=BrakeAction,
         tags=["operations"],
         summary="Drop every held failure (the audits keep running), and disengage the brake",
+        responses={**R422},
     )
     async def discard(reason: _Reason = None, dry_run: _DryRun = False) -> dict[str, Any]:
         return await ops.end_brake("discarded", API_ACTOR, reason, dry_run=dry_run)

@@ -62,8 +62,12 @@ OPERATIONS = [
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),
+    ("GET", "/brake"),
+    ("POST", "/brake/release"),
+    ("POST", "/brake/discard"),
 ]
-WITH_INPUT = OPERATIONS[:4]  # the others have nothing a negative case could break
+# The others have nothing a negative case could break.
+WITH_INPUT = [*OPERATIONS[:4], ("POST", "/brake/release"), ("POST", "/brake/discard")]
 CHECKS = [
     not_a_server_error,
     status_code_conformance,

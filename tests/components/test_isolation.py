@@ -14,7 +14,7 @@ from consumers.components.reconciler import Reconciler
 from consumers.workflows.client import WorkflowsClient
 from consumers.workflows.simulator.server import SimulatorServer
 from statemachine.errors import EventLogError
-from statemachine.events import AuditEvent, AuditFailed, WorkflowStatusObserved
+from statemachine.events import AuditEvent, AuditFailed, AuditFailureHeld, WorkflowStatusObserved
 from statemachine.policy import Policy
 from statemachine.state import AuditState
 from tests.contracts.projection_store import at, observed, started
@@ -36,10 +36,16 @@ class PoisonedReconciler(Reconciler):
 
     failure: Exception = ValueError("cannot judge this one")
 
-    def _judge(self, states: dict[str, AuditState], event: AuditEvent) -> AuditEvent | None:
+    def _judge(
+        self,
+        states: dict[str, AuditState],
+        holds: dict[str, AuditFailureHeld],
+        event: AuditEvent,
+        brake_engaged: bool = False,
+    ) -> AuditEvent | None:
         if event.audit_id == "poison":
             raise self.failure
-        return super()._judge(states, event)
+        return super()._judge(states, holds, event, brake_engaged)
 
 
 class PoisonedProbe(Probe):

@@ -1,0 +1,174 @@
+"""Benchmark: reads of one audit's status, on the embedded default and on Kafka + PostgreSQL.
+
+- on-demand reconciliation of a dead audit (``GET /audits/{id}`` of a running audit whose
+  workflow errored, answered failed in the same response): latency over the Workflows API's own
+  (the simulator answers after ``--latency-ms``), p50 and p99 (target ≤ 250 ms p99 extra);
+- reads of terminal audits (and of running ones with ``?probe=false``): p50 and p99 (targets
+  ≤ 2 ms on SQLite, ≤ 10 ms on PostgreSQL).
+
+Each backend pair runs ``serve`` (api, projector, reconciler, probe) in this process and reads
+over real HTTP, one read at a time.
+
+    python bench/lazy_path.py [--dead 50] [--reads 1000] [--latency-ms 50]
+        [--kafka 127.0.0.1:9092] [--database-url postgresql://postgres@127.0.0.1:5432/postgres]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from consumers.cli.assembly import Service
+from consumers.operations.backends import Backends
+from consumers.operations.operations import Operations
+from consumers.runtime.settings import load_settings
+from consumers.workflows.simulator.server import SimulatorServer
+from statemachine.events import AuditCompleted, AuditEvent, AuditStarted, AuditStartedData
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def started(audit_id: str, instance: str, at: datetime) -> AuditStarted:
+    return AuditStarted(
+        event_id=uuid.uuid4(),
+        audit_id=audit_id,
+        occurred_at=at,
+        producer="bench",
+        data=AuditStartedData(project_id="p", workflow_instance_id=instance),
+    )
+
+
+async def measure(
+    name: str, overrides: dict[str, Any], dead: int, reads: int, latency_ms: float
+) -> dict[str, Any]:
+    prefix = f"bench{uuid.uuid4().hex[:8]}"
+    async with SimulatorServer() as server:
+        server.sim.latency_ms = latency_ms
+        port = _free_port()
+        settings = load_settings(
+            topic_prefix=prefix,
+            cloudflare_api_url=server.url,
+            posthog_api_key=None,
+            api_port=port,
+            on_demand_wait="10s",
+            **overrides,
+        )
+        old = datetime.now(UTC) - timedelta(hours=1)
+        events: list[AuditEvent] = []
+        for i in range(dead):
+            server.sim.set_instance(
+                f"wf-dead-{i}",
+                "errored",
+                error={"name": "Error", "message": "exceeded memory limit"},
+            )
+            events.append(started(f"dead-{i}", f"wf-dead-{i}", old))
+        for i in range(100):
+            events.append(started(f"done-{i}", f"wf-done-{i}", old))
+            events.append(
+                AuditCompleted(
+                    event_id=uuid.uuid4(), audit_id=f"done-{i}", occurred_at=old, producer="bench"
+                )
+            )
+        async with Backends(settings) as rt:
+            await Operations(rt).publish(events)
+            components = ["projector", "reconciler", "probe", "api"]
+            async with Service(rt, components) as service:
+                runner = asyncio.create_task(service.run())
+                async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+                    while True:  # the pipeline is live and the table has every audit
+                        r = await http.get(f"/audits/dead-{dead - 1}", params={"probe": "false"})
+                        live = await Operations(rt).pipeline_live()
+                        if r.status_code == 200 and live:
+                            break
+                        await asyncio.sleep(0.1)
+                    for i in range(100):
+                        await http.get(f"/audits/done-{i}")
+                    extra: list[float] = []
+                    failed = 0
+                    for i in range(dead):
+                        await asyncio.sleep(0.05)
+                        t0 = time.perf_counter()
+                        r = await http.get(f"/audits/dead-{i}")
+                        extra.append((time.perf_counter() - t0) * 1000 - latency_ms)
+                        failed += r.json()["status"] == "failed"
+                    terminal: list[float] = []
+                    for n in range(reads):
+                        t0 = time.perf_counter()
+                        r = await http.get(f"/audits/done-{n % 100}")
+                        terminal.append((time.perf_counter() - t0) * 1000)
+                        assert r.status_code == 200
+                service.stopping.set()
+                await runner
+    return {
+        "backend": name,
+        "dead_failed_in_response": f"{failed}/{dead}",
+        "on_demand_extra_p50_ms": round(statistics.median(extra), 1),
+        "on_demand_extra_p99_ms": round(percentile(extra, 0.99), 1),
+        "terminal_p50_ms": round(statistics.median(terminal), 2),
+        "terminal_p99_ms": round(percentile(terminal, 0.99), 2),
+    }
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dead", type=int, default=50)
+    parser.add_argument("--reads", type=int, default=1000)
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--kafka", default="127.0.0.1:9092")
+    parser.add_argument("--database-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument("--only", choices=["sqlite", "kafka"], default=None)
+    args = parser.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        pairs = {
+            "sqlite": {
+                "event_log_url": f"sqlite:///{Path(tmp)}/e.db",
+                "database_url": f"sqlite:///{Path(tmp)}/a.db",
+            },
+            "kafka+postgres": {
+                "event_log_url": f"kafka://{args.kafka}",
+                "database_url": args.database_url,
+            },
+        }
+        for name, overrides in pairs.items():
+            if args.only is not None and not name.startswith(args.only):
+                continue
+            results.append(await measure(name, overrides, args.dead, args.reads, args.latency_ms))
+    targets = {"sqlite": (None, 2.0), "kafka+postgres": (250.0, 10.0)}
+    print(f"reads of one audit (simulator latency {args.latency_ms:g} ms)")
+    for r in results:
+        on_demand_target, terminal_target = targets[r["backend"]]
+        print(
+            f"  {r['backend']:<15} dead audit failed in the response {r['dead_failed_in_response']}"
+            f"; on-demand extra over the API: p50 {r['on_demand_extra_p50_ms']} ms, "
+            f"p99 {r['on_demand_extra_p99_ms']} ms"
+            + (f" (target ≤ {on_demand_target:g} ms p99)" if on_demand_target else "")
+        )
+        print(
+            f"  {'':<15} terminal audit: p50 {r['terminal_p50_ms']} ms, "
+            f"p99 {r['terminal_p99_ms']} ms (target ≤ {terminal_target:g} ms)"
+        )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
