@@ -12,6 +12,7 @@ lock, process heartbeats and sent telemetry.
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -33,6 +34,7 @@ __all__ = [
 ]
 
 Position = tuple[str, int, int]  # topic, partition, offset
+CHANGE_POLL = 0.005  # seconds between looks when a store cannot notify
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +124,13 @@ class ProjectionStore(LongLived, ABC):
 
     @abstractmethod
     async def stored_offsets(self, consumer: str) -> dict[tuple[str, int], int]: ...
+
+    async def changed(self, timeout: float) -> None:
+        """Return soon after any writer (in any process) applies a batch, or after
+        ``timeout`` seconds, whichever comes first — so a reader waiting for an outcome
+        looks again when there may be one. This default polls; an adapter with
+        notifications (PostgreSQL ``LISTEN``) wakes at once."""
+        await asyncio.sleep(min(timeout, CHANGE_POLL))
 
     @abstractmethod
     async def reset(self, consumer: str) -> None:

@@ -111,7 +111,9 @@ class LogConsumer(Component):
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            more = await self.consumer.poll(self.max_records - len(records), min(left, 0.01))
+            # What has arrived already, then (for a stream) a little more.
+            wait = 0.0 if len(records) < 100 else min(left, 0.01)
+            more = await self.consumer.poll(self.max_records - len(records), wait)
             if not more and len(records) < 100:
                 break  # a trickle, not a stream: do not hold it back
             records.extend(more)

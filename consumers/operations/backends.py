@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import time
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -32,6 +33,7 @@ from statemachine.longlived import LongLived
 __all__ = ["LIVE_WITHIN", "Backends"]
 
 LIVE_WITHIN = timedelta(seconds=10)
+LIVE_REUSE = 1.0  # seconds a read of the live components is reused
 
 
 class Backends(LongLived):
@@ -47,6 +49,7 @@ class Backends(LongLived):
         self._started = False
         self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.health = HealthBoard()  # this process's components, as its supervisor sees them
+        self._live: tuple[float, dict[str, list[str]]] | None = None
 
     async def start(
         self,
@@ -112,8 +115,15 @@ class Backends(LongLived):
     def now(self) -> datetime:
         return datetime.now(UTC)
 
-    async def live_components(self) -> dict[str, list[str]]:
-        return await self.store.live_components(self.now() - LIVE_WITHIN)
+    async def live_components(self, *, fresh: bool = False) -> dict[str, list[str]]:
+        """The components with a recent heartbeat (reused for a second unless ``fresh``: a
+        status read asks on every call, heartbeats come every two)."""
+        cached = self._live
+        if not fresh and cached is not None and time.monotonic() - cached[0] < LIVE_REUSE:
+            return cached[1]
+        live = await self.store.live_components(self.now() - LIVE_WITHIN)
+        self._live = (time.monotonic(), live)
+        return live
 
     # -- presence ---------------------------------------------------------------------------
 

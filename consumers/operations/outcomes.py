@@ -9,7 +9,6 @@ moment the last expected outcome is in the projection.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -106,7 +105,6 @@ async def await_outcomes(
     requests: list[ProbeRequested],
     policy: Policy,
     timeout: float,
-    poll_interval: float = 0.02,
 ) -> list[Outcome]:
     """One outcome per request, in request order; ``pending`` for what did not arrive in time."""
     outcomes = {
@@ -177,5 +175,6 @@ async def await_outcomes(
                     outcome.error_code = row.state.error_code
         if (not waiting_obs and not waiting_decision) or time.monotonic() >= deadline:
             break
-        await asyncio.sleep(poll_interval)
+        # Look again when the projection changes (a notification, or a short poll).
+        await store.changed(min(max(deadline - time.monotonic(), 0.0), 0.05))
     return [outcomes[str(r.event_id)] for r in requests]

@@ -36,6 +36,7 @@ import asyncpg
 
 from projections.postgres.batch import apply_batch
 from projections.postgres.brake import PostgresBrake
+from projections.postgres.changes import ChangeFeed, channel_of
 from projections.postgres.coordination import PostgresCoordination, advisory_key, event_uuids
 from projections.postgres.errors import DRIVER_ERRORS, describe_url, redact, translate
 from projections.postgres.limits import PostgresLimits
@@ -80,6 +81,8 @@ class PostgresStore(PostgresCoordination, PostgresLimits, PostgresBrake, Project
         self._start_lock = asyncio.Lock()
         self.watchdog_key = advisory_key("watchdog", schema)
         self._migration_key = advisory_key("migrate", schema)
+        self._channel = channel_of(schema)
+        self._changes = ChangeFeed(self._listener_connection, self._channel)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._where!r}, schema={self.schema!r})"
@@ -141,7 +144,17 @@ class PostgresStore(PostgresCoordination, PostgresLimits, PostgresBrake, Project
                 await self.stop()
                 raise
 
+    async def _listener_connection(self) -> asyncpg.Connection:
+        conn: asyncpg.Connection = await asyncpg.connect(
+            self._url, server_settings={"application_name": "auditrec-listener"}, timeout=5
+        )
+        return conn
+
+    async def changed(self, timeout: float) -> None:
+        await self._changes.wait(timeout)
+
     async def stop(self) -> None:
+        await self._changes.stop()
         pool, self._pool = self._pool, None
         if pool is None:
             return
@@ -187,6 +200,8 @@ class PostgresStore(PostgresCoordination, PostgresLimits, PostgresBrake, Project
                 applied, lost = await apply_batch(
                     conn, self.schema, events, offsets, consumer, bodies, now
                 )
+                if applied:  # readers waiting for an outcome look again at commit
+                    await conn.execute("SELECT pg_notify($1, '')", self._channel)
                 if lost:  # raised inside the transaction: nothing of the batch is kept
                     raise StoreError(
                         f"PostgreSQL {self._where} (schema {self.schema}): another writer "
