@@ -198,6 +198,21 @@ class ProjectionStore(LongLived, ABC):
     async def held_audits(self, limit: int | None = None) -> list[AuditRow]:
         """Running audits with a decision held by the mass-failure brake, oldest hold first."""
 
+    # -- checkpoints of stateful consumers ---------------------------------------------------
+
+    @abstractmethod
+    async def save_checkpoint(
+        self, consumer: str, topic: str, partition: int, next_offset: int, state: bytes
+    ) -> None:
+        """Keep ``state``, the consumer's state of one partition folded up to (not including)
+        ``next_offset``, replacing the one kept before."""
+
+    @abstractmethod
+    async def load_checkpoint(
+        self, consumer: str, topic: str, partition: int
+    ) -> tuple[int, bytes] | None:
+        """The last checkpoint kept for the partition: ``(next_offset, state)``."""
+
     # -- the mass-failure brake -------------------------------------------------------------
 
     @abstractmethod

@@ -64,7 +64,7 @@ def _builder(rt: Backends, name: str) -> Builder:
         async def brake_engaged() -> bool:
             return (await rt.store.brake()).engaged
 
-        return Reconciler(rt.log, rt.policy, brake_engaged=brake_engaged)
+        return Reconciler(rt.log, rt.policy, brake_engaged=brake_engaged, checkpoints=rt.store)
 
     async def probe(built: dict[str, Component]) -> Component:
         blind = s.probing_blind()

@@ -5,8 +5,9 @@ observation's id, and it is appended in the same atomic commit that moves the re
 offsets (a Kafka transaction; a SQLite transaction), so a crash at any instant leaves each
 decision in the log exactly once.
 
-State is in memory, per assigned partition. On assignment the partition is folded from the
-beginning up to the committed offset; decisions of our own found beyond it (committed with
+State is in memory, per assigned partition. On assignment the partition is folded from its
+latest checkpoint (:mod:`consumers.components.checkpoints`; else from the beginning) up to the
+committed offset; decisions of our own found beyond it (committed with
 offsets, so already final) are applied early, exactly as the live path applies a decision the
 moment it makes it — so a second observation of a dead audit never yields a second decision.
 Terminal audits are kept as one shared object per (status, failed_by), so memory grows with
@@ -22,14 +23,17 @@ it would have had), in the same transaction as the release's offset.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
 from consumers.components.base import LogConsumer
+from consumers.components.checkpoints import Checkpoints
 from consumers.eventlog.codec import decode, encode
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record
 from consumers.runtime.metrics import DECISIONS, OVERTURNED
+from projections.store import ProjectionStore
 from statemachine.errors import DecodeError
 from statemachine.events import (
     AuditEvent,
@@ -100,9 +104,11 @@ class Reconciler(LogConsumer):
         policy: Policy,
         *,
         brake_engaged: Callable[[], Awaitable[bool]] | None = None,
+        checkpoints: ProjectionStore | None = None,
     ) -> None:
         super().__init__(event_log, [event_log.topics.lifecycle])
         self.policy = policy
+        self.checkpoints = Checkpoints(checkpoints, self.group) if checkpoints else None
         self.partitions: dict[tuple[str, int], dict[str, AuditState]] = {}
         # Held decisions per partition, by audit (only while held).
         self.holds: dict[tuple[str, int], Holds] = {}
@@ -111,6 +117,7 @@ class Reconciler(LogConsumer):
         # Next offset to process per partition (what this instance has committed).
         self.positions: dict[tuple[str, int], int] = {}
         self.decided = 0
+        self.read_on_assign: dict[tuple[str, int], int] = {}  # records read to rebuild a partition
 
     @property
     def running(self) -> int:
@@ -143,9 +150,16 @@ class Reconciler(LogConsumer):
                 consumer.seek(tp, mine)
                 log.info("partition kept", partition=tp[1], position=mine)
                 continue
+            restored = await self.checkpoints.load(tp, start) if self.checkpoints else None
             states: dict[str, AuditState] = {}
             holds: Holds = {}
-            async for batch in self.log.read(tp[0], tp[1], 0, None):
+            begin = 0
+            if restored is not None:
+                states = {k: _compact(v) for k, v in restored.states.items()}
+                holds, begin = restored.holds, restored.next_offset
+            folded = 0
+            async for batch in self.log.read(tp[0], tp[1], begin, None):
+                folded += len(batch)
                 for record in batch:
                     if record.offset >= start and not _may_be_decision(record):
                         continue
@@ -157,14 +171,24 @@ class Reconciler(LogConsumer):
                         self._fold(states, holds, event)
             self.partitions[tp] = states
             self.holds[tp] = holds
+            self.read_on_assign[tp] = folded
             self.positions[tp] = start
             consumer.seek(tp, start)
-            log.info("partition assigned", partition=tp[1], committed=start, audits=len(states))
+            log.info(
+                "partition assigned",
+                partition=tp[1],
+                committed=start,
+                checkpoint=restored.next_offset if restored is not None else None,
+                records_read=folded,
+                audits=len(states),
+            )
 
     async def stop(self) -> None:
         """Stop, forgetting all state: it may be ahead of what was committed (a failed
         commit), so the next assignment rebuilds it from the log."""
         await super().stop()
+        if self.checkpoints is not None:
+            await self.checkpoints.flush()
         self.partitions.clear()
         self.positions.clear()
         self.holds.clear()
@@ -273,4 +297,10 @@ class Reconciler(LogConsumer):
                 r for r in records if r.offset < self.positions.get((r.topic, r.partition), 0)
             ]
         await self.commit(records, outputs)
+        if self.checkpoints is not None:  # the states are exactly as of the committed offsets
+            counts = Counter((r.topic, r.partition) for r in records)
+            for tp, count in counts.items():
+                self.checkpoints.progressed(
+                    tp, count, self.positions[tp], self.partitions[tp], self.holds.get(tp)
+                )
         return len(records)

@@ -12,7 +12,10 @@ is not reported; shadow mode's ``AuditFailureSimulated`` is never reported), the
 ``evolve`` as everywhere), rebuilding its partitions from the log on assignment exactly like the
 reconciler, instead of reading the projection at send time: the projector may lag behind (or
 not run in this process), and the row may already show later events (an overturn). Folding
-gives the state at the failure itself. Only running audits are kept in memory.
+gives the state at the failure itself. Only running audits are kept in memory, and they are
+checkpointed (:mod:`consumers.components.checkpoints`) whenever a partition's offsets catch up
+with what was consumed (nothing waits in the outbox), so an assignment folds only what follows
+the latest checkpoint.
 
 **Exactly once, as far as PostHog can tell.** The SDK runs in ``sync_mode`` in a worker thread
 (bounded by its HTTP timeout): ``capture`` returns the event's uuid only once PostHog answered
@@ -41,6 +44,7 @@ from typing import Any
 import structlog
 
 from consumers.components.base import LogConsumer
+from consumers.components.checkpoints import Checkpoints
 from consumers.components.posthog_capture import EVENT_NAME, build_client, capture_arguments
 from consumers.eventlog.codec import decode
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record, TopicPartition
@@ -102,6 +106,7 @@ class Telemetry(LogConsumer):
         self._failures = 0  # consecutive failed attempts: PostHog is down or slow
         self._blocked_until = 0.0
         self.sent = 0
+        self.checkpoints = Checkpoints(store, self.group)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -112,6 +117,7 @@ class Telemetry(LogConsumer):
 
     async def stop(self) -> None:
         await super().stop()
+        await self.checkpoints.flush()
         self.pending.clear()
         self.partitions.clear()
         self._consumed.clear()
@@ -128,9 +134,11 @@ class Telemetry(LogConsumer):
         committed = await consumer.committed()
         for tp in partitions:
             start = committed.get(tp, 0)
-            states: dict[str, AuditState] = {}
-            if start > 0:
-                async for batch in self.log.read(tp[0], tp[1], 0, start):
+            restored = await self.checkpoints.load(tp, start)
+            states = restored.states if restored is not None else {}
+            begin = restored.next_offset if restored is not None else 0
+            if start > begin:
+                async for batch in self.log.read(tp[0], tp[1], begin, start):
                     for record in batch:
                         try:
                             self._fold(states, decode(record.value))
@@ -139,7 +147,13 @@ class Telemetry(LogConsumer):
             self.partitions[tp] = states
             self._consumed[tp] = self._committed[tp] = start
             consumer.seek(tp, start)
-            log.info("partition assigned", partition=tp[1], committed=start, running=len(states))
+            log.info(
+                "partition assigned",
+                partition=tp[1],
+                committed=start,
+                checkpoint=begin if restored is not None else None,
+                running=len(states),
+            )
 
     async def on_revoke(self, consumer: Consumer, partitions: Sequence[TopicPartition]) -> None:
         try:
@@ -284,6 +298,11 @@ class Telemetry(LogConsumer):
         if not moved and not dlq:
             return
         await self.consumer.commit(offsets if moved else {}, dlq)
+        for tp, offset in moved.items():
+            before = self._committed.get(tp, offset)
+            if offset == self._consumed.get(tp) and tp in self.partitions:
+                # Nothing of the partition waits: its states are exactly as of the offset.
+                self.checkpoints.progressed(tp, offset - before, offset, self.partitions[tp])
         self._committed.update(moved)
 
     async def idle(self) -> bool:

@@ -115,11 +115,11 @@ class Backends(LongLived):
     def now(self) -> datetime:
         return datetime.now(UTC)
 
-    async def live_components(self, *, fresh: bool = False) -> dict[str, list[str]]:
-        """The components with a recent heartbeat (reused for a second unless ``fresh``: a
-        status read asks on every call, heartbeats come every two)."""
+    async def live_components(self, *, reuse: bool = False) -> dict[str, list[str]]:
+        """The components with a recent heartbeat; ``reuse``: a read of the last second will do
+        (a status read asks on every call; heartbeats come every two seconds)."""
         cached = self._live
-        if not fresh and cached is not None and time.monotonic() - cached[0] < LIVE_REUSE:
+        if reuse and cached is not None and time.monotonic() - cached[0] < LIVE_REUSE:
             return cached[1]
         live = await self.store.live_components(self.now() - LIVE_WITHIN)
         self._live = (time.monotonic(), live)

@@ -93,8 +93,8 @@ class Operations:
 
     # -- pipeline liveness --------------------------------------------------------------------
 
-    async def pipeline_live(self) -> bool:
-        live = await self.rt.live_components()
+    async def pipeline_live(self, *, reuse: bool = False) -> bool:
+        live = await self.rt.live_components(reuse=reuse)
         return all(name in live for name in PIPELINE)
 
     async def _missing(self) -> list[str]:
@@ -121,7 +121,7 @@ class Operations:
         order, so once the outcome is in the table, so is what came before."""
         await self._await_own_writes(audit_id)
         row = await self.rt.store.get(audit_id)
-        if row is None and "projector" in await self.rt.live_components():
+        if row is None and "projector" in await self.rt.live_components(reuse=True):
             # Perhaps just published by another service: once the projection caught up.
             await wait_for_projection(
                 self.rt.log, self.rt.store, self.rt.settings.on_demand_wait.total_seconds()
@@ -153,7 +153,7 @@ class Operations:
             del self._requested[audit_id]
 
     async def _probe_now(self, row: AuditRow, inline: bool) -> StatusResult:
-        live = await self.pipeline_live()
+        live = await self.pipeline_live(reuse=True)
         if not live and not inline:
             missing = ", ".join(await self._missing())
             return StatusResult(

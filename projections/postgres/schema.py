@@ -115,6 +115,12 @@ CREATE TABLE brake (
     lost integer NOT NULL DEFAULT 0, observations integer NOT NULL DEFAULT 0,
     ended_at timestamptz, ended_by text, how text
 );
+-- Checkpoints of stateful consumers (reconciler, telemetry): a partition's state and offset.
+CREATE TABLE checkpoints (
+    consumer text NOT NULL, topic text NOT NULL, partition integer NOT NULL,
+    next_offset bigint NOT NULL, state bytea NOT NULL, saved_at timestamptz NOT NULL,
+    PRIMARY KEY (consumer, topic, partition)
+);
 """,
     ),
 )

@@ -37,6 +37,7 @@ import asyncpg
 from projections.postgres.batch import apply_batch
 from projections.postgres.brake import PostgresBrake
 from projections.postgres.changes import ChangeFeed, channel_of
+from projections.postgres.checkpoints import PostgresCheckpoints
 from projections.postgres.coordination import PostgresCoordination, advisory_key, event_uuids
 from projections.postgres.errors import DRIVER_ERRORS, describe_url, redact, translate
 from projections.postgres.limits import PostgresLimits
@@ -57,7 +58,9 @@ _STALE_RUNNING = (
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
-class PostgresStore(PostgresCoordination, PostgresLimits, PostgresBrake, ProjectionStore):
+class PostgresStore(
+    PostgresCoordination, PostgresLimits, PostgresBrake, PostgresCheckpoints, ProjectionStore
+):
     watchdog_query = _STALE_RUNNING
 
     def __init__(

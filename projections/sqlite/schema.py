@@ -75,6 +75,11 @@ CREATE TABLE IF NOT EXISTS sweeps (
     lost INTEGER, observations INTEGER, judged_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS sweeps_open ON sweeps (at) WHERE verdict IS NULL;
+CREATE TABLE IF NOT EXISTS checkpoints (
+    consumer TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
+    next_offset INTEGER NOT NULL, state BLOB NOT NULL, saved_at INTEGER NOT NULL,
+    PRIMARY KEY (consumer, topic, partition)
+);
 CREATE TABLE IF NOT EXISTS brake (
     name TEXT PRIMARY KEY, engaged INTEGER NOT NULL, since INTEGER, sweep_id TEXT,
     lost INTEGER NOT NULL DEFAULT 0, observations INTEGER NOT NULL DEFAULT 0,

@@ -839,3 +839,18 @@ class ProjectionStoreContract:
             assert (await store.end_brake("discarded", "x", at(4))).engaged is False
             assert (await store.brake()).how == "released"  # nothing to end: unchanged
             assert await store.engage_brake("sweep-4", 20, 21, at(5)) is True  # engages again
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    async def test_a_checkpoint_is_kept_per_consumer_and_partition_and_replaced(
+        self, store: ProjectionStore, make_store: MakeStore
+    ) -> None:
+        assert await store.load_checkpoint("g-reconciler", TOPIC, 0) is None
+        await store.save_checkpoint("g-reconciler", TOPIC, 0, 10, b"\x00state-10")
+        await store.save_checkpoint("g-reconciler", TOPIC, 1, 7, b"other partition")
+        await store.save_checkpoint("g-telemetry", TOPIC, 0, 3, b"other consumer")
+        await store.save_checkpoint("g-reconciler", TOPIC, 0, 25, b"\x00state-25")
+        async with make_store() as other:
+            assert await other.load_checkpoint("g-reconciler", TOPIC, 0) == (25, b"\x00state-25")
+            assert await other.load_checkpoint("g-reconciler", TOPIC, 1) == (7, b"other partition")
+            assert await other.load_checkpoint("g-telemetry", TOPIC, 0) == (3, b"other consumer")
