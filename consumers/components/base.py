@@ -43,6 +43,10 @@ class LogConsumer(Component):
         # Held from the moment a batch is polled until it is committed; a revocation waits
         # for it, so partitions change hands only between batches.
         self.batch_lock = asyncio.Lock()
+        # Seeks made by assignments, counted: a batch polled before a partition was sought
+        # holds records from the old position, which must not be handled (see step()).
+        self._seeks = 0
+        self._sought: dict[tuple[str, int], tuple[int, int]] = {}  # tp -> (seek number, offset)
 
     async def start(self) -> None:
         if self.consumer is not None:
@@ -77,12 +81,44 @@ class LogConsumer(Component):
 
     async def step(self) -> int:
         """Poll a batch, then handle it under :attr:`batch_lock` until it is committed."""
+        mark = self._seeks
         records = await self.poll()
         if not records:
             return 0
         async with self.batch_lock:
             mine = self.still_assigned(records)
+            if self._seeks != mark:
+                mine = self.not_sought_since(mine, mark)
             return await self._handle(mine) if mine else 0
+
+    def seek(self, consumer: Consumer, tp: tuple[str, int], offset: int) -> None:
+        """Set where ``tp`` is read from next (in :meth:`on_assign`)."""
+        consumer.seek(tp, offset)
+        self._seeks += 1
+        self._sought[tp] = (self._seeks, offset)
+
+    def not_sought_since(self, records: list[Record], mark: int) -> list[Record]:
+        """Drop the records of partitions sought while the batch was polled, and seek them
+        again: records fetched from the position before the seek, handled, could step over
+        records the seek brings back (a gap that would never be read). The consumer reads
+        them again from the sought position."""
+        kept: list[Record] = []
+        dropped: set[tuple[str, int]] = set()
+        for r in records:
+            tp = (r.topic, r.partition)
+            if self._sought.get(tp, (0, 0))[0] > mark:
+                dropped.add(tp)
+            else:
+                kept.append(r)
+        if dropped and self.consumer is not None:
+            for tp in dropped:
+                self.consumer.seek(tp, self._sought[tp][1])
+            log.debug(
+                "records polled while their partition was sought: read again",
+                consumer=self.group,
+                count=len(records) - len(kept),
+            )
+        return kept
 
     def still_assigned(self, records: list[Record]) -> list[Record]:
         """The records of partitions still assigned once the batch lock is held: a rebalance

@@ -40,7 +40,7 @@ class Projector(LogConsumer):
     async def on_assign(self, consumer: Consumer, partitions: Sequence[tuple[str, int]]) -> None:
         stored = await self.store.stored_offsets(self.group)
         for tp in partitions:
-            consumer.seek(tp, stored.get(tp, 0))
+            self.seek(consumer, tp, stored.get(tp, 0))
 
     async def _isolate(
         self,

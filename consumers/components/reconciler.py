@@ -147,7 +147,7 @@ class Reconciler(LogConsumer):
             if tp in self.partitions and mine is not None and start <= mine:
                 # Ours before the rebalance and nobody moved it since: the live state is
                 # exact (the committed offset we read may even lag our last commit).
-                consumer.seek(tp, mine)
+                self.seek(consumer, tp, mine)
                 log.info("partition kept", partition=tp[1], position=mine)
                 continue
             restored = await self.checkpoints.load(tp, start) if self.checkpoints else None
@@ -173,7 +173,7 @@ class Reconciler(LogConsumer):
             self.holds[tp] = holds
             self.read_on_assign[tp] = folded
             self.positions[tp] = start
-            consumer.seek(tp, start)
+            self.seek(consumer, tp, start)
             log.info(
                 "partition assigned",
                 partition=tp[1],

@@ -146,7 +146,7 @@ class Telemetry(LogConsumer):
                             continue
             self.partitions[tp] = states
             self._consumed[tp] = self._committed[tp] = start
-            consumer.seek(tp, start)
+            self.seek(consumer, tp, start)
             log.info(
                 "partition assigned",
                 partition=tp[1],
@@ -182,11 +182,15 @@ class Telemetry(LogConsumer):
     # -- the loop -----------------------------------------------------------------------------
 
     async def step(self) -> int:
+        mark = self._seeks
         records = await self.poll() if len(self.pending) < self.max_pending else []
         # Under the batch lock like every consumer: a revocation waits for the step, so the
         # pending set never changes hands while it is folded, sent or committed.
         async with self.batch_lock:
-            handled, delivered = await self._step(self.still_assigned(records) if records else [])
+            mine = self.still_assigned(records) if records else []
+            if mine and self._seeks != mark:
+                mine = self.not_sought_since(mine, mark)
+            handled, delivered = await self._step(mine)
         if not handled and not delivered and self.pending:
             # Waiting for a retry with nothing new to read: do not spin.
             wait = self._blocked_until - time.monotonic()

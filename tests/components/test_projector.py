@@ -186,3 +186,25 @@ async def test_a_store_that_is_down_is_retried_not_set_aside(
     # then nothing was set aside, and the event is projected on the next try
     assert await read_topic(pipeline.log, pipeline.topics.dead_letter) == []
     assert await pipeline.store.get("a-1") is not None
+
+
+async def test_a_batch_polled_while_its_partition_was_sought_is_read_again_from_the_seek(
+    pipeline: Pipeline,
+) -> None:
+    # given six events, and a projector whose first poll assigns (and seeks) its partitions
+    await append(
+        pipeline.log, pipeline.topics.lifecycle, [started(f"gap-{i}", at(0)) for i in range(6)]
+    )
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        projector.poll_timeout = 0.05
+        mark = projector._seeks
+        polled = await eventually(projector.poll, until=bool, message="a batch")
+
+        # then a batch polled across a seek of its partition is not handled as it is …
+        assert projector._seeks > mark
+        assert projector.not_sought_since(polled, mark) == []
+
+        # … and nothing of it is lost: the partition is read again from the seek
+        await run_until_idle(projector)
+    rows = {r.audit_id async for r in pipeline.store.iter_rows()}
+    assert rows == {f"gap-{i}" for i in range(6)}
