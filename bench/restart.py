@@ -28,11 +28,9 @@ from consumers.eventlog.codec import encode
 from consumers.eventlog.factory import open_event_log
 from consumers.eventlog.port import EventLog, Topics
 from projections.factory import open_store
-from projections.store import ProjectionStore
 from statemachine.events import (
     AuditCompleted,
     AuditEvent,
-    AuditFailed,
     AuditProgressed,
     AuditProgressedData,
     AuditStarted,
@@ -133,9 +131,7 @@ async def measure(size: int, kafka: str, database_url: str) -> dict[str, float]:
             ):
                 audit_id = f"h-{size // 5 - 1 - n}"  # a running audit
                 instance = f"wf-{size // 5 - 1 - n}"
-                await log.append(
-                    [encode(topics.lifecycle, dead_observation(audit_id, instance))]
-                )
+                await log.append([encode(topics.lifecycle, dead_observation(audit_id, instance))])
                 fresh = Reconciler(log, Policy(), checkpoints=checkpoints)
                 figures[label] = await until_decided(fresh, log, audit_id)
                 await fresh.stop()
@@ -175,9 +171,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100000,1000000")
     parser.add_argument("--kafka", default="127.0.0.1:9092")
-    parser.add_argument(
-        "--database-url", default="postgresql://postgres@127.0.0.1:5432/postgres"
-    )
+    parser.add_argument("--database-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     results = {size: await measure(size, args.kafka, args.database_url) for size in sizes}
