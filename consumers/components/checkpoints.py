@@ -38,7 +38,7 @@ from statemachine.state import AuditState
 
 __all__ = ["Checkpoints", "Restored", "decode_states", "encode_states"]
 
-FORMAT = 1
+FORMAT = 2
 _FIELDS = tuple(f.name for f in fields(AuditState))
 
 log = structlog.get_logger("auditrec.checkpoints")
@@ -54,21 +54,33 @@ class Restored:
 def encode_states(
     states: Mapping[str, AuditState], holds: Mapping[str, AuditFailureHeld] | None = None
 ) -> bytes:
-    rows = [(key, tuple(getattr(state, name) for name in _FIELDS)) for key, state in states.items()]
+    rows = []
+    terminal = []  # compacted terminal audits (no audit id of their own): status and who
+    for key, state in states.items():
+        if state.audit_id == "":
+            terminal.append((key, state.status, state.failed_by))
+        else:
+            rows.append((key, tuple(getattr(state, name) for name in _FIELDS)))
     held = [h.model_dump_json() for h in (holds or {}).values()]
-    return zlib.compress(pickle.dumps((FORMAT, _FIELDS, rows, held), protocol=5), 1)
+    return zlib.compress(pickle.dumps((FORMAT, _FIELDS, rows, terminal, held), protocol=5), 1)
 
 
 def decode_states(blob: bytes) -> tuple[dict[str, AuditState], dict[str, AuditFailureHeld]]:
     """The states and holds in ``blob``; ``ValueError`` when it is not a checkpoint this
     version can read."""
     try:
-        version, names, rows, held = pickle.loads(zlib.decompress(blob))
+        version, names, rows, terminal, held = pickle.loads(zlib.decompress(blob))
     except Exception as exc:
         raise ValueError(f"unreadable checkpoint: {type(exc).__name__}") from None
     if version != FORMAT or tuple(names) != _FIELDS:
         raise ValueError(f"checkpoint of another format ({version}, {len(names)} fields)")
     states = {key: AuditState(*values) for key, values in rows}
+    shared: dict[tuple[str, str | None], AuditState] = {}
+    for key, status, failed_by in terminal:
+        state = shared.get((status, failed_by))
+        if state is None:
+            state = shared[(status, failed_by)] = AuditState("", status=status, failed_by=failed_by)
+        states[key] = state
     holds: dict[str, AuditFailureHeld] = {}
     for text in held:
         event = EVENT_ADAPTER.validate_json(text)

@@ -53,6 +53,11 @@ def test_states_and_holds_survive_encoding_and_another_format_is_refused() -> No
     states, holds = decode_states(encode_states({"a-1": state}, {"a-1": hold}))
     assert states == {"a-1": state}
     assert holds == {"a-1": hold}
+    # terminal audits kept compact (no id of their own) come back shared, as the reconciler
+    # keeps them
+    done = AuditState(audit_id="", status="failed", failed_by="reconciler")
+    states, _ = decode_states(encode_states({"t-1": done, "t-2": done}))
+    assert states["t-1"] == done and states["t-1"] is states["t-2"]
     with pytest.raises(ValueError, match="unreadable"):
         decode_states(b"not a checkpoint")
 
