@@ -46,6 +46,7 @@ class LogConsumer(Component):
         # Seeks made by assignments, counted: a batch polled before a partition was sought
         # holds records from the old position, which must not be handled (see step()).
         self._seeks = 0
+        self.polled_at = 0  # the seek count when the batch in hand was first returned
         self._sought: dict[tuple[str, int], tuple[int, int]] = {}  # tp -> (seek number, offset)
 
     async def start(self) -> None:
@@ -81,14 +82,13 @@ class LogConsumer(Component):
 
     async def step(self) -> int:
         """Poll a batch, then handle it under :attr:`batch_lock` until it is committed."""
-        mark = self._seeks
         records = await self.poll()
         if not records:
             return 0
         async with self.batch_lock:
             mine = self.still_assigned(records)
-            if self._seeks != mark:
-                mine = self.not_sought_since(mine, mark)
+            if self._seeks != self.polled_at:
+                mine = self.not_sought_since(mine, self.polled_at)
             return await self._handle(mine) if mine else 0
 
     def seek(self, consumer: Consumer, tp: tuple[str, int], offset: int) -> None:
@@ -98,10 +98,10 @@ class LogConsumer(Component):
         self._sought[tp] = (self._seeks, offset)
 
     def not_sought_since(self, records: list[Record], mark: int) -> list[Record]:
-        """Drop the records of partitions sought while the batch was polled, and seek them
-        again: records fetched from the position before the seek, handled, could step over
-        records the seek brings back (a gap that would never be read). The consumer reads
-        them again from the sought position."""
+        """Drop the records of partitions sought after the batch was returned (seek number
+        ``mark``), and seek them again: records fetched from the position before the seek,
+        handled, could step over records the seek brings back (a gap never read). The consumer
+        reads them again from the sought position."""
         kept: list[Record] = []
         dropped: set[tuple[str, int]] = set()
         for r in records:
@@ -140,6 +140,9 @@ class LogConsumer(Component):
         (fewer commits, fewer round trips); when quiet a record waits at most ~10 ms more."""
         assert self.consumer is not None, f"{self.name} is not started"
         records = await self.consumer.poll(self.max_records, self.poll_timeout)
+        # A seek during the poll (an assignment inside it) came before these records were
+        # fetched; one from now on comes after: the records in hand are then stale.
+        self.polled_at = self._seeks
         if not records:
             return records
         deadline = time.monotonic() + self.linger

@@ -182,14 +182,13 @@ class Telemetry(LogConsumer):
     # -- the loop -----------------------------------------------------------------------------
 
     async def step(self) -> int:
-        mark = self._seeks
         records = await self.poll() if len(self.pending) < self.max_pending else []
         # Under the batch lock like every consumer: a revocation waits for the step, so the
         # pending set never changes hands while it is folded, sent or committed.
         async with self.batch_lock:
             mine = self.still_assigned(records) if records else []
-            if mine and self._seeks != mark:
-                mine = self.not_sought_since(mine, mark)
+            if mine and self._seeks != self.polled_at:
+                mine = self.not_sought_since(mine, self.polled_at)
             handled, delivered = await self._step(mine)
         if not handled and not delivered and self.pending:
             # Waiting for a retry with nothing new to read: do not spin.
