@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import statistics
 import subprocess
@@ -25,13 +24,12 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import httpx
+from databases import fresh_database  # bench/databases.py (bench/ is on sys.path)
 
 from consumers.cli.assembly import Service
 from consumers.operations.backends import Backends
@@ -159,25 +157,6 @@ def _terminal_reads(port: int, reads: int) -> list[float]:
     )
     values: list[float] = json.loads(done.stdout)
     return values
-
-
-@contextlib.asynccontextmanager
-async def fresh_database(admin_url: str) -> AsyncIterator[str]:
-    """A database of the run's own on the server of ``admin_url``, dropped afterwards."""
-    name = f"bench_{uuid.uuid4().hex[:10]}"
-    conn = await asyncpg.connect(admin_url)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    try:
-        yield admin_url.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        conn = await asyncpg.connect(admin_url)
-        try:
-            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await conn.close()
 
 
 def _free_port() -> int:

@@ -18,10 +18,9 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
-import asyncpg
+from databases import fresh_database  # bench/databases.py (bench/ is on sys.path)
 
 from consumers.components.reconciler import Reconciler
 from consumers.eventlog.codec import encode
@@ -147,24 +146,6 @@ async def _delete_topics(kafka: str, topics: Topics) -> None:
     with contextlib.suppress(Exception):
         await admin.delete_topics(list(topics.all()))
     await admin.close()
-
-
-@contextlib.asynccontextmanager
-async def fresh_database(admin_url: str) -> AsyncIterator[str]:
-    name = f"bench_{uuid.uuid4().hex[:10]}"
-    conn = await asyncpg.connect(admin_url)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    try:
-        yield admin_url.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        conn = await asyncpg.connect(admin_url)
-        try:
-            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await conn.close()
 
 
 async def main() -> None:

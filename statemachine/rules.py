@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from statemachine.classifier import classify, error_text, truncate
 from statemachine.events import (
@@ -226,12 +227,7 @@ def decide(
     held = hold_reason(event, failure, policy, brake_engaged)
     if held is not None:
         hold = AuditFailureHeld(
-            event_id=derived_id(event.event_id, "reconciler-hold"),
-            audit_id=event.audit_id,
-            occurred_at=observed_at,
-            producer=PRODUCER,
-            causation_id=event.event_id,
-            correlation_id=event.correlation_id,
+            **_derived(event, "reconciler-hold", observed_at),
             data=AuditFailureHeldData(
                 decision=failure,
                 sweep_id=getattr(event.data, "sweep_id", None),
@@ -240,16 +236,20 @@ def decide(
         )
         return Verdict(verdict.rule, f"{verdict.reason}; held: {held}", failure), hold
     cls = AuditFailureSimulated if policy.shadow else AuditFailed
-    decision = cls(
-        event_id=derived_id(event.event_id, "reconciler-decision"),
-        audit_id=event.audit_id,
-        occurred_at=observed_at,
-        producer=PRODUCER,
-        causation_id=event.event_id,
-        correlation_id=event.correlation_id,
-        data=failure,
-    )
+    decision = cls(**_derived(event, "reconciler-decision", observed_at), data=failure)
     return verdict, decision
+
+
+def _derived(cause: AuditEvent, role: str, at: datetime) -> dict[str, Any]:
+    """The envelope of a reconciler event derived from ``cause`` (its id from the cause's)."""
+    return {
+        "event_id": derived_id(cause.event_id, role),
+        "audit_id": cause.audit_id,
+        "occurred_at": at,
+        "producer": PRODUCER,
+        "causation_id": cause.event_id,
+        "correlation_id": cause.correlation_id,
+    }
 
 
 def released(

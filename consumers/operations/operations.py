@@ -14,7 +14,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import structlog
@@ -23,9 +22,10 @@ from consumers.components.brake import Brake
 from consumers.components.watchdog import Watchdog, probe_requests
 from consumers.eventlog.codec import encode
 from consumers.operations.backends import Backends
+from consumers.operations.braking import brake_status, end_brake
 from consumers.operations.freshness import wait_for_projection
 from consumers.operations.outcomes import Outcome, Summary, await_outcomes
-from consumers.runtime.metrics import BRAKE_ENGAGED, DECISIONS_HELD, SWEEP_DURATION
+from consumers.runtime.metrics import SWEEP_DURATION
 from consumers.runtime.names import PIPELINE
 from projections.row import AuditRow
 from statemachine.errors import NoServer, NotFound
@@ -261,41 +261,12 @@ class Operations:
         return Brake(self.rt.log, self.rt.store, self.rt.policy, owner=self.rt.process_id)
 
     async def brake_status(self, limit: int = 100) -> dict[str, Any]:
-        """The brake and the decisions it holds (at most ``limit`` listed), as JSON data."""
-        state, holds = await self.brake().status()
-        BRAKE_ENGAGED.set(1 if state.engaged else 0)
-        DECISIONS_HELD.set(len(holds))
-        last = None
-        if state.how is not None:
-            last = {"how": state.how, "by": state.ended_by, "at": _iso(state.ended_at)}
-        return {
-            "engaged": state.engaged,
-            "since": _iso(state.since),
-            "sweep_id": state.sweep_id if state.engaged else None,
-            "lost": state.lost if state.engaged else None,
-            "observations": state.observations if state.engaged else None,
-            "thresholds": {
-                "min_audits": self.rt.policy.brake_min_audits,
-                "min_share": self.rt.policy.brake_min_share,
-            },
-            "last_ended": last,
-            "held": len(holds),
-            "holds": [_hold(r) for r in holds[:limit]],
-        }
+        return await brake_status(self.brake(), limit)
 
     async def end_brake(
         self, how: str, actor: str, reason: str | None, *, dry_run: bool = False
     ) -> dict[str, Any]:
-        """Release (the held failures take effect) or discard (the audits keep running) every
-        held decision, and disengage the brake; ``dry_run`` lists what it would touch."""
-        ended = await self.brake().end(how, actor, reason, dry_run=dry_run)
-        return {
-            "action": how,
-            "dry_run": dry_run,
-            "was_engaged": ended.was_engaged,
-            "holds": len(ended.holds),
-            "audits": [_hold(r) for r in ended.holds],
-        }
+        return await end_brake(self.brake(), how, actor, reason, dry_run=dry_run)
 
     # -- replay -----------------------------------------------------------------------------
 
@@ -307,19 +278,3 @@ class Operations:
 
     def explain_dicts(self, steps: list[Step]) -> list[dict[str, Any]]:
         return [step.as_dict() for step in steps]
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value is not None else None
-
-
-def _hold(row: AuditRow) -> dict[str, Any]:
-    s = row.state
-    return {
-        "audit_id": s.audit_id,
-        "held_decision_id": s.held_decision_id,
-        "held_at": _iso(s.held_at),
-        "workflow_instance_id": s.workflow_instance_id,
-        "project_id": s.project_id,
-        "started_at": _iso(s.started_at),
-    }
