@@ -44,7 +44,7 @@ from statemachine.values import (
     Timestamp,
     Url,
 )
-from statemachine.vocabulary import ErrorCode, FailureRule, ObservedStatus
+from statemachine.vocabulary import ErrorCode, FailureRule, ListedAliveStatus, ObservedStatus
 
 __all__ = [
     "EVENT_ADAPTER",
@@ -63,6 +63,7 @@ __all__ = [
     "AuditStarted",
     "FailedBy",
     "HeldRelease",
+    "Listed",
     "ProbeFailureReason",
     "ProbeRequested",
     "ReconciledBy",
@@ -164,6 +165,9 @@ class WorkflowStatusObservedData(_Frozen):
     # The watchdog tick that asked, and how many audits it asked about (the brake's scope).
     sweep_id: Tag | None = None
     sweep_size: NonNegative | None = None
+    # Where the status was read: the instance itself, or the workflow's instance listing (no
+    # error payload; never a reason to fail an audit).
+    source: Literal["instance", "listing"] = "instance"
 
 
 class WorkflowProbeFailedData(_Frozen):
@@ -177,6 +181,13 @@ class WorkflowProbeFailedData(_Frozen):
     sweep_size: NonNegative | None = None
 
 
+class Listed(_Frozen):
+    """What the workflow's instance listing said about the instance when a tick read it."""
+
+    status: ListedAliveStatus
+    at: Timestamp
+
+
 class ProbeRequestedData(_Frozen):
     workflow_instance_id: InstanceId | None = None
     trigger: Trigger
@@ -185,6 +196,8 @@ class ProbeRequestedData(_Frozen):
     sweep_size: NonNegative | None = None
     # The requester's bound: a request may wait (e.g. out a 429 pause) until then, no longer.
     answer_by: Timestamp | None = None
+    # The instance was listed alive: the probe records that without asking for it alone.
+    listed: Listed | None = None
 
 
 class AuditFailureHeldData(_Frozen):

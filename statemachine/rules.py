@@ -116,6 +116,12 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
     age = d.observed_at - state.started_at
     grace = policy.instance_lost_grace
     status = d.status
+    if d.source == "listing" and status not in HEALTHY_STATUSES:
+        return Verdict(
+            "listing_only",
+            f"listed {status} → no change (a listing alone never fails an audit: the "
+            "instance is asked for alone)",
+        )
     if status == "errored":
         text = error_text(d.error)
         code = classify(text) or "unknown"

@@ -15,11 +15,13 @@ __all__ = [
     "FAILURE_RULES",
     "HEALTHY_STATUSES",
     "HELD_ERROR_CODES",
+    "LISTED_ALIVE_STATUSES",
     "OBSERVED_STATUSES",
     "WORKFLOW_STATUSES",
     "WORKFLOW_TERMINAL_STATUSES",
     "ErrorCode",
     "FailureRule",
+    "ListedAliveStatus",
     "ObservedStatus",
     "WorkflowStatus",
     "is_audit_id",
@@ -51,6 +53,11 @@ WORKFLOW_STATUSES: Final[tuple[str, ...]] = get_args(WorkflowStatus)
 WORKFLOW_TERMINAL_STATUSES: Final = frozenset({"complete", "errored", "terminated"})
 # Rule 7: the workflow is alive (or cannot tell); the audit keeps running.
 HEALTHY_STATUSES: Final = frozenset(WORKFLOW_STATUSES) - WORKFLOW_TERMINAL_STATUSES
+
+# The statuses a workflow's instance listing is paged through for (bulk discovery): an instance
+# listed in one of them is alive, observed from the listing without a request of its own.
+ListedAliveStatus = Literal["running", "queued", "waiting", "paused", "waitingForPause"]
+LISTED_ALIVE_STATUSES: Final[tuple[str, ...]] = get_args(ListedAliveStatus)
 
 # What an observation can say: an API status, or that there is no instance to ask about.
 ObservedStatus = Literal[WorkflowStatus, "not_found", "not_attached"]

@@ -87,6 +87,7 @@ def _builder(rt: Backends, name: str) -> Builder:
             owner=rt.process_id,
             answer_within=s.sweep_wait,
             brake=Brake(rt.log, rt.store, rt.policy, owner=rt.process_id),
+            discovery=await rt.discovery(),
         )
 
     async def telemetry(built: dict[str, Component]) -> Component | None:

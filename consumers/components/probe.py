@@ -3,7 +3,9 @@
 Each ``ProbeRequested`` yields exactly one ``WorkflowStatusObserved`` or
 ``WorkflowProbeFailed`` whose id is derived from the request's id and whose ``causation_id``
 is the request's id. Requests for the same instance in one batch share one API call.
-An audit without an instance id is observed ``not_attached`` without a call. Requests older
+An audit without an instance id is observed ``not_attached`` without a call, and one whose
+instance a watchdog tick found alive in the workflow's listing (``data.listed``) is observed
+from the listing (``source: "listing"``) without a call. Requests older
 than ``max_age`` are dropped (the watchdog will ask again) so a backlog never bursts the API.
 """
 
@@ -14,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 from uuid import UUID
 
 import structlog
@@ -27,6 +30,7 @@ from consumers.workflows.answers import PROBABLE_CAUSE
 from consumers.workflows.client import InstanceStatus, ProbeFailure, WorkflowsClient
 from statemachine.errors import AuditrecError, DecodeError
 from statemachine.events import (
+    Listed,
     ProbeFailureReason,
     ProbeRequested,
     WorkflowProbeFailed,
@@ -41,6 +45,7 @@ __all__ = ["PRODUCER", "Probe"]
 
 PRODUCER = "auditrec-probe"
 KNOWN_STATUSES = frozenset(OBSERVED_STATUSES)
+Source = Literal["instance", "listing"]
 log = structlog.get_logger("auditrec.probe")
 
 
@@ -51,6 +56,15 @@ def _wait(group: list[tuple[tuple[str, int], ProbeRequested]], now: datetime) ->
     """How long the requests for one instance may wait for the API: the latest bound given."""
     bounds = [r.data.answer_by for _, r in group if r.data.answer_by is not None]
     return max(0.0, (max(bounds) - now).total_seconds()) if bounds else None
+
+
+def _listed(group: list[tuple[tuple[str, int], ProbeRequested]]) -> Listed | None:
+    """The latest listing's word on the instance when every request for it carries one (a
+    request without, e.g. a status read's, asks the instance itself for all of them)."""
+    listed = [r.data.listed for _, r in group]
+    if not listed or any(x is None for x in listed):
+        return None
+    return max((x for x in listed if x is not None), key=lambda x: x.at)
 
 
 class Probe(LogConsumer):
@@ -96,15 +110,18 @@ class Probe(LogConsumer):
         for item in requests:
             by_instance.setdefault(item[1].data.workflow_instance_id, []).append(item)
         results = await asyncio.gather(
-            *(self._probe(instance, _wait(group, now)) for instance, group in by_instance.items())
+            *(
+                self._probe(instance, _wait(group, now), _listed(group))
+                for instance, group in by_instance.items()
+            )
         )
         lifecycle = self.log.topics.lifecycle
-        for (instance, group), (result, observed_at) in zip(
+        for (instance, group), (result, observed_at, source) in zip(
             by_instance.items(), results, strict=True
         ):
             for tp, request in group:
                 try:
-                    event = self._answer(request, instance, result, observed_at)
+                    event = self._answer(request, instance, result, observed_at, source)
                     outputs[tp].append(encode(lifecycle, event))
                 except Exception as exc:  # one request must not hold back its partition
                     self.cannot_handle(records_by_id[request.event_id], exc, outputs[tp])
@@ -115,10 +132,12 @@ class Probe(LogConsumer):
         return len(records)
 
     async def _probe(
-        self, instance: str | None, wait: float | None
-    ) -> tuple[InstanceStatus | ProbeFailure, datetime]:
+        self, instance: str | None, wait: float | None, listed: Listed | None
+    ) -> tuple[InstanceStatus | ProbeFailure, datetime, Source]:
         if instance is None:
-            return InstanceStatus("not_attached", None, None), self.clock()
+            return InstanceStatus("not_attached", None, None), self.clock(), "instance"
+        if listed is not None:  # alive when the tick read the listing: no request of its own
+            return InstanceStatus(listed.status, None, None), listed.at, "listing"
         try:
             result: InstanceStatus | ProbeFailure = await self.client.get_instance(
                 instance, wait=wait
@@ -136,7 +155,7 @@ class Probe(LogConsumer):
         PROBES.labels(outcome).inc()
         if isinstance(result, ProbeFailure):
             self._failing(result)
-        return result, self.clock()
+        return result, self.clock(), "instance"
 
     def _failing(self, failure: ProbeFailure) -> None:
         """One warning per reason per :data:`WARN_EVERY`, with the count and the likely cause."""
@@ -161,10 +180,11 @@ class Probe(LogConsumer):
         instance: str | None,
         result: InstanceStatus | ProbeFailure,
         observed_at: datetime,
+        source: Source = "instance",
     ) -> WorkflowStatusObserved | WorkflowProbeFailed:
         """The observation; an answer that makes no valid observation is recorded as such."""
         try:
-            return cls._observation(request, instance, result, observed_at)
+            return cls._observation(request, instance, result, observed_at, source)
         except ValidationError as exc:
             detail = f"unusable answer: {describe(exc)}"
             failure = ProbeFailure(ProbeFailureReason.INVALID_RESPONSE, None, detail)
@@ -176,6 +196,7 @@ class Probe(LogConsumer):
         instance: str | None,
         result: InstanceStatus | ProbeFailure,
         observed_at: datetime,
+        source: Source = "instance",
     ) -> WorkflowStatusObserved | WorkflowProbeFailed:
         common = {
             "event_id": derived_id(request.event_id, "probe-observation"),
@@ -205,6 +226,7 @@ class Probe(LogConsumer):
                     observed_at=observed_at,
                     sweep_id=request.data.sweep_id,
                     sweep_size=request.data.sweep_size,
+                    source=source,
                 ),
             )
         return WorkflowProbeFailed(

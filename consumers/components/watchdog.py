@@ -2,6 +2,11 @@
 
 Selection (DESIGN §4, §5): running audits started more than ``STALE_RUNNING_AFTER`` ago, never
 observed first, then least recently observed, then oldest, at most ``WATCHDOG_BATCH_LIMIT``.
+With bulk discovery (:mod:`consumers.workflows.listing`) a tick looks at up to
+``WATCHDOG_BULK_LIMIT`` of them: it reads which of their instances the workflow's listing shows
+alive, and each request carries that (``data.listed``), so the probe asks the API only about the
+others. When the listing fails, the tick falls back to ``WATCHDOG_BATCH_LIMIT`` audits, each
+asked for alone.
 Every probe attempt — an observation or a failed probe — moves an audit to the back of the
 queue, so audits that can never be resolved (a workflow that runs for days, an API that keeps
 failing for one instance) cannot starve the rest. One tick runs at a time across processes
@@ -29,9 +34,12 @@ from consumers.components.brake import Brake, SweepVerdict, sweep_deadline
 from consumers.eventlog.codec import encode
 from consumers.eventlog.port import EventLog
 from consumers.runtime.component import Component
+from consumers.workflows.answers import ProbeFailure
+from consumers.workflows.listing import Discovery, Listing
 from projections.row import AuditRow
 from projections.store import ProjectionStore
-from statemachine.events import ProbeRequested, ProbeRequestedData, Trigger
+from statemachine.events import Listed, ProbeRequested, ProbeRequestedData, Trigger
+from statemachine.vocabulary import LISTED_ALIVE_STATUSES
 
 __all__ = ["PRODUCER", "Tick", "Watchdog", "probe_requests"]
 
@@ -56,8 +64,14 @@ def probe_requests(
     sweep_id: str | None = None,
     producer: str = PRODUCER,
     answer_by: datetime | None = None,
+    listing: Listing | None = None,
 ) -> list[ProbeRequested]:
     size = len(rows) if sweep_id is not None else None
+
+    def listed(instance: str | None) -> Listed | None:
+        status = listing.alive.get(instance) if listing and instance else None
+        return None if listing is None or status is None else Listed(status=status, at=listing.at)
+
     return [
         ProbeRequested(
             event_id=uuid.uuid4(),
@@ -71,6 +85,7 @@ def probe_requests(
                 sweep_id=sweep_id,
                 sweep_size=size,
                 answer_by=answer_by,
+                listed=listed(row.state.workflow_instance_id),
             ),
         )
         for row in rows
@@ -94,6 +109,7 @@ class Watchdog(Component):
         owner: str | None = None,
         answer_within: timedelta | None = None,
         brake: Brake | None = None,
+        discovery: Discovery | None = None,
     ) -> None:
         self.log = event_log
         self.store = store
@@ -111,13 +127,36 @@ class Watchdog(Component):
         # How long a tick's probes may wait for the API (a 429 pause): the sweep's bound.
         self.answer_within = answer_within
         self.brake = brake
+        self.discovery = discovery
         self._judged_at = 0.0
         self.opened: set[str] = set()  # sweeps this watchdog opened and has not seen judged
         self._reported_at = -REPORT_EVERY
 
     async def candidates(self, now: datetime | None = None) -> list[AuditRow]:
+        """The stale running audits a tick looks at: up to the discovery's limit when the
+        listing can be used, else ``batch_limit``."""
         now = now or self.clock()
-        return await self.store.stale_running(now - self.stale_after, self.batch_limit)
+        limit = self.discovery.limit if self.discovery is not None else self.batch_limit
+        return await self.store.stale_running(now - self.stale_after, max(limit, self.batch_limit))
+
+    async def _listing(self, rows: list[AuditRow]) -> Listing | None:
+        """The alive instances among ``rows``' from the workflow's listing, when it is cheaper
+        than asking for each; ``None`` without it (each audit is then asked for alone)."""
+        starts = [r.state.started_at for r in rows if r.state.workflow_instance_id]
+        if self.discovery is None or len(starts) <= len(LISTED_ALIVE_STATUSES):
+            return None
+        within = (self.answer_within or timedelta(seconds=60)).total_seconds() / 2
+        since = min(s for s in starts if s is not None)
+        listing = await self.discovery.alive_since(since, within)
+        if isinstance(listing, ProbeFailure):
+            log.warning(
+                "instance listing failed: probing audits one at a time",
+                reason=listing.reason.value,
+                detail=listing.detail[:200],
+                batch_limit=self.batch_limit,
+            )
+            return None
+        return listing
 
     async def tick(self, *, dry_run: bool = False, trigger: Trigger = Trigger.WATCHDOG) -> Tick:
         now = self.clock()
@@ -129,8 +168,13 @@ class Watchdog(Component):
                 log.info("tick skipped: another watchdog holds the lock")
                 return Tick(sweep_id, now, [], skipped=True)
             rows = await self.candidates(now)
+            listing = await self._listing(rows)
+            if listing is None:
+                rows = rows[: self.batch_limit]
             answer_by = now + self.answer_within if self.answer_within is not None else None
-            requests = probe_requests(rows, trigger, now, sweep_id, answer_by=answer_by)
+            requests = probe_requests(
+                rows, trigger, now, sweep_id, answer_by=answer_by, listing=listing
+            )
             if self.brake is not None and self.brake.watches(len(requests)):
                 deadline = sweep_deadline(now, self.answer_within)
                 await self.brake.open(sweep_id, [str(r.event_id) for r in requests], deadline)
@@ -139,7 +183,13 @@ class Watchdog(Component):
                 topic = self.log.topics.probe_requests
                 await self.log.append([encode(topic, r) for r in requests])
         self.ticks += 1
-        log.info("tick", sweep_id=sweep_id, candidates=len(rows))
+        log.info(
+            "tick",
+            sweep_id=sweep_id,
+            candidates=len(rows),
+            listed_alive=None if listing is None else sum(1 for r in requests if r.data.listed),
+            listing_requests=None if listing is None else listing.requests,
+        )
         return Tick(sweep_id, now, rows, requests)
 
     def due(self) -> bool:

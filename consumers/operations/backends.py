@@ -25,6 +25,7 @@ from consumers.runtime.health import HealthBoard
 from consumers.runtime.settings import Settings
 from consumers.runtime.supervision import retrying
 from consumers.workflows.client import WorkflowsClient
+from consumers.workflows.listing import Discovery
 from consumers.workflows.ratelimit import SharedRateLimit
 from projections.factory import open_store
 from projections.store import ProjectionStore
@@ -111,6 +112,13 @@ class Backends(LongLived):
             )
             await self._client.start()
         return self._client
+
+    async def discovery(self) -> Discovery | None:
+        """Bulk discovery for a watchdog, when the settings allow it and probing can work."""
+        s = self.settings
+        if s.watchdog_bulk_limit <= s.watchdog_batch_limit or s.probing_blind() is not None:
+            return None
+        return Discovery(await self.client(), limit=s.watchdog_bulk_limit)
 
     def now(self) -> datetime:
         return datetime.now(UTC)

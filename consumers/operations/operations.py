@@ -196,6 +196,7 @@ class Operations:
             batch_limit=s.watchdog_batch_limit,
             answer_within=s.sweep_wait,
             brake=self.brake(),
+            discovery=await self.rt.discovery(),
         )
         if dry_run:
             tick = await watchdog.tick(dry_run=True)

@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     finalize_grace: Duration = timedelta(minutes=10)
     watchdog_interval: Duration = timedelta(minutes=5)
     watchdog_batch_limit: int = Field(default=100, ge=1, le=100_000)
+    # Audits a tick looks at with the workflow's instance listing (bulk discovery); 0: never
+    # list, every audit is asked for alone.
+    watchdog_bulk_limit: int = Field(default=10_000, ge=0, le=1_000_000)
     on_demand_min_interval: Duration = timedelta(seconds=30)
     on_demand_wait: Duration = timedelta(seconds=3)
     sweep_wait: Duration = timedelta(seconds=60)

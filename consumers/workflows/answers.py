@@ -15,11 +15,13 @@ __all__ = [
     "BLINDING",
     "INSTANCE_STATUSES",
     "PROBABLE_CAUSE",
+    "InstancePage",
     "InstanceStatus",
     "ProbeFailure",
     "describe_errors",
     "errors_of",
     "has_error",
+    "parse_page",
     "parse_result",
 ]
 
@@ -66,6 +68,15 @@ class ProbeFailure:
     http_status: int | None
     detail: str
     """Human readable, at most 500 characters, never containing the API token."""
+
+
+@dataclass(frozen=True, slots=True)
+class InstancePage:
+    """One page of a workflow's instance listing: ``(id, status)`` of each item, and the cursor
+    of the next page (``None`` on the last). A listing carries no error payload."""
+
+    items: list[tuple[str, str]]
+    cursor: str | None
 
 
 def errors_of(body: Any) -> list[tuple[int | None, str]]:
@@ -119,3 +130,23 @@ def parse_result(result: Any) -> InstanceStatus | str:
     if ended.tzinfo is None:
         ended = ended.replace(tzinfo=UTC)
     return InstanceStatus(status, error, ended.astimezone(UTC))
+
+
+def parse_page(body: dict[str, Any]) -> InstancePage | str:
+    """A listing page, or what is wrong with the body (a string)."""
+    result = body.get("result")
+    if not isinstance(result, list):
+        return "result is missing or not a list"
+    items = []
+    for item in result:
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            return "a listed instance has no string id"
+        status = item.get("status")  # one not known here only means "ask for it alone"
+        items.append((item["id"], status if isinstance(status, str) else "unknown"))
+    info = body.get("result_info")
+    cursor = info.get("cursor") if isinstance(info, dict) else None
+    if cursor is not None and not isinstance(cursor, str):
+        return "result_info.cursor is not a string"
+    # An empty page ends the listing whatever the cursor says (a cursor that never ends would
+    # spend the budget).
+    return InstancePage(items, cursor or None if items else None)

@@ -49,18 +49,21 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 
 from consumers.workflows.answers import (
     INSTANCE_STATUSES,
+    InstancePage,
     InstanceStatus,
     ProbeFailure,
     describe_errors,
     errors_of,
     has_error,
+    parse_page,
     parse_result,
 )
 from consumers.workflows.ratelimit import (
@@ -73,7 +76,13 @@ from statemachine.errors import ConfigError, InvalidInput, WorkflowsApiError
 from statemachine.events import ProbeFailureReason
 from statemachine.longlived import LongLived
 
-__all__ = ["INSTANCE_STATUSES", "InstanceStatus", "ProbeFailure", "WorkflowsClient"]
+__all__ = [
+    "INSTANCE_STATUSES",
+    "InstancePage",
+    "InstanceStatus",
+    "ProbeFailure",
+    "WorkflowsClient",
+]
 
 
 _Reason = ProbeFailureReason
@@ -85,9 +94,21 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class _Outcome:
-    answer: InstanceStatus | ProbeFailure
+    answer: InstanceStatus | InstancePage | ProbeFailure
     retriable: bool = False
     retry_after: float | None = None
+
+
+# How a successful body reads: an answer, or what is wrong with it.
+_Reader = Callable[[dict[str, Any]], InstanceStatus | InstancePage | str]
+
+
+def _read_instance(body: dict[str, Any]) -> InstanceStatus | str:
+    return parse_result(body.get("result"))
+
+
+def _read_workflow(body: dict[str, Any]) -> InstanceStatus | str:
+    return InstanceStatus("unknown", None, None)  # the workflow answered: nothing more to read
 
 
 class WorkflowsClient(LongLived):
@@ -182,13 +203,43 @@ class WorkflowsClient(LongLived):
         end (default: the request timeout)."""
         if not instance_id:
             raise InvalidInput("workflow instance id must not be empty")
+        answer = await self._call(self._base + _segment(instance_id) + "?simple=true", wait)
+        assert not isinstance(answer, InstancePage)
+        return answer
+
+    async def list_instances(
+        self,
+        *,
+        status: str | None = None,
+        date_start: datetime | None = None,
+        per_page: int = 100,
+        cursor: str | None = None,
+        wait: float | None = None,
+    ) -> InstancePage | ProbeFailure:
+        """One page of the workflow's instances (created since ``date_start``, in ``status``),
+        oldest first, with the cursor of the next page; or why the API could not tell. Retries,
+        the budget and 429 pauses are those of :meth:`get_instance`."""
+        query: dict[str, str | int] = {"per_page": per_page, "direction": "asc"}
+        if status is not None:
+            query["status"] = status
+        if date_start is not None:  # ISO 8601 in UTC without an offset, as the API asks
+            query["date_start"] = date_start.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        if cursor is not None:
+            query["cursor"] = cursor
+        answer = await self._call(self._base.rstrip("/") + "?" + urlencode(query), wait, parse_page)
+        assert not isinstance(answer, InstanceStatus)
+        return answer
+
+    async def _call(
+        self, url: str, wait: float | None, read: _Reader = _read_instance
+    ) -> InstanceStatus | InstancePage | ProbeFailure:
+        """One answer with the retries of the module docstring."""
         if self._client is None:
             raise WorkflowsApiError("the Workflows client is not started")
-        url = self._base + _segment(instance_id) + "?simple=true"
         deadline = self._clock() + (self._timeout if wait is None else max(wait, 0.0))
         attempt = 0
         while True:
-            outcome = await self._attempt(url, max(deadline - self._clock(), 0.0))
+            outcome = await self._attempt(url, max(deadline - self._clock(), 0.0), read)
             if not outcome.retriable or attempt >= self._max_retries:
                 return outcome.answer
             if outcome.retry_after is None:
@@ -206,12 +257,12 @@ class WorkflowsClient(LongLived):
         if self._client is None:
             raise WorkflowsApiError("the Workflows client is not started")
         url = self._base.removesuffix("instances/").rstrip("/")
-        outcome = await self._attempt(url, 0.0, about_instance=False)
+        outcome = await self._attempt(url, 0.0, _read_workflow)
         if isinstance(outcome.answer, ProbeFailure):
             return outcome.answer
         return None
 
-    async def _attempt(self, url: str, wait: float, *, about_instance: bool = True) -> _Outcome:
+    async def _attempt(self, url: str, wait: float, read: _Reader) -> _Outcome:
         async with self._semaphore:
             # Admitted as it is sent, so the budget counts requests when they reach the API
             # (a pause holds every request anyway, so waiting here blocks nobody who could go).
@@ -235,7 +286,7 @@ class WorkflowsClient(LongLived):
                 detail = f"unreadable response: {type(exc).__name__}: {exc}"
                 return _Outcome(self._failure(_Reason.INVALID_RESPONSE, None, detail))
         try:
-            return await self._interpret(response, about_instance)
+            return await self._interpret(response, read)
         except Exception as exc:  # a shape nobody foresaw: never stall the probe on it
             detail = f"unusable response: {type(exc).__name__}: {exc}"
             return _Outcome(self._failure(_Reason.INVALID_RESPONSE, response.status_code, detail))
@@ -249,7 +300,7 @@ class WorkflowsClient(LongLived):
 
     # --- reading the answer ----------------------------------------------------------------------
 
-    async def _interpret(self, response: httpx.Response, about_instance: bool = True) -> _Outcome:
+    async def _interpret(self, response: httpx.Response, read: _Reader) -> _Outcome:
         code = response.status_code
         try:
             body: Any = response.json()
@@ -282,9 +333,7 @@ class WorkflowsClient(LongLived):
             return _Outcome(answer, retriable=True, retry_after=retry_after)
         if success is not True:
             return _Outcome(fail(_Reason.INVALID_RESPONSE, code, "body has no boolean success"))
-        if not about_instance:  # the workflow itself answered: nothing more to read
-            return _Outcome(InstanceStatus("unknown", None, None))
-        parsed = parse_result(body.get("result"))
+        parsed = read(body)
         if isinstance(parsed, str):
             return _Outcome(fail(_Reason.INVALID_RESPONSE, code, parsed))
         return _Outcome(parsed)

@@ -8,11 +8,6 @@ from __future__ import annotations
 from collections import Counter
 from datetime import timedelta
 
-from consumers.components.brake import Brake
-from consumers.components.probe import Probe
-from consumers.components.projector import Projector
-from consumers.components.reconciler import Reconciler
-from consumers.components.watchdog import Watchdog
 from consumers.workflows.client import WorkflowsClient
 from consumers.workflows.simulator.server import SimulatorServer
 from statemachine.events import (
@@ -23,58 +18,9 @@ from statemachine.events import (
     Trigger,
     derived_id,
 )
-from statemachine.policy import Policy
+from tests.components.stack import NOW, Stack
 from tests.contracts.projection_store import at, started
-from tests.pipeline import Pipeline, append, lifecycle_events, probe_request, run_until_idle
-
-NOW = at(120)  # every audit below started at(0): stale, and past the instance-lost grace
-POLICY = Policy()  # the brake engages at 20 instance_lost and more than half
-
-
-class Stack:
-    """The pipeline's components on one backend pair, clocks at NOW."""
-
-    def __init__(self, pipeline: Pipeline, client: WorkflowsClient) -> None:
-        self.pipeline = pipeline
-        store = pipeline.store
-
-        async def engaged() -> bool:
-            return (await store.brake()).engaged
-
-        self.brake = Brake(pipeline.log, store, POLICY, owner="test", clock=lambda: NOW)
-        self.projector = Projector(pipeline.log, store)
-        self.reconciler = Reconciler(pipeline.log, POLICY, brake_engaged=engaged)
-        self.probe = Probe(pipeline.log, client, clock=lambda: NOW)
-        self.watchdog = Watchdog(
-            pipeline.log,
-            store,
-            stale_after=timedelta(minutes=15),
-            interval=timedelta(minutes=5),
-            batch_limit=100,
-            clock=lambda: NOW,
-            brake=self.brake,
-        )
-
-    async def __aenter__(self) -> Stack:
-        for c in (self.projector, self.reconciler, self.probe):
-            await c.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        for c in (self.probe, self.reconciler, self.projector):
-            await c.stop()
-
-    async def drain(self) -> None:
-        self.reconciler._brake = (False, -1.0)  # read the brake afresh (it is cached 1 s)
-        await run_until_idle(self.projector, self.reconciler, self.probe)
-
-    async def sweep(self) -> None:
-        """One tick, its answers drained, the verdict given, and what it released drained."""
-        await self.drain()
-        await self.watchdog.tick()
-        await self.drain()
-        await self.watchdog.judge(force=True)
-        await self.drain()
+from tests.pipeline import Pipeline, append, lifecycle_events, probe_request
 
 
 async def given_running(pipeline: Pipeline, sim: SimulatorServer, lost: int, alive: int) -> None:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
@@ -163,6 +163,53 @@ def test_list_instances_filters_by_status_and_pages_with_a_cursor(
     assert len(http.get(url).json()["result"]) == 6
 
 
+def test_list_instances_filters_by_creation_date_and_orders_either_way(
+    simulator: SimulatorServer, http: httpx.Client
+) -> None:
+    t0 = datetime(2026, 11, 30, 8, tzinfo=UTC)
+    for hour in range(4):
+        queued = t0 + timedelta(hours=hour)
+        simulator.sim.set_instance(f"h{hour}", "running", queued=queued, start=queued)
+    url = f"{simulator.url}/accounts/{ACC}/workflows/site-audit/instances"
+
+    def ids(**params: str) -> list[str]:
+        response = http.get(url, params=params)
+        assert response.status_code == 200, response.text
+        return [i["id"] for i in response.json()["result"]]
+
+    assert ids(date_start="2026-11-30T09:00:00") == ["h1", "h2", "h3"]
+    assert ids(date_start="2026-11-30T09:00:00Z", date_end="2026-11-30T10:00:00") == ["h1", "h2"]
+    assert ids(direction="desc") == ["h3", "h2", "h1", "h0"]
+    for bad in (
+        {"date_start": "2026-11-30T09:00:00+01:00"},
+        {"date_start": "yesterday"},
+        {"status": "sleeping"},
+        {"direction": "up"},
+        {"cursor": "not-ours"},
+    ):
+        response = http.get(url, params=bad)
+        assert response.status_code == 400, bad
+        assert response.json()["errors"][0]["code"] == 10021
+
+
+def test_the_listing_can_be_switched_off_and_takes_faults(
+    simulator: SimulatorServer, http: httpx.Client
+) -> None:
+    simulator.sim.set_instance("i-1", "running")
+    url = f"{simulator.url}/accounts/{ACC}/workflows/site-audit/instances"
+    http.put(f"{simulator.root_url}/_sim/config", json={"latency_ms": 0, "listing": False})
+    off = http.get(url)
+    assert (off.status_code, off.json()["errors"][0]["code"]) == (404, 7000)
+    assert http.get(f"{url}/i-1").status_code == 200  # single gets still answer
+    http.put(f"{simulator.root_url}/_sim/config", json={"latency_ms": 0, "listing": True})
+    http.put(
+        f"{simulator.root_url}/_sim/faults/@instances", json={"kind": "server_error", "times": 1}
+    )
+    assert http.get(url).status_code == 500
+    assert http.get(url).status_code == 200
+    assert simulator.sim.requests_for("@instances") == 3
+
+
 def test_patch_status_pauses_resumes_terminates_and_restarts(
     simulator: SimulatorServer, http: httpx.Client
 ) -> None:
@@ -273,7 +320,7 @@ def test_latency_fault_and_global_latency_delay_answers(
     http.get(instance_url(simulator.url, "slow"))
     assert time.monotonic() - t0 < 0.15
     config = http.put(f"{simulator.root_url}/_sim/config", json={"latency_ms": 120})
-    assert config.json() == {"latency_ms": 120}
+    assert config.json() == {"latency_ms": 120, "listing": True}
     t0 = time.monotonic()
     http.get(instance_url(simulator.url, "slow"))
     assert time.monotonic() - t0 >= 0.12

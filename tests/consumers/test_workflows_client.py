@@ -18,14 +18,18 @@ import httpx
 import pytest
 
 from consumers.workflows.client import (
+    InstancePage,
     InstanceStatus,
     ProbeFailure,
     WorkflowsClient,
 )
+from consumers.workflows.listing import Discovery, Listing
 from consumers.workflows.ratelimit import SharedRateLimit
 from consumers.workflows.simulator.server import STATUSES, SimulatorServer
+from consumers.workflows.simulator.state import LISTING
 from statemachine.errors import ConfigError, InvalidInput, WorkflowsApiError
 from statemachine.events import ProbeFailureReason as R
+from statemachine.vocabulary import LISTED_ALIVE_STATUSES
 from tests.clock import FakeClock
 from tests.pipeline import Pipeline
 
@@ -531,3 +535,97 @@ async def test_a_429_seen_by_one_process_pauses_the_others(
     assert answered == InstanceStatus("running", None, None)
     assert simulator.sim.requests_for("i") == 1
     assert sum(clock.sleeps) == pytest.approx(20, abs=0.01)
+
+
+# --- the instance listing ----------------------------------------------------------------------
+
+
+async def test_a_listing_pages_by_status_since_a_date_with_its_cursor(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    t0 = datetime(2026, 11, 30, 8, tzinfo=UTC)
+    for i in range(5):
+        simulator.sim.set_instance(f"run-{i}", "running", queued=t0 + timedelta(minutes=i))
+    simulator.sim.set_instance("old", "running", queued=t0 - timedelta(days=1))
+    simulator.sim.set_instance("done", "complete", queued=t0)
+    client = await make_client()
+
+    first = await client.list_instances(status="running", date_start=t0, per_page=3)
+    assert isinstance(first, InstancePage), first
+    assert first.items == [("run-0", "running"), ("run-1", "running"), ("run-2", "running")]
+    assert first.cursor is not None
+    second = await client.list_instances(
+        status="running", date_start=t0, per_page=3, cursor=first.cursor
+    )
+    assert second == InstancePage([("run-3", "running"), ("run-4", "running")], None)
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ('{"success": true, "result": {"id": "x"}}', "not a list"),
+        ('{"success": true, "result": [{"status": "running"}]}', "no string id"),
+        ('{"success": true, "result": [], "result_info": {"cursor": 7}}', "cursor"),
+    ],
+)
+async def test_a_listing_that_does_not_read_is_an_invalid_response(
+    simulator: SimulatorServer, make_client: MakeClient, body: str, problem: str
+) -> None:
+    simulator.sim.set_fault(LISTING, "custom", http_status=200, body=body)
+    answer = await (await make_client()).list_instances()
+    assert isinstance(answer, ProbeFailure)
+    assert answer.reason is R.INVALID_RESPONSE
+    assert problem in answer.detail
+
+
+async def test_listing_pages_take_the_budget_like_single_gets(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    simulator.sim.set_instance("i-1", "running")
+    client = await make_client(budget=2, budget_window=60.0)
+    assert isinstance(await client.list_instances(), InstancePage)
+    assert isinstance(await client.get_instance("i-1"), InstanceStatus)
+    refused = failure(await client.list_instances(wait=0))
+    assert refused.reason is R.RATE_LIMITED
+    assert simulator.sim.stats()["total"] == 2
+
+
+async def test_discovery_lists_the_alive_statuses_and_leaves_the_rest(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    t0 = datetime(2026, 11, 30, 8, tzinfo=UTC)
+    for status in STATUSES:
+        simulator.sim.set_instance(f"i-{status}", status, queued=t0)
+    discovery = Discovery(await make_client(), limit=100, per_page=2)
+
+    listing = await discovery.alive_since(t0, within=5.0)
+
+    assert isinstance(listing, Listing), listing
+    assert listing.alive == {f"i-{s}": s for s in LISTED_ALIVE_STATUSES}
+    assert listing.requests == simulator.sim.requests_for(LISTING) == len(LISTED_ALIVE_STATUSES)
+
+
+async def test_discovery_gives_up_on_a_cursor_that_comes_back(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    page = '{"success": true, "result": [{"id": "i", "status": "running"}], "result_info": {"cursor": "again"}}'
+    simulator.sim.set_fault(LISTING, "custom", http_status=200, body=page)
+    discovery = Discovery(await make_client(), limit=100)
+
+    answer = await discovery.alive_since(datetime(2026, 11, 30, tzinfo=UTC), within=5.0)
+
+    assert isinstance(answer, ProbeFailure)
+    assert "came back" in answer.detail
+    assert simulator.sim.requests_for(LISTING) == 2
+
+
+async def test_discovery_answers_why_a_listing_is_unavailable(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    simulator.sim.listing = False
+    discovery = Discovery(await make_client(), limit=100)
+
+    answer = await discovery.alive_since(datetime(2026, 11, 30, tzinfo=UTC), within=5.0)
+
+    assert isinstance(answer, ProbeFailure)
+    assert (answer.reason, answer.http_status) == (R.INVALID_RESPONSE, 404)

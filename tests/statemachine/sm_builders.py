@@ -147,6 +147,7 @@ def observed(
     correlation_id: uuid.UUID | None = None,
     audit_id: str = AUDIT,
     sweep_size: int | None = None,
+    source: str = "instance",
 ) -> WorkflowStatusObserved:
     return WorkflowStatusObserved(
         **_envelope(
@@ -165,6 +166,7 @@ def observed(
             "observed_at": when,
             "sweep_id": "sweep-1" if sweep_size is not None else None,
             "sweep_size": sweep_size,
+            "source": source,
         },
     )
 

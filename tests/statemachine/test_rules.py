@@ -368,6 +368,22 @@ def test_a_healthy_status_never_fails_the_audit_however_old(status: str) -> None
     assert status in HEALTHY_STATUSES
 
 
+@pytest.mark.parametrize("status", ["errored", "terminated", "complete", "not_found"])
+def test_a_listing_alone_never_fails_an_audit(status: str) -> None:
+    listed = observed(status, when=at(60 * 24), ended=at(60), source="listing")
+    verdict, decision = decide(running(), listed, POLICY)
+
+    assert verdict is not None and verdict.rule == "listing_only"
+    assert verdict.failure is None and decision is None
+    assert verdict.reason.startswith(f"listed {status} → no change")
+
+
+def test_a_listed_alive_status_is_healthy_like_the_instance_said_it() -> None:
+    verdict, decision = decide(running(), observed("running", source="listing"), POLICY)
+
+    assert verdict is not None and (verdict.rule, decision) == ("healthy", None)
+
+
 def test_a_healthy_observation_is_recorded_as_last_seen() -> None:
     state = evolve(running(), observed("queued", when=at(7)))
 

@@ -9,6 +9,7 @@ import asyncio
 import json
 import re
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
@@ -19,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from consumers.workflows.simulator.bodies import ConfigBody, FaultBody, InstanceBody
-from consumers.workflows.simulator.state import Fault, Instance, Simulator, iso
+from consumers.workflows.simulator.state import LISTING, STATUSES, Fault, Instance, Simulator, iso
 
 __all__ = ["API_PREFIX", "build_app"]
 
@@ -70,7 +71,8 @@ def build_app(sim: Simulator) -> Starlette:
 
 async def _api(sim: Simulator, request: Request, m: re.Match[str]) -> Response:
     instance = unquote(m["instance"]) if m["instance"] else None
-    fault, delay = sim.arrive(instance)
+    listing = m["list"] is not None and instance is None
+    fault, delay = sim.arrive(LISTING if listing else instance)
     try:
         if delay > 0 and await _client_left_within(request, delay):
             return Response(status_code=499)  # nobody is listening any more
@@ -79,6 +81,8 @@ async def _api(sim: Simulator, request: Request, m: re.Match[str]) -> Response:
         ):
             return _error(403, *_AUTH)
         workflow = unquote(m["workflow"])
+        if listing and not sim.listing:
+            return _no_route()  # an API without the listing endpoint
         if fault is not None and fault.kind != "latency":
             return _fault_response(sim, fault, workflow, instance)
         response = _answer(
@@ -158,21 +162,63 @@ def _change_status(sim: Simulator, inst: Instance, request: Request) -> Response
 
 
 def _list(instances: dict[str, Instance], workflow: str, request: Request) -> JSONResponse:
+    """Instances by creation time (``direction``, default ``asc``), filtered by ``status`` and
+    ``date_start``/``date_end`` on ``created_on``; ``cursor`` pages are stable while the
+    filter's instances do not change."""
     q = request.query_params
     wanted = q.get("status")
-    rows = [i for i in instances.values() if wanted is None or i.status == wanted]
+    if wanted is not None and wanted not in STATUSES:
+        return _error(400, 10021, f"status must be one of {', '.join(STATUSES)}")
+    if q.get("direction", "asc") not in ("asc", "desc"):
+        return _error(400, 10021, "direction must be asc or desc")
+    if "cursor" in q and "page" in q:
+        return _error(400, 10021, "cursor and page are mutually exclusive")
     try:
+        start, end = _date(q.get("date_start")), _date(q.get("date_end"))
         per_page = max(1, min(int(q.get("per_page", 50)), 100))
         page_no = max(int(q.get("page", 1)), 1)
-        offset = max(int(q["cursor"]), 0) if "cursor" in q else (page_no - 1) * per_page
-    except ValueError:
-        return _error(400, 10021, "per_page, page and cursor must be integers")
+        offset = _offset(q["cursor"]) if "cursor" in q else (page_no - 1) * per_page
+    except ValueError as exc:
+        return _error(400, 10021, str(exc))
+    rows = sorted(
+        (
+            i
+            for i in instances.values()
+            if (wanted is None or i.status == wanted)
+            and (start is None or i.queued >= start)
+            and (end is None or i.queued <= end)
+        ),
+        key=lambda i: (i.queued, i.id),
+        reverse=q.get("direction") == "desc",
+    )
     page = rows[offset : offset + per_page]
     info: dict[str, Any] = {"page": offset // per_page + 1, "per_page": per_page,
                             "count": len(page), "total_count": len(rows)}  # fmt: skip
     if offset + per_page < len(rows):
-        info["cursor"] = str(offset + per_page)
+        info["cursor"] = _CURSOR_PREFIX + str(offset + per_page)
     return _ok([i.summary(workflow) for i in page], result_info=info)
+
+
+_CURSOR_PREFIX = "c1."
+
+
+def _offset(cursor: str) -> int:
+    if not cursor.startswith(_CURSOR_PREFIX) or not cursor[len(_CURSOR_PREFIX) :].isdigit():
+        raise ValueError("cursor is not one this API gave")
+    return int(cursor[len(_CURSOR_PREFIX) :])
+
+
+def _date(value: str | None) -> datetime | None:
+    """``date_start``/``date_end``: ISO 8601 in UTC (no offset, or ``Z``)."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.removesuffix("Z"))
+    except ValueError:
+        raise ValueError(f"{value[:40]!r} is not an ISO 8601 date") from None
+    if parsed.tzinfo is not None:
+        raise ValueError("dates take no timezone offset: give them in UTC")
+    return parsed.replace(tzinfo=UTC)
 
 
 # --- the control API --------------------------------------------------------------------------
@@ -206,8 +252,11 @@ async def _control(sim: Simulator, request: Request, path: str) -> Response:
                 return Response(status_code=204)
         elif path == "/_sim/config" and method in ("GET", "PUT"):
             if method == "PUT":
-                sim.latency_ms = ConfigBody.model_validate(body).latency_ms
-            return JSONResponse({"latency_ms": sim.latency_ms})
+                config = ConfigBody.model_validate(body)
+                sim.latency_ms = config.latency_ms
+                if config.listing is not None:
+                    sim.listing = config.listing
+            return JSONResponse({"latency_ms": sim.latency_ms, "listing": sim.listing})
         elif path == "/_sim/stats" and method == "GET":
             return JSONResponse(sim.stats())
         elif path == "/_sim/reset" and method == "POST":

@@ -62,10 +62,12 @@ class _SeedFault(FaultBody):
 
 class ConfigBody(_Body):
     latency_ms: float = Field(ge=0)
+    listing: bool | None = None  # False: the instance listing answers 404 (no such route)
 
 
 class Seed(_Body):
     workflows: list[str] = []
     latency_ms: float | None = Field(default=None, ge=0)
+    listing: bool | None = None
     instances: list[_SeedInstance] = []
     faults: list[_SeedFault] = []

@@ -4,7 +4,10 @@ It speaks the shape of ``https://api.cloudflare.com/client/v4`` (every route is 
 under ``/client/v4`` and at the root) for what auditrec uses:
 
 - ``GET /accounts/{acc}/workflows/{wf}``: the workflow, with instance counts per status
-- ``GET …/workflows/{wf}/instances``: list (``status``, ``per_page``, ``page``, ``cursor``)
+- ``GET …/workflows/{wf}/instances``: list (``status``, ``date_start``, ``date_end``,
+  ``direction``, ``per_page`` up to 100, ``cursor`` from ``result_info.cursor``, or the
+  deprecated ``page``), by creation time; ``listing: false`` in the config or the seed makes it
+  answer 404 as an API without it would
 - ``GET …/workflows/{wf}/instances/{id}``: one instance, in the usual envelope
 - ``PATCH …/instances/{id}/status``: ``{"status": "pause"|"resume"|"terminate"|"restart"}``
 
@@ -23,7 +26,8 @@ Faults are per instance id and apply to its next ``times`` requests (``None``: f
 ``Ratelimit`` headers when ``retry_after`` is set), ``server_error`` (``http_status``, default
 500), ``success_false`` (200 with ``success: false``), ``forbidden`` (403), ``malformed`` (200 with
 a truncated JSON body), ``custom`` (``http_status``, raw ``body``, ``headers``), ``none``
-(clears). ``latency_ms`` and ``headers`` apply to every kind.
+(clears). ``latency_ms`` and ``headers`` apply to every kind. Faults set on the id
+``@instances`` apply to the listing's requests.
 
 :class:`SimulatorServer` runs it with uvicorn on a free loopback port in a background thread
 (``with`` or ``async with``); :func:`run_simulator` serves it in the foreground for the CLI.

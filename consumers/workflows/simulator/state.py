@@ -25,11 +25,14 @@ from consumers.workflows.simulator.bodies import (
 )
 from statemachine.vocabulary import WORKFLOW_STATUSES, WORKFLOW_TERMINAL_STATUSES
 
-__all__ = ["STATUSES", "TERMINAL", "Fault", "Instance", "Simulator", "iso"]
+__all__ = ["LISTING", "STATUSES", "TERMINAL", "Fault", "Instance", "Simulator", "iso"]
 
 STATUSES = WORKFLOW_STATUSES
 TERMINAL = WORKFLOW_TERMINAL_STATUSES
 
+# The fault id and request-count key of the instance listing (no instance id can be this: ids
+# are one path segment, and the listing has none).
+LISTING = "@instances"
 _AUTO: Any = object()  # "not given": derive the timestamp from the status
 
 
@@ -91,6 +94,7 @@ class Simulator:
         self._lock = threading.Lock()
         self.token = token
         self.latency_ms = latency_ms
+        self.listing = True  # False: an API without the instance listing
         self._workflows: dict[str, dict[str, Instance]] = {DEFAULT_WORKFLOW: {}}
         self._faults: dict[str, Fault] = {}
         self._requests: Counter[str] = Counter()
@@ -168,6 +172,7 @@ class Simulator:
             self._arrivals.clear()
             self._max_in_flight = self._in_flight
             self.latency_ms = 0.0
+            self.listing = True
             self.token = None
 
     def load_seed(self, seed: dict[str, Any]) -> None:
@@ -178,6 +183,8 @@ class Simulator:
             self.add_workflow(name)
         if doc.latency_ms is not None:
             self.latency_ms = doc.latency_ms
+        if doc.listing is not None:
+            self.listing = doc.listing
         for item in doc.instances:
             self.put_instance(item.workflow, item.id, item)
         for f in doc.faults:
