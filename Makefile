@@ -60,6 +60,7 @@ bench: venv services-up
 	$(BIN)/python bench/pipeline.py
 	$(BIN)/python bench/lazy_path.py
 	$(BIN)/python bench/restart.py
+	$(BIN)/python bench/discovery.py
 	$(BIN)/python bench/shared_budget.py
 	$(BIN)/python bench/shared_budget.py --database-url postgresql://postgres@127.0.0.1:5432/postgres
 
