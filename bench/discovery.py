@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from consumers.cli.assembly import Service
-from consumers.runtime.logs import configure_logging
 from consumers.operations.backends import Backends
 from consumers.operations.operations import Operations
+from consumers.runtime.logs import configure_logging
 from consumers.runtime.names import PIPELINE
 from consumers.runtime.settings import load_settings
 from consumers.workflows.simulator.server import SimulatorServer
