@@ -213,6 +213,10 @@ class ProjectionStore(LongLived, ABC):
     ) -> tuple[int, bytes] | None:
         """The last checkpoint kept for the partition: ``(next_offset, state)``."""
 
+    @abstractmethod
+    async def checkpoint_offsets(self, consumer: str, topic: str) -> dict[int, int]:
+        """The ``next_offset`` of each partition's checkpoint (what retention may trim)."""
+
     # -- the mass-failure brake -------------------------------------------------------------
 
     @abstractmethod

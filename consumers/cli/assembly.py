@@ -16,6 +16,7 @@ from consumers.components.brake import Brake
 from consumers.components.probe import Probe
 from consumers.components.projector import Projector
 from consumers.components.reconciler import Reconciler
+from consumers.components.retention import Retention
 from consumers.components.telemetry import Telemetry
 from consumers.components.watchdog import Watchdog
 from consumers.operations.backends import Backends
@@ -88,6 +89,7 @@ def _builder(rt: Backends, name: str) -> Builder:
             answer_within=s.sweep_wait,
             brake=Brake(rt.log, rt.store, rt.policy, owner=rt.process_id),
             discovery=await rt.discovery(),
+            retention=_retention(rt),
         )
 
     async def telemetry(built: dict[str, Component]) -> Component | None:
@@ -108,6 +110,16 @@ def _builder(rt: Backends, name: str) -> Builder:
         "api": api,
     }
     return builders[name]
+
+
+def _retention(rt: Backends) -> Retention | None:
+    keep = rt.settings.kafka_lifecycle_retention
+    if keep is None:
+        return None
+    group = rt.topics.group
+    return Retention(rt.log, rt.store, keep, projector=group(Projector.name),
+                     checkpointing=[group(Reconciler.name)],
+                     once_run=[group(Telemetry.name)])  # fmt: skip
 
 
 class Service(Supervisor):

@@ -141,6 +141,7 @@ class Reconciler(LogConsumer):
                 del self.partitions[tp]
                 self.positions.pop(tp, None)
                 self.holds.pop(tp, None)
+        held: dict[str, dict[int, int]] = {}  # the log's start offsets, read once per topic
         for tp in partitions:
             start = committed.get(tp, 0)
             mine = self.positions.get(tp)
@@ -157,6 +158,17 @@ class Reconciler(LogConsumer):
             if restored is not None:
                 states = {k: _compact(v) for k, v in restored.states.items()}
                 holds, begin = restored.holds, restored.next_offset
+            if tp[0] not in held:
+                held[tp[0]] = await self.log.start_offsets(tp[0])
+            if held[tp[0]].get(tp[1], 0) > begin:
+                log.error(
+                    "the lifecycle log no longer holds what this partition's state needs",
+                    partition=tp[1],
+                    needed_from=begin,
+                    log_starts_at=held[tp[0]][tp[1]],
+                    fix="keep the topic's retention.ms=-1 and set "
+                    "AUDITREC_KAFKA_LIFECYCLE_RETENTION: auditrec then trims only past checkpoints",
+                )
             folded = 0
             async for batch in self.log.read(tp[0], tp[1], begin, None):
                 folded += len(batch)

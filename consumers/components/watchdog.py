@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 import structlog
 
 from consumers.components.brake import Brake, SweepVerdict, sweep_deadline
+from consumers.components.retention import Retention
 from consumers.eventlog.codec import encode
 from consumers.eventlog.port import EventLog
 from consumers.runtime.component import Component
@@ -110,6 +111,7 @@ class Watchdog(Component):
         answer_within: timedelta | None = None,
         brake: Brake | None = None,
         discovery: Discovery | None = None,
+        retention: Retention | None = None,
     ) -> None:
         self.log = event_log
         self.store = store
@@ -128,6 +130,8 @@ class Watchdog(Component):
         self.answer_within = answer_within
         self.brake = brake
         self.discovery = discovery
+        self.retention = retention
+        self._retained_slot = -1
         self._judged_at = 0.0
         self.opened: set[str] = set()  # sweeps this watchdog opened and has not seen judged
         self._reported_at = -REPORT_EVERY
@@ -213,8 +217,25 @@ class Watchdog(Component):
         self.opened &= self.brake.still_open  # judged here or elsewhere: no longer ours to do
         return verdicts
 
+    async def retain(self) -> None:
+        """Trim the lifecycle log as retention allows, once per its period across processes."""
+        if self.retention is None:
+            return
+        period = self.retention.every.total_seconds()
+        slot = int(self.clock().timestamp() // period)
+        if slot == self._retained_slot:
+            return
+        self._retained_slot = slot
+        if not await self.store.claim_tick("retention", slot, self.owner):
+            return
+        try:
+            await self.retention.trim()
+        except Exception as exc:  # the next period tries again; nothing is lost meanwhile
+            log.warning("lifecycle log not trimmed", error=str(exc)[:300])
+
     async def step(self) -> int:
         judged = len(await self.judge())
+        await self.retain()
         if not self.due():
             return judged
         first = self.ticks == 0 and self.ready is not None and time.monotonic() < self._ready_by

@@ -170,6 +170,20 @@ class EventLog(LongLived, ABC):
         """The next offset to be written, per partition."""
 
     @abstractmethod
+    async def start_offsets(self, topic: str) -> dict[int, int]:
+        """The first offset still held, per partition (0 until records are trimmed)."""
+
+    @abstractmethod
+    async def offsets_at(self, topic: str, at_ms: int) -> dict[int, int]:
+        """Per partition, the offset of the first record written at or after ``at_ms``
+        (milliseconds since the epoch); the end offset when there is none."""
+
+    @abstractmethod
+    async def trim(self, topic: str, before: Mapping[int, int]) -> None:
+        """Delete the records of each partition before the offset given (the last record of
+        a partition is always kept, so no offset is ever handed out twice)."""
+
+    @abstractmethod
     def read(
         self, topic: str, partition: int, start: int, end: int | None = None
     ) -> AsyncIterator[list[Record]]:

@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     kafka_ssl_keyfile: Path | None = None
     kafka_lifecycle_partitions: int = Field(default=12, ge=1)
     kafka_replication_factor: int = Field(default=1, ge=1)
+    # How long the lifecycle log keeps events (None: forever). auditrec trims it itself, never
+    # past a checkpoint (consumers/components/retention.py); the embedded log too.
+    kafka_lifecycle_retention: Duration | None = None
 
     cloudflare_account_id: str | None = None
     cloudflare_api_token: SecretStr | None = None
@@ -86,6 +89,13 @@ class Settings(BaseSettings):
     def _event_log_scheme(cls, value: str) -> str:
         if not value.startswith(("sqlite://", "kafka://")):
             raise ValueError("must start with sqlite:/// or kafka://")
+        return value
+
+    @field_validator("kafka_lifecycle_retention")
+    @classmethod
+    def _retention_floor(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value < timedelta(hours=1):
+            raise ValueError("must be at least 1h (checkpoints are taken every minute)")
         return value
 
     @field_validator("log_level", mode="before")

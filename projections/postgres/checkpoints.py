@@ -47,3 +47,12 @@ class PostgresCheckpoints(ABC):
                 partition,
             )
         return (int(rec[0]), bytes(rec[1])) if rec is not None else None
+
+    async def checkpoint_offsets(self, consumer: str, topic: str) -> dict[int, int]:
+        with self._errors("read checkpoint offsets"):
+            recs = await self.pool.fetch(
+                "SELECT partition, next_offset FROM checkpoints WHERE consumer = $1 AND topic = $2",
+                consumer,
+                topic,
+            )
+        return {int(r[0]): int(r[1]) for r in recs}

@@ -41,3 +41,13 @@ class SQLiteCheckpoints:
             return (int(row[0]), bytes(row[1])) if row is not None else None
 
         return await self.db.run(work)
+
+    async def checkpoint_offsets(self, consumer: str, topic: str) -> dict[int, int]:
+        def work() -> dict[int, int]:
+            rows = self.db.conn.execute(
+                "SELECT partition, next_offset FROM checkpoints WHERE consumer = ? AND topic = ?",
+                (consumer, topic),
+            ).fetchall()
+            return {int(r[0]): int(r[1]) for r in rows}
+
+        return await self.db.run(work)

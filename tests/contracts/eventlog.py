@@ -395,6 +395,33 @@ class EventLogContract:
                 await log.append(records(topics.lifecycle, ["growing"], 1, tag="late"))
         assert len(seen) == 3
 
+    async def test_trim_deletes_before_an_offset_but_never_the_last_record(
+        self, log: EventLog, topics: Topics
+    ) -> None:
+        await log.append(records(topics.lifecycle, ["old"], 4))
+        n = len(await log.partitions(topics.lifecycle))
+        p = log.partition_for("old", n)
+        await asyncio.sleep(0.05)
+        middle_ms = int(time.time() * 1000)
+        await asyncio.sleep(0.05)
+        await log.append(records(topics.lifecycle, ["old"], 2, tag="new"))
+        whole = await read_range(log, topics.lifecycle, p, 0)
+        offs = [r.offset for r in whole]
+        end = (await log.end_offsets(topics.lifecycle))[p]
+        assert (await log.start_offsets(topics.lifecycle))[p] == offs[0]
+        assert (await log.offsets_at(topics.lifecycle, middle_ms))[p] == offs[4]
+        assert (await log.offsets_at(topics.lifecycle, middle_ms + 60_000))[p] == end
+
+        await log.trim(topics.lifecycle, {p: offs[4]})
+
+        assert (await log.start_offsets(topics.lifecycle))[p] == offs[4]
+        assert await read_range(log, topics.lifecycle, p, 0) == whole[4:]
+        await log.trim(topics.lifecycle, {p: end + 10})  # past the end: all but the last
+        assert await read_range(log, topics.lifecycle, p, 0) == whole[5:]
+        await log.append(records(topics.lifecycle, ["old"], 1, tag="after"))
+        [*_, last] = await read_range(log, topics.lifecycle, p, 0)
+        assert last.offset >= end and last.value == b"after:old:0"  # offsets never reused
+
     # -- records --------------------------------------------------------------------------
 
     async def test_keys_headers_and_values_round_trip(self, log: EventLog, topics: Topics) -> None:

@@ -854,3 +854,6 @@ class ProjectionStoreContract:
             assert await other.load_checkpoint("g-reconciler", TOPIC, 0) == (25, b"\x00state-25")
             assert await other.load_checkpoint("g-reconciler", TOPIC, 1) == (7, b"other partition")
             assert await other.load_checkpoint("g-telemetry", TOPIC, 0) == (3, b"other consumer")
+            assert await other.checkpoint_offsets("g-reconciler", TOPIC) == {0: 25, 1: 7}
+            assert await other.checkpoint_offsets("g-telemetry", TOPIC) == {0: 3}
+            assert await other.checkpoint_offsets("g-telemetry", "other-topic") == {}

@@ -31,6 +31,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, OutOfOrderSequenceNumber, UnknownProducerId
 from aiokafka.structs import TopicPartition as KafkaTP
 
+from consumers.eventlog.kafka import retention
 from consumers.eventlog.kafka.clients import (
     bootstrap_servers,
     connection_options,
@@ -239,6 +240,18 @@ class KafkaEventLog(EventLog):
         with translate(f"end offsets of {topic}"):
             ends = await meta.end_offsets(tps)
         return {tp.partition: offset for tp, offset in ends.items()}
+
+    async def start_offsets(self, topic: str) -> dict[int, int]:
+        _, _, meta = self._started()
+        return await retention.start_offsets(meta, topic, await self.partitions(topic))
+
+    async def offsets_at(self, topic: str, at_ms: int) -> dict[int, int]:
+        _, _, meta = self._started()
+        return await retention.offsets_at(meta, topic, await self.end_offsets(topic), at_ms)
+
+    async def trim(self, topic: str, before: Mapping[int, int]) -> None:
+        _, admin, _ = self._started()
+        await retention.delete_before(admin, topic, before, await self.end_offsets(topic))
 
     async def group_offsets(self, group: str, topic: str) -> dict[int, int]:
         return await self.committed_offsets(group, topic, await self.partitions(topic))

@@ -4,7 +4,7 @@ consumers are :class:`~consumers.eventlog.sqlite.consumer.SQLiteConsumer`."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -13,8 +13,11 @@ from consumers.eventlog.sqlite.consumer import SQLiteConsumer
 from consumers.eventlog.sqlite.records import (
     AppendSignal,
     append_records,
+    delete_before,
     end_offset,
     fetch_records,
+    offset_at,
+    start_offset,
 )
 from consumers.eventlog.sqlite.schema import SCHEMA
 from projections.sqlite.connection import SQLiteDB, sqlite_path
@@ -84,6 +87,22 @@ class SQLiteEventLog(EventLog):
 
     async def end_offsets(self, topic: str) -> dict[int, int]:
         return await self._run(lambda: {0: end_offset(self.conn, topic)})
+
+    async def start_offsets(self, topic: str) -> dict[int, int]:
+        return await self._run(lambda: {0: start_offset(self.conn, topic)})
+
+    async def offsets_at(self, topic: str, at_ms: int) -> dict[int, int]:
+        return await self._run(lambda: {0: offset_at(self.conn, topic, at_ms)})
+
+    async def trim(self, topic: str, before: Mapping[int, int]) -> None:
+        if before.get(0, 0) <= 0:
+            return
+
+        def work() -> None:
+            with self._transaction():
+                delete_before(self.conn, topic, before[0])
+
+        await self._run(work)
 
     def _fetch(self, topic: str, start: int, end: int | None, limit: int) -> list[Record]:
         return fetch_records(self.conn, topic, start, end, limit)

@@ -18,13 +18,41 @@ from typing import Any
 
 from consumers.eventlog.port import OutRecord, Record
 
-__all__ = ["AppendSignal", "append_records", "end_offset", "fetch_records"]
+__all__ = [
+    "AppendSignal",
+    "append_records",
+    "delete_before",
+    "end_offset",
+    "fetch_records",
+    "offset_at",
+    "start_offset",
+]
 
 
 def end_offset(conn: sqlite3.Connection, topic: str) -> int:
     """The offset the next record of ``topic`` gets."""
     row = conn.execute('SELECT MAX("offset") FROM records WHERE topic = ?', (topic,)).fetchone()
     return 0 if row[0] is None else int(row[0]) + 1
+
+
+def start_offset(conn: sqlite3.Connection, topic: str) -> int:
+    """The first offset still held (the end offset of an empty topic)."""
+    row = conn.execute('SELECT MIN("offset") FROM records WHERE topic = ?', (topic,)).fetchone()
+    return end_offset(conn, topic) if row[0] is None else int(row[0])
+
+
+def offset_at(conn: sqlite3.Connection, topic: str, at_ms: int) -> int:
+    """The offset of the first record written at or after ``at_ms``; the end offset if none."""
+    row = conn.execute(
+        'SELECT MIN("offset") FROM records WHERE topic = ? AND ts >= ?', (topic, at_ms)
+    ).fetchone()
+    return end_offset(conn, topic) if row[0] is None else int(row[0])
+
+
+def delete_before(conn: sqlite3.Connection, topic: str, offset: int) -> None:
+    """Inside the caller's write transaction; keeps the last record (offsets come from it)."""
+    keep = end_offset(conn, topic) - 1
+    conn.execute('DELETE FROM records WHERE topic = ? AND "offset" < ?', (topic, min(offset, keep)))
 
 
 def append_records(conn: sqlite3.Connection, records: Sequence[OutRecord]) -> None:

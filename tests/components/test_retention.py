@@ -1,0 +1,129 @@
+"""Retention of the lifecycle log on each backend pair: the log is trimmed only as far as every
+consumer that folds it has moved past (the projector's offsets, the reconciler's checkpoints),
+and after a trim a restarted reconciler still decides right, and history still explains."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import structlog
+
+from consumers.components.projector import Projector
+from consumers.components.reconciler import Reconciler
+from consumers.components.retention import Retention
+from consumers.components.telemetry import Telemetry
+from statemachine.events import AuditEvent, AuditFailed
+from statemachine.policy import Policy
+from tests.contracts.projection_store import at, observed, started
+from tests.pipeline import Pipeline, append, lifecycle_events, run_until_idle
+
+LATER = datetime.now(UTC) + timedelta(days=30)  # every record is older than the retention
+
+
+def retention(pipeline: Pipeline) -> Retention:
+    topics = pipeline.topics
+    return Retention(
+        pipeline.log,
+        pipeline.store,
+        timedelta(days=7),
+        projector=topics.group(Projector.name),
+        checkpointing=[topics.group(Reconciler.name)],
+        once_run=[topics.group(Telemetry.name)],
+        clock=lambda: LATER,
+    )
+
+
+def reconciler(pipeline: Pipeline) -> Reconciler:
+    component = Reconciler(pipeline.log, Policy(), checkpoints=pipeline.store)
+    assert component.checkpoints is not None
+    component.checkpoints.every_events = 1
+    return component
+
+
+async def starts(pipeline: Pipeline) -> dict[int, int]:
+    return await pipeline.log.start_offsets(pipeline.topics.lifecycle)
+
+
+async def test_the_log_is_trimmed_only_past_what_every_consumer_has_kept(
+    pipeline: Pipeline,
+) -> None:
+    # given 30 running audits, projected, and a reconciler that has not run yet
+    events: list[AuditEvent] = [started(f"r{i}", at(0), instance=f"wf-r{i}") for i in range(30)]
+    await append(pipeline.log, pipeline.topics.lifecycle, events)
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        await run_until_idle(projector)
+    before = await starts(pipeline)
+
+    # when retention runs before the reconciler has a checkpoint: nothing is trimmed
+    assert await retention(pipeline).trim() == {}
+    async with reconciler(pipeline) as first:
+        await run_until_idle(first)
+        await first.checkpoints.flush()  # type: ignore[union-attr]
+
+    # when it runs once the reconciler's checkpoints cover everything
+    trimmed = await retention(pipeline).trim()
+
+    # then every partition that held records is trimmed to the checkpoint (its last record is
+    # always kept), and nothing more
+    saved = await pipeline.store.checkpoint_offsets(
+        pipeline.topics.group(Reconciler.name), pipeline.topics.lifecycle
+    )
+    assert trimmed == {p: o for p, o in saved.items() if o > before.get(p, 0)}
+    assert trimmed
+    after = await starts(pipeline)
+    ends = await pipeline.log.end_offsets(pipeline.topics.lifecycle)
+    for p, offset in trimmed.items():
+        assert after[p] == min(offset, ends[p] - 1)
+
+    # and each audit's history is still whole in the projection
+    for i in range(30):
+        assert [h.event.type for h in await pipeline.store.history(f"r{i}")] == ["AuditStarted"]
+
+
+async def test_a_reconciler_restarted_after_a_trim_decides_from_its_checkpoint(
+    pipeline: Pipeline,
+) -> None:
+    # given running audits, reconciled and checkpointed, and the log trimmed behind them
+    events: list[AuditEvent] = [started(f"r{i}", at(0), instance=f"wf-r{i}") for i in range(30)]
+    await append(pipeline.log, pipeline.topics.lifecycle, events)
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        await run_until_idle(projector)
+        async with reconciler(pipeline) as first:
+            await run_until_idle(first)
+            await first.checkpoints.flush()  # type: ignore[union-attr]
+        assert await retention(pipeline).trim()
+
+        # when an audit whose start is no longer in the log dies, and a new reconciler runs
+        death = observed("r7", "errored", at(30), instance="wf-r7", error="exceeded memory limit")
+        await append(pipeline.log, pipeline.topics.lifecycle, [death])
+        async with reconciler(pipeline) as second:
+            await run_until_idle(second, projector)
+
+    # then it fails that audit, once, with the classified code
+    failed = [e for e in await lifecycle_events(pipeline.log) if isinstance(e, AuditFailed)]
+    assert [(e.audit_id, e.data.error_code) for e in failed] == [("r7", "oom")]
+    row = await pipeline.store.get("r7")
+    assert row is not None and (row.status, row.state.error_code) == ("failed", "oom")
+    kinds = [h.event.type for h in await pipeline.store.history("r7")]
+    assert kinds == ["AuditStarted", "WorkflowStatusObserved", "AuditFailed"]
+
+
+async def test_a_log_trimmed_behind_the_checkpoints_is_reported_at_assignment(
+    pipeline: Pipeline,
+) -> None:
+    # given a log trimmed by hand (a topic retention set outside auditrec) before any checkpoint
+    events: list[AuditEvent] = [started(f"r{i}", at(0), instance=f"wf-r{i}") for i in range(10)]
+    await append(pipeline.log, pipeline.topics.lifecycle, events)
+    ends = await pipeline.log.end_offsets(pipeline.topics.lifecycle)
+    await pipeline.log.trim(pipeline.topics.lifecycle, ends)
+
+    # when a reconciler is assigned the partitions
+    with structlog.testing.capture_logs() as logs:
+        async with reconciler(pipeline) as component:
+            await run_until_idle(component)
+
+    # then it says, per partition that lost records, what is missing and how to avoid it
+    gaps = [e for e in logs if e["event"].startswith("the lifecycle log no longer holds")]
+    trimmed = {p for p, end in ends.items() if end > 1}
+    assert {e["partition"] for e in gaps} == trimmed
+    assert all(e["log_level"] == "error" and "RETENTION" in e["fix"] for e in gaps)
