@@ -136,6 +136,23 @@ class ProjectionStore(LongLived, ABC):
     async def reset(self, consumer: str) -> None:
         """Empty rows, history and ``consumer``'s offsets (for a rebuild)."""
 
+    # -- a rebuild over a trimmed log ---------------------------------------------------------
+
+    @abstractmethod
+    async def keep_history(self, before: Mapping[tuple[str, int], int]) -> int:
+        """Set aside the history recorded at positions before ``before`` (per topic and
+        partition: what a trimmed log no longer holds), adding to what an interrupted rebuild
+        set aside; returns how many events are set aside in all. It survives :meth:`reset`."""
+
+    @abstractmethod
+    async def kept_history(self, after: int, limit: int) -> list[tuple[int, bytes, Position]]:
+        """Up to ``limit`` set-aside events in the order they were projected, after the
+        ``after``-th: ``(number, JSON body, position)``."""
+
+    @abstractmethod
+    async def drop_kept_history(self) -> None:
+        """Forget what was set aside (the rebuild that needed it is done)."""
+
     # -- reads ----------------------------------------------------------------------------
 
     @abstractmethod

@@ -4,11 +4,21 @@ Unlike the projector, a rebuild reads each partition directly (no consumer group
 and in large chunks, and overlaps reading the log with writing the store. Events of one
 audit share a partition, so a chunk coalesces each audit's events into one row write. The
 projector's stored offsets end where the rebuild read, so ``serve`` continues from there.
+
+**Over a trimmed log** (lifecycle retention, :mod:`consumers.components.retention`), the events
+the log no longer holds are taken from the projection's own history: what ``audit_events``
+recorded before each partition's start is set aside (``keep_history``), the projection is
+emptied, that history is projected again in its order, then the log from where it starts. The
+rows come out as the current projection code makes them from the whole history, as without
+trimming. What it cannot do then: bring back an event the projection never recorded (one that
+went to the dead-letter topic as invalid, or history lost with the database). The set-aside
+history outlives an interrupted rebuild and is dropped when one finishes.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -17,7 +27,7 @@ from consumers.eventlog.codec import dead_letter, decode_verbatim
 from consumers.eventlog.port import OutRecord
 from consumers.operations.backends import Backends
 from projections.store import Position
-from statemachine.errors import DecodeError, NoServer
+from statemachine.errors import DecodeError, InvalidInput, NoServer
 from statemachine.events import AuditEvent
 
 __all__ = ["CHUNK", "rebuild_projection"]
@@ -42,19 +52,24 @@ async def rebuild_projection(rt: Backends, *, progress: bool = False) -> int:
         )
     group = rt.topics.group(Projector.name)
     topic = rt.topics.lifecycle
+    starts = await rt.log.start_offsets(topic)
+    kept = await _set_aside(rt, group, {(topic, p): s for p, s in starts.items() if s > 0})
     await rt.store.reset(group)
     ends = await rt.log.end_offsets(topic)
-    total = sum(ends.values())
+    total = kept + sum(end - starts.get(p, 0) for p, end in ends.items())
     queue: asyncio.Queue[_Chunk | None] = asyncio.Queue(maxsize=2)
 
     async def read() -> None:
         try:
+            if kept:
+                async for item in _kept_chunks(rt):
+                    await queue.put(item)
             for partition, end in sorted(ends.items()):
                 chunk: list[tuple[AuditEvent, Position]] = []
                 bodies: list[bytes | None] = []
                 dlq: list[OutRecord] = []
                 last = -1
-                async for batch in rt.log.read(topic, partition, 0, end):
+                async for batch in rt.log.read(topic, partition, starts.get(partition, 0), end):
                     for record in batch:
                         last = record.offset
                         try:
@@ -95,4 +110,38 @@ async def rebuild_projection(rt: Backends, *, progress: bool = False) -> int:
             await reader
         finally:
             reader.cancel()
+    if kept:
+        await rt.store.drop_kept_history()
     return applied
+
+
+async def _set_aside(rt: Backends, group: str, trimmed: dict[tuple[str, int], int]) -> int:
+    """Set aside the history a trimmed log no longer holds; refuse when the projection does
+    not hold it either (nothing could rebuild those audits)."""
+    if not trimmed:
+        return 0
+    stored = await rt.store.stored_offsets(group)
+    kept = await rt.store.keep_history(trimmed)
+    short = {tp: at for tp, at in trimmed.items() if stored.get(tp, 0) < at}
+    if short and not kept:
+        (t, p), at = next(iter(short.items()))
+        raise InvalidInput(
+            f"the log starts at offset {at} of {t}/{p} but the projection recorded history "
+            f"only up to {stored.get((t, p), 0)}: the events in between are nowhere to "
+            "rebuild from"
+        )
+    return kept
+
+
+async def _kept_chunks(rt: Backends) -> AsyncIterator[_Chunk]:
+    """The set-aside history as chunks to project (no offsets: the log's part sets them)."""
+    after = 0
+    while page := await rt.store.kept_history(after, CHUNK):
+        events: list[tuple[AuditEvent, Position]] = []
+        bodies: list[bytes | None] = []
+        for n, body, position in page:
+            after = n
+            event, verbatim = decode_verbatim(body)  # recorded valid: it decodes
+            events.append((event, position))
+            bodies.append(verbatim)
+        yield events, bodies, {}, []

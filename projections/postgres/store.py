@@ -40,6 +40,7 @@ from projections.postgres.changes import ChangeFeed, channel_of
 from projections.postgres.checkpoints import PostgresCheckpoints
 from projections.postgres.coordination import PostgresCoordination, advisory_key, event_uuids
 from projections.postgres.errors import DRIVER_ERRORS, describe_url, redact, translate
+from projections.postgres.kept import PostgresKeptHistory
 from projections.postgres.limits import PostgresLimits
 from projections.postgres.rows import SELECT_ROWS, decode_row, init_connection
 from projections.postgres.schema import SCHEMA_VERSION, create_schema, migrate
@@ -59,7 +60,12 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
 class PostgresStore(
-    PostgresCoordination, PostgresLimits, PostgresBrake, PostgresCheckpoints, ProjectionStore
+    PostgresCoordination,
+    PostgresLimits,
+    PostgresBrake,
+    PostgresCheckpoints,
+    PostgresKeptHistory,
+    ProjectionStore,
 ):
     watchdog_query = _STALE_RUNNING
 

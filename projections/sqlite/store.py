@@ -21,6 +21,7 @@ from projections.sqlite.batch import apply_batch
 from projections.sqlite.brake import SQLiteBrake
 from projections.sqlite.checkpoints import SQLiteCheckpoints
 from projections.sqlite.connection import SQLiteDB, sqlite_path
+from projections.sqlite.kept import SQLiteKeptHistory
 from projections.sqlite.limits import SQLiteLimits
 from projections.sqlite.rows import SELECT_ROWS, chunks, decode_row, from_micros, to_micros
 from projections.sqlite.schema import SCHEMA, SCHEMA_VERSION, upgrade
@@ -31,7 +32,7 @@ from statemachine.events import EVENT_ADAPTER, AuditEvent
 __all__ = ["SQLiteStore"]
 
 
-class SQLiteStore(SQLiteLimits, SQLiteBrake, SQLiteCheckpoints, ProjectionStore):
+class SQLiteStore(SQLiteLimits, SQLiteBrake, SQLiteCheckpoints, SQLiteKeptHistory, ProjectionStore):
     def __init__(self, url: str) -> None:
         path = sqlite_path(url)
         self.db = SQLiteDB(path, lambda msg, retriable: StoreError(msg, retriable=retriable))

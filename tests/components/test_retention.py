@@ -6,15 +6,20 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import structlog
 
 from consumers.components.projector import Projector
 from consumers.components.reconciler import Reconciler
 from consumers.components.retention import Retention
 from consumers.components.telemetry import Telemetry
+from consumers.operations.backends import Backends
+from consumers.operations.rebuild import rebuild_projection
+from consumers.runtime.settings import load_settings
+from statemachine.errors import InvalidInput
 from statemachine.events import AuditEvent, AuditFailed
 from statemachine.policy import Policy
-from tests.contracts.projection_store import at, observed, started
+from tests.contracts.projection_store import at, completed, observed, progressed, started
 from tests.pipeline import Pipeline, append, lifecycle_events, run_until_idle
 
 LATER = datetime.now(UTC) + timedelta(days=30)  # every record is older than the retention
@@ -127,3 +132,70 @@ async def test_a_log_trimmed_behind_the_checkpoints_is_reported_at_assignment(
     trimmed = {p for p, end in ends.items() if end > 1}
     assert {e["partition"] for e in gaps} == trimmed
     assert all(e["log_level"] == "error" and "RETENTION" in e["fix"] for e in gaps)
+
+
+async def test_a_rebuild_over_a_trimmed_log_gives_the_same_table(pipeline: Pipeline) -> None:
+    # given audits of every kind projected and reconciled, and the log trimmed behind them
+    events: list[AuditEvent] = []
+    for i in range(12):
+        events += [
+            started(f"a{i}", at(0), instance=f"wf-a{i}"),
+            progressed(f"a{i}", at(1), current_phase="crawl", pages_crawled=i),
+        ]
+    events += [completed("a0", at(5)), observed("a1", "terminated", at(6), instance="wf-a1")]
+    await append(pipeline.log, pipeline.topics.lifecycle, events)
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        async with reconciler(pipeline) as first:
+            await run_until_idle(first, projector)
+            await first.checkpoints.flush()  # type: ignore[union-attr]
+        assert await retention(pipeline).trim()
+        # and more after the trim
+        late = [progressed("a2", at(9), pages_crawled=99), started("b0", at(9), instance="wf-b0")]
+        await append(pipeline.log, pipeline.topics.lifecycle, late)
+        await run_until_idle(projector)
+    before = {r.audit_id: r.values() for r in await pipeline.store.list_audits(limit=100)}
+    histories = {a: await pipeline.store.history(a) for a in before}
+
+    # when the table is rebuilt
+    b = pipeline.backend
+    rt = Backends(
+        load_settings(
+            event_log_url=b.event_log_url, database_url=b.database_url, topic_prefix=b.topic_prefix
+        )
+    )
+    rt.log, rt.store = pipeline.log, pipeline.store
+    applied = await rebuild_projection(rt)
+
+    # then every row and every history is as it was, from history set aside and the log
+    assert applied == sum(len(h) for h in histories.values())
+    after = {r.audit_id: r.values() for r in await pipeline.store.list_audits(limit=100)}
+    ignore = {"updated_at"}
+    assert {a: {k: v for k, v in r.items() if k not in ignore} for a, r in after.items()} == {
+        a: {k: v for k, v in r.items() if k not in ignore} for a, r in before.items()
+    }
+    for audit, history in histories.items():
+        assert [h.event for h in await pipeline.store.history(audit)] == [h.event for h in history]
+    assert before["a1"]["status"] == "failed" and before["a2"]["pages_crawled"] == 99
+    # and the set-aside history is gone
+    assert await pipeline.store.keep_history({}) == 0
+    await pipeline.store.drop_kept_history()
+
+
+async def test_a_rebuild_refuses_when_neither_the_log_nor_the_projection_holds_the_past(
+    pipeline: Pipeline,
+) -> None:
+    # given a log trimmed by hand before anything was projected
+    events: list[AuditEvent] = [started(f"r{i}", at(0), instance=f"wf-r{i}") for i in range(10)]
+    await append(pipeline.log, pipeline.topics.lifecycle, events)
+    await pipeline.log.trim(
+        pipeline.topics.lifecycle, await pipeline.log.end_offsets(pipeline.topics.lifecycle)
+    )
+    b = pipeline.backend
+    rt = Backends(load_settings(event_log_url=b.event_log_url, database_url=b.database_url,
+                                topic_prefix=b.topic_prefix))  # fmt: skip
+    rt.log, rt.store = pipeline.log, pipeline.store
+
+    # when a rebuild is asked for, it says why it cannot, and changes nothing
+    with pytest.raises(InvalidInput, match="nowhere to rebuild from"):
+        await rebuild_projection(rt)
+    await pipeline.store.drop_kept_history()
