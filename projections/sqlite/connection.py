@@ -1,4 +1,6 @@
-"""A SQLite connection driven from asyncio: one worker thread owns it, calls queue on it.
+"""A SQLite connection driven from asyncio: one worker thread owns it, calls queue on it; and
+a second, read-only connection on a thread of its own for point reads (:meth:`SQLiteDB.read`),
+so a status read never queues behind a write transaction (WAL lets it read what is committed).
 
 Shared by the embedded projection store and the embedded event log (which uses the same SQLite
 file discipline for its own file). WAL mode and a long busy
@@ -43,6 +45,8 @@ class SQLiteDB:
         self._error = error
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
+        self._reader: ThreadPoolExecutor | None = None
+        self._read_conn: sqlite3.Connection | None = None
 
     @property
     def started(self) -> bool:
@@ -73,6 +77,12 @@ class SQLiteDB:
                         conn.execute(statement)
 
     async def stop(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            read_conn, self._read_conn = self._read_conn, None
+            if read_conn is not None:
+                await asyncio.get_running_loop().run_in_executor(reader, read_conn.close)
+            reader.shutdown(wait=True)
         executor, self._executor = self._executor, None
         if executor is None:
             return
@@ -97,6 +107,29 @@ class SQLiteDB:
             raise self._error(f"SQLite {self.path}: {exc}", retriable) from exc
         except OverflowError as exc:  # a value SQLite cannot hold: trying again will not help
             raise self._error(f"SQLite {self.path}: {exc}", False) from exc
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn(connection)`` on the read-only connection (opened on first use)."""
+        if self._executor is None:
+            raise self._error(f"{self.path} is not open", False)
+        if self._reader is None:
+            self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-read")
+
+        def work() -> T:
+            if self._read_conn is None:
+                conn = sqlite3.connect(
+                    self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+                )
+                conn.execute("PRAGMA busy_timeout=30000")
+                conn.execute("PRAGMA query_only=ON")
+                self._read_conn = conn
+            return fn(self._read_conn)
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._reader, work)
+        except sqlite3.Error as exc:
+            retriable = isinstance(exc, sqlite3.OperationalError)
+            raise self._error(f"SQLite {self.path}: {exc}", retriable) from exc
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sqlite3
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -113,13 +114,11 @@ class SQLiteStore(SQLiteLimits, SQLiteBrake, SQLiteCheckpoints, SQLiteKeptHistor
     # -- reads ----------------------------------------------------------------------------
 
     async def get(self, audit_id: str) -> AuditRow | None:
-        def work() -> AuditRow | None:
-            values = self.db.conn.execute(
-                f"{SELECT_ROWS} WHERE audit_id = ?", (audit_id,)
-            ).fetchone()
+        def work(conn: sqlite3.Connection) -> AuditRow | None:
+            values = conn.execute(f"{SELECT_ROWS} WHERE audit_id = ?", (audit_id,)).fetchone()
             return decode_row(values) if values else None
 
-        return await self.db.run(work)
+        return await self.db.read(work)
 
     async def list_audits(
         self,
