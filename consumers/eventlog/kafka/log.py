@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +42,8 @@ from consumers.eventlog.kafka.clients import (
 from consumers.eventlog.kafka.consumer import KafkaConsumer
 from consumers.eventlog.kafka.errors import event_log_error, translate
 from consumers.eventlog.kafka.offsets import fetch_group_offsets
-from consumers.eventlog.kafka.records import key_hash, raise_failure, send_some, to_record
+from consumers.eventlog.kafka.reading import PartitionReaders
+from consumers.eventlog.kafka.records import key_hash, raise_failure, send_some
 from consumers.eventlog.kafka.topics import create_topics, new_topics, wait_for_leaders
 from consumers.eventlog.port import AssignCallback, EventLog, OutRecord, Record, Topics
 from statemachine.errors import EventLogError
@@ -122,6 +122,7 @@ class KafkaEventLog(EventLog):
         self._producer: AIOKafkaProducer | None = None
         self._admin: AIOKafkaAdminClient | None = None
         self._meta: AIOKafkaConsumer | None = None
+        self._readers = self._new_readers()
         self._consumers: set[KafkaConsumer] = set()
         self._renewing = asyncio.Lock()
 
@@ -129,6 +130,10 @@ class KafkaEventLog(EventLog):
 
     def _new_producer(self, **options: Any) -> AIOKafkaProducer:
         return new_producer(self.client_id, self._conn, self._producer_options, options)
+
+    def _new_readers(self) -> PartitionReaders:
+        stall = self.request_timeout_ms / 1000
+        return PartitionReaders(lambda: self._new_consumer(None), stall, self._close)
 
     def _new_consumer(self, group: str | None, **options: Any) -> AIOKafkaConsumer:
         return new_consumer(self.client_id, group, self._conn, self._consumer_options, options)
@@ -148,10 +153,12 @@ class KafkaEventLog(EventLog):
             await self._close(producer, admin, meta)
             raise
         self._producer, self._admin, self._meta = producer, admin, meta
+        self._readers = self._new_readers()
 
     async def stop(self) -> None:
         for consumer in list(self._consumers):
             await consumer.stop()
+        await self._readers.close()
         producer, admin, meta = self._producer, self._admin, self._meta
         self._producer = self._admin = self._meta = None
         if producer is not None:
@@ -274,30 +281,8 @@ class KafkaEventLog(EventLog):
         end = ends[partition] if end is None else min(end, ends[partition])
         if start >= end:
             return
-        tp = KafkaTP(topic, partition)
-        reader = self._new_consumer(None)
-        where = f"read {topic}/{partition}"
-        try:
-            with translate(where):
-                await reader.start()
-                reader.assign([tp])
-                reader.seek(tp, start)
-            progress, last = time.monotonic(), -1
-            while True:
-                with translate(where):
-                    position = await reader.position(tp)
-                    if position >= end:  # judged by position: markers occupy offsets too
-                        return
-                    batches = await reader.getmany(tp, timeout_ms=500, max_records=5000)
-                batch = [to_record(m) for m in batches.get(tp, ()) if m.offset < end]
-                if batch:
-                    yield batch
-                if position != last:
-                    progress, last = time.monotonic(), position
-                elif time.monotonic() - progress > self.request_timeout_ms / 1000:
-                    raise EventLogError(f"Kafka: {where}: no progress at {position}")
-        finally:
-            await self._close(reader)
+        async for batch in self._readers.read(topic, partition, start, end):
+            yield batch
 
     async def ping(self) -> None:
         _, admin, _ = self._started()
