@@ -186,6 +186,11 @@ class ProjectionStore(LongLived, ABC):
     async def count_by_status(self) -> dict[str, int]: ...
 
     @abstractmethod
+    async def running_summary(self, started_before: datetime) -> tuple[int, datetime | None]:
+        """Running audits started before ``started_before`` (stale), and when the oldest
+        running audit started (``None`` when none runs)."""
+
+    @abstractmethod
     def iter_rows(self) -> AsyncIterator[AuditRow]:
         """Every row, in audit id order."""
 

@@ -41,6 +41,7 @@ from consumers.api.commands import add_command_routes
 from consumers.api.errors import install_error_handlers
 from consumers.api.guards import BodyLimit, token_check
 from consumers.api.health import add_health_routes
+from consumers.api.measure import RequestMetrics
 from consumers.api.models import R401, event_input_schemas
 from consumers.operations.operations import Operations
 
@@ -73,6 +74,7 @@ def build_app(ops: Operations) -> FastAPI:
     app.state.runtime = runtime
     app.state.operations = ops
     app.add_middleware(BodyLimit, max_bytes=max_body)
+    app.add_middleware(RequestMetrics)
 
     guarded = [Depends(token_check(tokens))] if tokens else []
     public = APIRouter(tags=["operations"])

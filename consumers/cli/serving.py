@@ -57,6 +57,7 @@ def serve(
     """Run the components (all by default)."""
     from consumers.cli.assembly import Service, parse_components
     from consumers.operations.backends import Backends
+    from consumers.runtime.exposition import serve_metrics
     from consumers.runtime.supervision import tune_gc
 
     obj = ctx.ensure_object(dict)
@@ -79,6 +80,8 @@ def serve(
             await service.stop()
             await rt.stop()
             raise
+        if "api" not in names and not until_idle:
+            serve_metrics(settings.api_host, settings.metrics_port)
         async with rt, service:
             if until_idle:
                 drained = await service.run_until_idle()

@@ -16,7 +16,7 @@ import structlog
 from consumers.eventlog.codec import dead_letter, decode
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record
 from consumers.runtime.component import Component
-from consumers.runtime.metrics import DEAD_LETTERED
+from consumers.runtime.metrics import CONSUMER_PROGRESS, DEAD_LETTERED
 from statemachine.errors import DecodeError
 from statemachine.events import AuditEvent
 
@@ -89,7 +89,15 @@ class LogConsumer(Component):
             mine = self.still_assigned(records)
             if self._seeks != self.polled_at:
                 mine = self.not_sought_since(mine, self.polled_at)
-            return await self._handle(mine) if mine else 0
+            handled = await self._handle(mine) if mine else 0
+            self.progressed(mine)
+            return handled
+
+    def progressed(self, records: list[Record]) -> None:
+        """Record when each partition of ``records`` (handled) last made progress."""
+        now = time.time()
+        for tp in {(r.topic, r.partition) for r in records}:
+            CONSUMER_PROGRESS.labels(self.name, tp[0], str(tp[1])).set(now)
 
     def seek(self, consumer: Consumer, tp: tuple[str, int], offset: int) -> None:
         """Set where ``tp`` is read from next (in :meth:`on_assign`)."""
@@ -180,11 +188,15 @@ class LogConsumer(Component):
             error=f"{type(exc).__name__}: {exc}"[:300],
         )
         reason = f"cannot be handled by {self.group}: {type(exc).__name__}: {exc}"
-        self.dead_letter(record, reason[:2000], dlq)
+        self.dead_letter(record, reason[:2000], dlq, kind="failed")
 
-    def dead_letter(self, record: Record, reason: str, dlq: list[OutRecord]) -> None:
+    def dead_letter(
+        self, record: Record, reason: str, dlq: list[OutRecord], *, kind: str = "invalid"
+    ) -> None:
+        """Queue ``record`` for the dead-letter topic; ``kind``: ``invalid`` (it could not be
+        decoded) or ``failed`` (handling it raised)."""
         self.dead_lettered += 1
-        DEAD_LETTERED.labels(self.group).inc()
+        DEAD_LETTERED.labels(self.group, kind).inc()
         log.warning(
             "dead-lettered",
             consumer=self.group,
@@ -214,10 +226,10 @@ class LogConsumer(Component):
             out[(r.topic, r.partition)] = r.offset + 1
         return out
 
-    async def lag(self) -> int:
+    async def lags(self) -> dict[tuple[str, int], int]:
         if self.consumer is None:
-            return 0
-        return await self.consumer.lag()
+            return {}
+        return await self.consumer.lags()
 
     async def idle(self) -> bool:
         """Every partition of our topics is assigned here and nothing is left to read."""

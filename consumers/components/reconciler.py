@@ -30,9 +30,10 @@ import structlog
 
 from consumers.components.base import LogConsumer
 from consumers.components.checkpoints import Checkpoints
+from consumers.components.counting import count_verdict
 from consumers.eventlog.codec import decode, encode
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record
-from consumers.runtime.metrics import DECISIONS, OVERTURNED
+from consumers.runtime.metrics import OVERTURNED
 from projections.store import ProjectionStore
 from statemachine.errors import DecodeError
 from statemachine.events import (
@@ -252,8 +253,7 @@ class Reconciler(LogConsumer):
         else:
             verdict, decision = decide(before, event, self.policy, brake_engaged=brake_engaged)
         after = self._fold(states, holds, event)
-        if verdict is not None and event.type == "WorkflowStatusObserved":
-            DECISIONS.labels(verdict.rule, _code(decision)).inc()
+        count_verdict(verdict, decision, event)
         if (
             before is not None
             and before.status == "failed"

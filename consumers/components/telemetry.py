@@ -190,6 +190,7 @@ class Telemetry(LogConsumer):
             if mine and self._seeks != self.polled_at:
                 mine = self.not_sought_since(mine, self.polled_at)
             handled, delivered = await self._step(mine)
+            self.progressed(mine)
         if not handled and not delivered and self.pending:
             # Waiting for a retry with nothing new to read: do not spin.
             wait = self._blocked_until - time.monotonic()

@@ -35,11 +35,22 @@ from consumers.components.retention import Retention
 from consumers.eventlog.codec import encode
 from consumers.eventlog.port import EventLog
 from consumers.runtime.component import Component
+from consumers.runtime.metrics import (
+    AUDITS,
+    AUDITS_STALE_RUNNING,
+    OLDEST_RUNNING_AGE,
+    WATCHDOG_CANDIDATES,
+    WATCHDOG_LAST_TICK,
+    WATCHDOG_REQUESTS,
+    WATCHDOG_TICK_DURATION,
+    WATCHDOG_TICKS,
+)
 from consumers.workflows.answers import ProbeFailure
 from consumers.workflows.listing import Discovery, Listing
 from projections.row import AuditRow
 from projections.store import ProjectionStore
 from statemachine.events import Listed, ProbeRequested, ProbeRequestedData, Trigger
+from statemachine.machine import INITIAL, STATES
 from statemachine.vocabulary import LISTED_ALIVE_STATUSES
 
 __all__ = ["PRODUCER", "Tick", "Watchdog", "probe_requests"]
@@ -135,6 +146,7 @@ class Watchdog(Component):
         self._judged_at = 0.0
         self.opened: set[str] = set()  # sweeps this watchdog opened and has not seen judged
         self._reported_at = -REPORT_EVERY
+        self._audits_reported_at = -REPORT_EVERY
 
     async def candidates(self, now: datetime | None = None) -> list[AuditRow]:
         """The stale running audits a tick looks at: up to the discovery's limit when the
@@ -167,9 +179,11 @@ class Watchdog(Component):
         sweep_id = f"sweep-{now.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
         if dry_run:
             return Tick(sweep_id, now, await self.candidates(now))
+        started = time.perf_counter()
         async with self.store.watchdog_lock() as held:
             if not held:
                 log.info("tick skipped: another watchdog holds the lock")
+                WATCHDOG_TICKS.labels("skipped").inc()
                 return Tick(sweep_id, now, [], skipped=True)
             rows = await self.candidates(now)
             listing = await self._listing(rows)
@@ -187,11 +201,18 @@ class Watchdog(Component):
                 topic = self.log.topics.probe_requests
                 await self.log.append([encode(topic, r) for r in requests])
         self.ticks += 1
+        listed = sum(1 for r in requests if r.data.listed)
+        WATCHDOG_TICKS.labels("ticked").inc()
+        WATCHDOG_TICK_DURATION.observe(time.perf_counter() - started)
+        WATCHDOG_CANDIDATES.set(len(rows))
+        WATCHDOG_REQUESTS.labels("listing").inc(listed)
+        WATCHDOG_REQUESTS.labels("instance").inc(len(requests) - listed)
+        WATCHDOG_LAST_TICK.set(time.time())
         log.info(
             "tick",
             sweep_id=sweep_id,
             candidates=len(rows),
-            listed_alive=None if listing is None else sum(1 for r in requests if r.data.listed),
+            listed_alive=None if listing is None else listed,
             listing_requests=None if listing is None else listing.requests,
         )
         return Tick(sweep_id, now, rows, requests)
@@ -233,9 +254,22 @@ class Watchdog(Component):
         except Exception as exc:  # the next period tries again; nothing is lost meanwhile
             log.warning("lifecycle log not trimmed", error=str(exc)[:300])
 
+    async def report(self) -> None:
+        """Refresh the gauges of the audits (by status, stale, the oldest running's age)."""
+        now = self.clock()
+        counts = await self.store.count_by_status()
+        for status in (s for s in STATES if s != INITIAL):
+            AUDITS.labels(status).set(counts.get(status, 0))
+        stale, oldest = await self.store.running_summary(now - self.stale_after)
+        AUDITS_STALE_RUNNING.set(stale)
+        OLDEST_RUNNING_AGE.set(max((now - oldest).total_seconds(), 0.0) if oldest else 0.0)
+
     async def step(self) -> int:
         judged = len(await self.judge())
         await self.retain()
+        if time.monotonic() - self._audits_reported_at >= REPORT_EVERY:
+            self._audits_reported_at = time.monotonic()
+            await self.report()
         if not self.due():
             return judged
         first = self.ticks == 0 and self.ready is not None and time.monotonic() < self._ready_by

@@ -125,8 +125,12 @@ class Consumer(LongLived, ABC):
         """The group's committed next offsets for the assigned partitions."""
 
     @abstractmethod
+    async def lags(self) -> dict[TopicPartition, int]:
+        """Per assigned partition, the records not yet returned by :meth:`poll`."""
+
     async def lag(self) -> int:
         """Records in the assigned partitions not yet returned by :meth:`poll`."""
+        return sum((await self.lags()).values())
 
 
 class EventLog(LongLived, ABC):

@@ -45,7 +45,12 @@ class Component(LongLived, ABC):
         return 0
 
     async def lag(self) -> int:
-        return 0
+        return sum((await self.lags()).values())
+
+    async def lags(self) -> dict[tuple[str, int], int]:
+        """Per assigned partition, the records not consumed yet (none for a component that
+        consumes no log)."""
+        return {}
 
     async def idle(self) -> bool:
         return True

@@ -1,36 +1,104 @@
-"""Prometheus metrics, one registry per process (served at ``GET /metrics``)."""
+"""Prometheus metrics, one registry per process: served at ``GET /metrics`` by the API, or on
+``AUDITREC_METRICS_PORT`` by a process that does not serve the API.
+
+Names follow Prometheus' conventions: the unit in the name, counters end in ``_total`` (the
+client adds it), timestamps in seconds since the epoch. The set, by who records it:
+
+- watchdog: ticks (by result), tick duration, candidates and probe requests of the last tick
+  (by source: asked alone, or seen in the instance listing), the last tick's time; audits by
+  status, stale running audits, the oldest running audit's age (refreshed every 30 s);
+- reconciler: decisions (by rule, error code, trigger and outcome: failed, held by the brake,
+  shadow) and observations judged that changed nothing (by verdict); overturns;
+- probe and the Workflows client: probe outcomes, each API request's latency (by outcome and
+  HTTP status), the budget left, 429 pauses;
+- every consumer: lag and the last progress per partition, dead letters (by reason);
+- API: requests and their latency by route and status; ``auditrec_build_info``;
+- the brake, telemetry, component health.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import platform
+from importlib import metadata
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 __all__ = [
+    "AUDITS",
+    "AUDITS_STALE_RUNNING",
     "BRAKE_ENGAGED",
+    "BUILD",
+    "COMPONENT_HEALTHY",
     "CONSUMER_LAG",
+    "CONSUMER_PROGRESS",
     "DEAD_LETTERED",
     "DECISIONS",
     "DECISIONS_HELD",
     "EVENTS_PROJECTED",
+    "HTTP_DURATION",
+    "HTTP_REQUESTS",
+    "JUDGED",
+    "OLDEST_RUNNING_AGE",
     "OVERTURNED",
     "PROBES",
     "PROBE_BUDGET_LEFT",
+    "PROBE_PAUSES",
+    "PROBE_REQUEST_DURATION",
     "REGISTRY",
     "SWEEP_DURATION",
     "TELEMETRY",
+    "WATCHDOG_CANDIDATES",
+    "WATCHDOG_LAST_TICK",
+    "WATCHDOG_REQUESTS",
+    "WATCHDOG_TICKS",
+    "WATCHDOG_TICK_DURATION",
 ]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+BUILD = Info("auditrec_build", "The running auditrec's version.", registry=REGISTRY)
+try:
+    _VERSION = metadata.version("auditrec")
+except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
+    _VERSION = "unknown"
+BUILD.info({"version": _VERSION, "python": platform.python_version()})
+
+# -- the reconciler -------------------------------------------------------------------------
 
 DECISIONS = Counter(
     "auditrec_decisions",
-    "Observations judged by the reconciler, by rule and error code.",
-    ["rule", "error_code"],
+    "Failures decided by the reconciler, by rule, error code, trigger and outcome (failed, "
+    "held: by the mass-failure brake, shadow: would fail in shadow mode).",
+    ["rule", "error_code", "trigger", "outcome"],
     registry=REGISTRY,
 )
+JUDGED = Counter(
+    "auditrec_observations_judged",
+    "Observations and probe failures the reconciler judged that changed nothing, by verdict "
+    "(healthy, within_grace, finalize_pending, not_running, stale_instance, probe_failed, ...).",
+    ["verdict"],
+    registry=REGISTRY,
+)
+OVERTURNED = Counter(
+    "auditrec_overturned",
+    "Reconciler failures overturned by a later AuditCompleted.",
+    registry=REGISTRY,
+)
+
+# -- the probe and the Workflows API --------------------------------------------------------
+
 PROBES = Counter(
     "auditrec_probes",
     "Workflow probes by outcome (observed status, or failure reason).",
     ["outcome"],
+    registry=REGISTRY,
+)
+PROBE_REQUEST_DURATION = Histogram(
+    "auditrec_probe_request_duration_seconds",
+    "Workflows API requests, by outcome (status, listed, or failure reason) and HTTP status.",
+    ["outcome", "http_status"],
+    buckets=_SECONDS,
     registry=REGISTRY,
 )
 PROBE_BUDGET_LEFT = Gauge(
@@ -38,28 +106,85 @@ PROBE_BUDGET_LEFT = Gauge(
     "Workflows API requests left in the current budget window.",
     registry=REGISTRY,
 )
-COMPONENT_HEALTHY = Gauge(
-    "auditrec_component_healthy",
-    "1 while a component of this process is well; 0 while failing or stalled.",
-    ["component"],
+PROBE_PAUSES = Counter(
+    "auditrec_probe_pauses",
+    "429 answers that paused every Workflows API call.",
     registry=REGISTRY,
 )
-CONSUMER_LAG = Gauge(
-    "auditrec_consumer_lag",
-    "Records not yet consumed, per consumer group.",
-    ["group"],
+
+# -- the watchdog ---------------------------------------------------------------------------
+
+WATCHDOG_TICKS = Counter(
+    "auditrec_watchdog_ticks",
+    "Watchdog ticks, by result (ticked, skipped: another process held the lock).",
+    ["result"],
+    registry=REGISTRY,
+)
+WATCHDOG_TICK_DURATION = Histogram(
+    "auditrec_watchdog_tick_duration_seconds",
+    "Duration of a watchdog tick: selection, the instance listing, and its probe requests.",
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60),
+    registry=REGISTRY,
+)
+WATCHDOG_CANDIDATES = Gauge(
+    "auditrec_watchdog_tick_candidates",
+    "Stale running audits the last tick of this process looked at.",
+    registry=REGISTRY,
+)
+WATCHDOG_REQUESTS = Counter(
+    "auditrec_watchdog_probe_requests",
+    "Probe requests made by watchdog ticks, by source (instance: asked alone; listing: found "
+    "alive in the workflow's instance listing).",
+    ["source"],
+    registry=REGISTRY,
+)
+WATCHDOG_LAST_TICK = Gauge(
+    "auditrec_watchdog_last_tick_timestamp_seconds",
+    "When this process last ticked.",
     registry=REGISTRY,
 )
 SWEEP_DURATION = Histogram(
     "auditrec_sweep_duration_seconds",
-    "Duration of watchdog ticks, from selection to the last outcome.",
+    "Duration of sweeps asked for by the CLI or the API, from selection to the last outcome.",
     buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300),
     registry=REGISTRY,
 )
+AUDITS = Gauge(
+    "auditrec_audits",
+    "Audits in the projection, by status.",
+    ["status"],
+    registry=REGISTRY,
+)
+AUDITS_STALE_RUNNING = Gauge(
+    "auditrec_audits_stale_running",
+    "Running audits started more than STALE_RUNNING_AFTER ago.",
+    registry=REGISTRY,
+)
+OLDEST_RUNNING_AGE = Gauge(
+    "auditrec_oldest_running_age_seconds",
+    "Age of the oldest running audit (0 when none runs).",
+    registry=REGISTRY,
+)
+
+# -- every consumer -------------------------------------------------------------------------
+
+CONSUMER_LAG = Gauge(
+    "auditrec_consumer_lag_records",
+    "Records not yet consumed, per component and assigned partition.",
+    ["component", "topic", "partition"],
+    registry=REGISTRY,
+)
+CONSUMER_PROGRESS = Gauge(
+    "auditrec_consumer_last_progress_timestamp_seconds",
+    "When a component last handled records of a partition.",
+    ["component", "topic", "partition"],
+    registry=REGISTRY,
+)
 DEAD_LETTERED = Counter(
-    "auditrec_dead_lettered",
-    "Records sent to the dead-letter topic, per consumer group.",
-    ["consumer"],
+    "auditrec_dead_letters",
+    "Records sent to the dead-letter topic, by consumer group and reason (invalid: could not "
+    "be decoded; failed: could not be handled).",
+    ["consumer", "reason"],
     registry=REGISTRY,
 )
 EVENTS_PROJECTED = Counter(
@@ -68,9 +193,26 @@ EVENTS_PROJECTED = Counter(
     ["result"],
     registry=REGISTRY,
 )
-OVERTURNED = Counter(
-    "auditrec_overturned",
-    "Reconciler failures overturned by a later AuditCompleted.",
+COMPONENT_HEALTHY = Gauge(
+    "auditrec_component_healthy",
+    "1 while a component of this process is well; 0 while failing or stalled.",
+    ["component"],
+    registry=REGISTRY,
+)
+
+# -- the API, telemetry, the brake ----------------------------------------------------------
+
+HTTP_REQUESTS = Counter(
+    "auditrec_http_requests",
+    "HTTP requests answered by the API, by method, route and status.",
+    ["method", "route", "status"],
+    registry=REGISTRY,
+)
+HTTP_DURATION = Histogram(
+    "auditrec_http_request_duration_seconds",
+    "Latency of the API's answers, by method and route.",
+    ["method", "route"],
+    buckets=_SECONDS,
     registry=REGISTRY,
 )
 TELEMETRY = Counter(

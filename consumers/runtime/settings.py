@@ -81,6 +81,8 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8080, ge=0, le=65535)
     api_max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    # Where a `serve` without the API serves /metrics (on AUDITREC_API_HOST); 0: nowhere.
+    metrics_port: int = Field(default=9464, ge=0, le=65535)
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
 

@@ -103,6 +103,7 @@ class Supervisor(LongLived):
         self.stopping = asyncio.Event()
         self._started = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._lag_series: dict[str, set[tuple[str, str, str]]] = {}
 
     async def start_early(self, names: Collection[str]) -> None:
         """Build, start and run the components ``names`` (the HTTP API) at once, before the
@@ -191,14 +192,24 @@ class Supervisor(LongLived):
                 await self.presence.heartbeat(list(self.components))
                 for name, c in list(self.components.items()):
                     if c.group is not None:
-                        lag = await c.lag()
-                        CONSUMER_LAG.labels(c.group).set(lag)
-                        self.health.lagging(name, lag)
+                        lags = await c.lags()
+                        self._report_lags(name, lags)
+                        self.health.lagging(name, sum(lags.values()))
                 outage.recovered()
             except Exception as exc:
                 outage.failed(exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), HEARTBEAT_EVERY)
+
+    def _report_lags(self, name: str, lags: dict[tuple[str, int], int]) -> None:
+        """Each assigned partition's lag; the series of partitions gone elsewhere removed."""
+        now = {(name, t, str(p)) for t, p in lags}
+        for gone in self._lag_series.get(name, set()) - now:
+            with contextlib.suppress(KeyError):
+                CONSUMER_LAG.remove(*gone)
+        for (t, p), lag in lags.items():
+            CONSUMER_LAG.labels(name, t, str(p)).set(lag)
+        self._lag_series[name] = now
 
     async def _loop(self, component: Component) -> None:
         backoff = 0.2

@@ -48,9 +48,7 @@ import random
 import ssl
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 from urllib.parse import quote, urlencode
 
 import httpx
@@ -60,17 +58,19 @@ from consumers.workflows.answers import (
     InstancePage,
     InstanceStatus,
     ProbeFailure,
-    describe_errors,
-    errors_of,
-    has_error,
     parse_page,
-    parse_result,
 )
 from consumers.workflows.ratelimit import (
     Limiter,
     RateLimit,
-    rate_limit_pause,
-    seconds_from_retry_after,
+)
+from consumers.workflows.responses import (
+    Outcome,
+    Reader,
+    interpret,
+    observe,
+    read_instance,
+    read_workflow,
 )
 from statemachine.errors import ConfigError, InvalidInput, WorkflowsApiError
 from statemachine.events import ProbeFailureReason
@@ -90,25 +90,6 @@ _RETRY_AFTER_HONOURED = 2.0
 _MAX_DETAIL = 500
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class _Outcome:
-    answer: InstanceStatus | InstancePage | ProbeFailure
-    retriable: bool = False
-    retry_after: float | None = None
-
-
-# How a successful body reads: an answer, or what is wrong with it.
-_Reader = Callable[[dict[str, Any]], InstanceStatus | InstancePage | str]
-
-
-def _read_instance(body: dict[str, Any]) -> InstanceStatus | str:
-    return parse_result(body.get("result"))
-
-
-def _read_workflow(body: dict[str, Any]) -> InstanceStatus | str:
-    return InstanceStatus("unknown", None, None)  # the workflow answered: nothing more to read
 
 
 class WorkflowsClient(LongLived):
@@ -231,7 +212,7 @@ class WorkflowsClient(LongLived):
         return answer
 
     async def _call(
-        self, url: str, wait: float | None, read: _Reader = _read_instance
+        self, url: str, wait: float | None, read: Reader = read_instance
     ) -> InstanceStatus | InstancePage | ProbeFailure:
         """One answer with the retries of the module docstring."""
         if self._client is None:
@@ -257,18 +238,25 @@ class WorkflowsClient(LongLived):
         if self._client is None:
             raise WorkflowsApiError("the Workflows client is not started")
         url = self._base.removesuffix("instances/").rstrip("/")
-        outcome = await self._attempt(url, 0.0, _read_workflow)
+        outcome = await self._attempt(url, 0.0, read_workflow)
         if isinstance(outcome.answer, ProbeFailure):
             return outcome.answer
         return None
 
-    async def _attempt(self, url: str, wait: float, read: _Reader) -> _Outcome:
+    async def _attempt(self, url: str, wait: float, read: Reader) -> Outcome:
+        sent = time.monotonic()
+        outcome = await self._send(url, wait, read)
+        if outcome.sent:
+            observe(outcome.answer, time.monotonic() - sent)
+        return outcome
+
+    async def _send(self, url: str, wait: float, read: Reader) -> Outcome:
         async with self._semaphore:
             # Admitted as it is sent, so the budget counts requests when they reach the API
             # (a pause holds every request anyway, so waiting here blocks nobody who could go).
             refused = await self._limit.take(wait)
             if refused is not None:
-                return _Outcome(self._failure(_Reason.RATE_LIMITED, None, refused))
+                return Outcome(self._failure(_Reason.RATE_LIMITED, None, refused), sent=False)
             client = self._client
             if client is None:
                 raise WorkflowsApiError("the Workflows client was stopped")
@@ -276,20 +264,20 @@ class WorkflowsClient(LongLived):
                 response = await client.get(url)
             except httpx.TimeoutException as exc:
                 detail = f"no answer within {self._timeout:g}s ({type(exc).__name__})"
-                return _Outcome(self._failure(_Reason.TIMEOUT, None, detail), retriable=True)
+                return Outcome(self._failure(_Reason.TIMEOUT, None, detail), retriable=True)
             except httpx.UnsupportedProtocol as exc:
-                return _Outcome(self._failure(_Reason.NETWORK, None, f"bad API URL: {exc}"))
+                return Outcome(self._failure(_Reason.NETWORK, None, f"bad API URL: {exc}"))
             except httpx.TransportError as exc:
                 detail = f"{type(exc).__name__}: {exc}"
-                return _Outcome(self._failure(_Reason.NETWORK, None, detail), retriable=True)
+                return Outcome(self._failure(_Reason.NETWORK, None, detail), retriable=True)
             except httpx.HTTPError as exc:  # e.g. a body that cannot be decoded
                 detail = f"unreadable response: {type(exc).__name__}: {exc}"
-                return _Outcome(self._failure(_Reason.INVALID_RESPONSE, None, detail))
+                return Outcome(self._failure(_Reason.INVALID_RESPONSE, None, detail))
         try:
-            return await self._interpret(response, read)
+            return await interpret(response, read, self._failure, self._limit.pause)
         except Exception as exc:  # a shape nobody foresaw: never stall the probe on it
             detail = f"unusable response: {type(exc).__name__}: {exc}"
-            return _Outcome(self._failure(_Reason.INVALID_RESPONSE, response.status_code, detail))
+            return Outcome(self._failure(_Reason.INVALID_RESPONSE, response.status_code, detail))
 
     def _failure(self, reason: ProbeFailureReason, status: int | None, detail: str) -> ProbeFailure:
         if self._token:
@@ -299,44 +287,6 @@ class WorkflowsClient(LongLived):
         return ProbeFailure(reason, status, detail)
 
     # --- reading the answer ----------------------------------------------------------------------
-
-    async def _interpret(self, response: httpx.Response, read: _Reader) -> _Outcome:
-        code = response.status_code
-        try:
-            body: Any = response.json()
-        except (ValueError, UnicodeDecodeError):
-            body = None
-        errors = errors_of(body)
-        said = f"HTTP {code}" + (f": {describe_errors(errors)}" if errors else "")
-        fail = self._failure
-        if code == 429:
-            seconds = await self._limit.pause(rate_limit_pause(response.headers))
-            return _Outcome(fail(_Reason.RATE_LIMITED, code, f"{said}; paused {seconds:.0f}s"))
-        if code < 500 and has_error(errors, 10400, "instance.not_found"):
-            return _Outcome(InstanceStatus("not_found", None, None))
-        if code < 500 and has_error(errors, 10200, "workflow.not_found"):
-            return _Outcome(fail(_Reason.WORKFLOW_NOT_FOUND, code, said))
-        if code in (401, 403) or has_error(errors, 10000, None):
-            return _Outcome(fail(_Reason.UNAUTHORIZED, code, said))
-        retry_after = seconds_from_retry_after(response.headers.get("retry-after"))
-        if code >= 500 or code in (408, 409):
-            reason = _Reason.TIMEOUT if code == 408 else _Reason.SERVER_ERROR
-            return _Outcome(fail(reason, code, said), retriable=True, retry_after=retry_after)
-        if code != 200:
-            return _Outcome(fail(_Reason.INVALID_RESPONSE, code, f"unexpected {said}"))
-        if not isinstance(body, dict):
-            what = "not JSON" if body is None else "not a JSON object"
-            return _Outcome(fail(_Reason.INVALID_RESPONSE, code, f"HTTP 200 body is {what}"))
-        success = body.get("success")
-        if success is False:
-            answer = fail(_Reason.SERVER_ERROR, code, f"{said} with success: false")
-            return _Outcome(answer, retriable=True, retry_after=retry_after)
-        if success is not True:
-            return _Outcome(fail(_Reason.INVALID_RESPONSE, code, "body has no boolean success"))
-        parsed = read(body)
-        if isinstance(parsed, str):
-            return _Outcome(fail(_Reason.INVALID_RESPONSE, code, parsed))
-        return _Outcome(parsed)
 
 
 @functools.cache

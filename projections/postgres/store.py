@@ -313,6 +313,16 @@ class PostgresStore(
             recs = await self.pool.fetch("SELECT status, count(*) FROM audits GROUP BY status")
         return {s: n for s, n in recs}
 
+    async def running_summary(self, started_before: datetime) -> tuple[int, datetime | None]:
+        with self._errors("summarise running audits"):
+            rec = await self.pool.fetchrow(
+                "SELECT count(*) FILTER (WHERE started_at < $1), min(started_at) FROM audits "
+                "WHERE status = 'running'",
+                started_before,
+            )
+        assert rec is not None
+        return int(rec[0]), rec[1]
+
     async def iter_rows(self, batch: int = 1000) -> AsyncIterator[AuditRow]:
         """Keyset batches: no connection or transaction is held between batches."""
         last = ""

@@ -196,6 +196,17 @@ class SQLiteStore(SQLiteLimits, SQLiteBrake, SQLiteCheckpoints, SQLiteKeptHistor
 
         return await self.db.run(work)
 
+    async def running_summary(self, started_before: datetime) -> tuple[int, datetime | None]:
+        def work(conn: sqlite3.Connection) -> tuple[int, datetime | None]:
+            stale, oldest = conn.execute(
+                "SELECT COALESCE(SUM(started_at < ?), 0), MIN(started_at) FROM audits "
+                "WHERE status = 'running'",
+                (to_micros(started_before),),
+            ).fetchone()
+            return int(stale), from_micros(oldest) if oldest is not None else None
+
+        return await self.db.read(work)
+
     async def iter_rows(self) -> AsyncIterator[AuditRow]:
         last = ""
         while True:

@@ -17,6 +17,7 @@ import pytest
 
 from consumers.operations.operations import Operations
 from consumers.workflows.simulator.server import SimulatorServer
+from tests.eventually import eventually_sync
 
 from .conftest import (
     API_AND_PIPELINE,
@@ -509,17 +510,36 @@ def test_health_readiness_and_metrics(client: httpx.Client) -> None:
     assert metrics.headers["content-type"].startswith("text/plain")
     for name in (
         "auditrec_decisions_total",
+        "auditrec_observations_judged_total",
         "auditrec_probes_total",
+        "auditrec_probe_request_duration_seconds",
         "auditrec_probe_budget_left",
+        "auditrec_probe_pauses_total",
         "auditrec_brake_engaged",
         "auditrec_decisions_held",
-        "auditrec_consumer_lag",
+        "auditrec_consumer_lag_records",
+        "auditrec_consumer_last_progress_timestamp_seconds",
         "auditrec_sweep_duration_seconds",
-        "auditrec_dead_lettered_total",
+        "auditrec_watchdog_ticks_total",
+        "auditrec_watchdog_tick_duration_seconds",
+        "auditrec_watchdog_last_tick_timestamp_seconds",
+        "auditrec_audits",
+        "auditrec_audits_stale_running",
+        "auditrec_oldest_running_age_seconds",
+        "auditrec_dead_letters_total",
+        "auditrec_http_requests_total",
+        "auditrec_http_request_duration_seconds",
         "auditrec_telemetry_total",
+        "auditrec_build_info",
     ):
         assert f"# TYPE {name.removesuffix('_total')}" in metrics.text, name
-    assert re.search(r'auditrec_consumer_lag\{group="t[0-9a-f]{8}-projector"\}', metrics.text)
+    lag = re.compile(
+        r'auditrec_consumer_lag_records\{component="projector",partition="\d+",topic="t[0-9a-f]{8}'
+        r'\.lifecycle\.v1"\} 0\.0'
+    )
+    eventually_sync(lambda: lag.search(client.get("/metrics").text), timeout=10)  # a heartbeat
+    assert 'auditrec_http_requests_total{method="GET",route="/readyz",status="200"}' in metrics.text
+    assert re.search(r'auditrec_build_info\{python="[\d.]+",version="[^"]+"\} 1\.0', metrics.text)
 
 
 def test_readyz_names_what_is_unreachable(tmp_path: Path, simulator: SimulatorServer) -> None:

@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 
+from consumers.runtime.metrics import REGISTRY
 from consumers.workflows.client import WorkflowsClient
 from consumers.workflows.listing import Discovery
 from consumers.workflows.simulator.server import SimulatorServer
@@ -57,6 +58,11 @@ async def given_stale_audits(pipeline: Pipeline, sim: SimulatorServer) -> list[s
     return ["reused", *DEAD]
 
 
+def requests_metric(source: str) -> float:
+    labels = {"source": source}
+    return REGISTRY.get_sample_value("auditrec_watchdog_probe_requests_total", labels) or 0.0
+
+
 def listing_pages() -> int:
     """Requests for the listing: each alive status paged through (an empty one is one page)."""
     counts = [ALIVE.get(s, 0) for s in ("running", "queued", "waiting", "paused")] + [0]
@@ -76,8 +82,11 @@ async def test_a_tick_ends_every_dead_audit_like_single_gets_would(
     discovery = None if mode == "single gets" else Discovery(client, limit=1000, per_page=PER_PAGE)
 
     # when the watchdog ticks once and the pipeline drains
+    before = {source: requests_metric(source) for source in ("listing", "instance")}
+    ticks = REGISTRY.get_sample_value("auditrec_watchdog_ticks_total", {"result": "ticked"}) or 0
     async with Stack(pipeline, client, batch_limit=100, discovery=discovery) as stack:
         await stack.sweep()
+        await stack.watchdog.report()
 
     # then every dead audit failed with its code, and every alive one still runs
     events = await lifecycle_events(pipeline.log)
@@ -94,6 +103,15 @@ async def test_a_tick_ends_every_dead_audit_like_single_gets_would(
     assert Counter(e.audit_id for e in observed) == {a: 1 for a in {e.audit_id for e in events}}
     by_instance = simulator.sim.stats()["by_instance"]
     listed = {e.audit_id for e in observed if e.data.source == "listing"}
+    # and the metrics say what the tick did, and what the table now holds
+    made = {source: requests_metric(source) - before[source] for source in before}
+    assert made == {"listing": len(listed), "instance": total - len(listed)}
+    assert REGISTRY.get_sample_value("auditrec_watchdog_ticks_total", {"result": "ticked"}) == (
+        ticks + 1
+    )
+    assert REGISTRY.get_sample_value("auditrec_watchdog_tick_candidates") == total
+    assert REGISTRY.get_sample_value("auditrec_audits", {"status": "failed"}) == len(DEAD)
+    assert REGISTRY.get_sample_value("auditrec_audits_stale_running") == total - len(DEAD)
     if mode == "listing":
         assert by_instance.pop(LISTING) == listing_pages()
         assert set(by_instance) == {f"wf-{a}" for a in asked_alone}

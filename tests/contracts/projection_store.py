@@ -423,6 +423,17 @@ class ProjectionStoreContract:
         # a rebuild re-applies the same events: they are not skipped
         assert await store.apply(batch, next_offsets(batch), CONSUMER) == ApplyResult(2, 0)
 
+    async def test_running_summary_counts_the_stale_and_dates_the_oldest(
+        self, store: ProjectionStore
+    ) -> None:
+        assert await store.running_summary(at(60)) == (0, None)
+        events = [started("a-old", at(0)), started("a-mid", at(20)), started("a-new", at(50))]
+        events += [started("a-done", at(-30)), completed("a-done", at(10))]
+        batch = positioned(events)
+        await store.apply(batch, next_offsets(batch), CONSUMER)
+        assert await store.running_summary(at(30)) == (2, at(0))
+        assert await store.running_summary(at(0)) == (0, at(0))
+
     async def test_history_set_aside_survives_a_reset_until_dropped(
         self, store: ProjectionStore
     ) -> None:

@@ -18,6 +18,7 @@ import pytest
 
 from consumers.workflows.simulator.server import SimulatorServer
 from projections.row import COLUMNS
+from tests.api.conftest import free_port
 from tests.conftest import Backend
 from tests.eventually import eventually_sync
 
@@ -461,3 +462,45 @@ def test_serve_answers_healthz_at_once_and_says_what_is_still_starting(
     assert len(warned) == 1, warned
     assert warned[0]["error_class"] == "EventLogError"
     assert "KafkaConnectionError: KafkaConnectionError" not in warned[0]["error"]
+
+
+def test_a_serve_without_the_api_serves_its_metrics_on_the_metrics_port(
+    tmp_path: Path, simulator: SimulatorServer, embedded: Backend
+) -> None:
+    # given the reconciler alone, and some work for it
+    port = free_port()
+    env = embedded.environ(
+        AUDITREC_CLOUDFLARE_API_URL=simulator.url,
+        AUDITREC_METRICS_PORT=str(port),
+        AUDITREC_LOG_FORMAT="json",
+    )
+    assert run(embedded, "init", env=env).returncode == 0
+    started = envelope(
+        "AuditStarted", "a-m", datetime.now(UTC), project_id="p-1", workflow_instance_id="wf-m"
+    )
+    assert run(embedded, "publish", "-", env=env, input=started).returncode == 0
+    with (tmp_path / "serve.log").open("w") as sink:
+        serve = subprocess.Popen(
+            [AUDITREC, "serve", "--only", "reconciler"], env=env, stdout=sink, stderr=sink
+        )
+        try:
+            # when its metrics are scraped
+            def scrape() -> str:
+                try:
+                    return httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+                except httpx.TransportError:
+                    return ""
+
+            text = eventually_sync(
+                scrape,
+                until=lambda t: 'auditrec_consumer_lag_records{component="reconciler"' in t,
+                timeout=30,
+            )
+        finally:
+            serve.send_signal(signal.SIGTERM)
+            serve.wait(timeout=30)
+
+    # then they are this process's: its consumer's progress and lag, and the build
+    assert 'auditrec_consumer_last_progress_timestamp_seconds{component="reconciler"' in text
+    assert "auditrec_build_info{" in text
+    assert "auditrec_http_requests_total{" not in text  # no API here

@@ -298,14 +298,14 @@ class KafkaConsumer(Consumer):
                 out[(topic, partition)] = offset
         return out
 
-    async def lag(self) -> int:
+    async def lags(self) -> dict[TopicPartition, int]:
         consumer = self._running()
         tps = list(consumer.assignment())
         if not tps:
-            return 0
+            return {}
         with translate(f"lag of group {self.group}"):
             ends = await consumer.end_offsets(tps)
-            total = 0
-            for tp in tps:
-                total += max(0, ends[tp] - await consumer.position(tp))
-        return total
+            return {
+                (tp.topic, tp.partition): max(0, ends[tp] - await consumer.position(tp))
+                for tp in tps
+            }

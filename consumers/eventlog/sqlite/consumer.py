@@ -143,9 +143,9 @@ class SQLiteConsumer(Consumer):
     async def committed(self) -> dict[TopicPartition, int]:
         return await self.db.run(self._load_offsets)
 
-    async def lag(self) -> int:
-        total = 0
+    async def lags(self) -> dict[TopicPartition, int]:
+        out = {}
         for tp in self._assigned:
             end = await self.db.run(lambda topic=tp[0]: end_offset(self.db.conn, topic))
-            total += max(0, end - self._positions.get(tp, 0))
-        return total
+            out[tp] = max(0, end - self._positions.get(tp, 0))
+        return out
