@@ -34,6 +34,8 @@ from typing import Any
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from swagger_ui_bundle import swagger_ui_path
 
 from consumers.api.audits import add_audit_routes
 from consumers.api.brake import add_brake_routes
@@ -45,7 +47,9 @@ from consumers.api.measure import RequestMetrics
 from consumers.api.models import R401, event_input_schemas
 from consumers.operations.operations import Operations
 
-__all__ = ["build_app"]
+__all__ = ["ASSETS", "build_app"]
+
+ASSETS = "/docs/assets"  # Swagger UI's files, from the swagger-ui-bundle package
 
 
 def build_app(ops: Operations) -> FastAPI:
@@ -86,15 +90,24 @@ def build_app(ops: Operations) -> FastAPI:
     add_command_routes(private, ops, max_body)
     add_brake_routes(private, ops)
 
-    # -- docs (behind the token like everything else) ----------------------------------------
+    # -- docs: behind the token unless AUDITREC_API_PUBLIC_DOCS; Swagger UI served from here --
 
-    @private.get("/openapi.json", include_in_schema=False)
+    documents = public if settings.api_public_docs else private
+    app.mount(ASSETS, StaticFiles(directory=swagger_ui_path), name="swagger-ui")
+
+    @documents.get("/openapi.json", include_in_schema=False)
     async def openapi_json() -> JSONResponse:
         return JSONResponse(app.openapi())
 
-    @private.get("/docs", include_in_schema=False)
+    @documents.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url="/openapi.json", title="auditrec API")
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="auditrec API",
+            swagger_js_url=f"{ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{ASSETS}/favicon-32x32.png",
+        )
 
     app.include_router(public)
     app.include_router(private)

@@ -59,13 +59,16 @@ class _WorkflowsCheck:
 
 
 def add_health_routes(public: APIRouter, private: APIRouter, runtime: Backends) -> None:
+    """``/readyz`` is behind the token unless ``AUDITREC_API_PUBLIC_READYZ`` (Kubernetes probes
+    send no token)."""
     workflows_api = _WorkflowsCheck(runtime)
+    readiness_router = public if runtime.settings.api_public_readyz else private
 
     @public.get("/healthz", response_model=Health, summary="The process is alive")
     async def healthz() -> Health:
         return Health()
 
-    @private.get(
+    @readiness_router.get(
         "/readyz",
         tags=["operations"],
         response_model=Readiness,

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import difflib
+import os
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import structlog
 from pydantic import BeforeValidator, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from statemachine.errors import ConfigError
 from statemachine.policy import Policy, parse_duration
 
-__all__ = ["CLOUDFLARE_API_URL", "Settings", "load_settings"]
+__all__ = ["CLOUDFLARE_API_URL", "Settings", "load_settings", "unknown_variables"]
+
+log = structlog.get_logger("auditrec")
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 CLOUDFLARE_API_URL = "https://api.cloudflare.com/client/v4"
@@ -81,6 +87,9 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8080, ge=0, le=65535)
     api_max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    # With API tokens set: /openapi.json and /docs, or /readyz, readable without one.
+    api_public_docs: bool = False
+    api_public_readyz: bool = False
     # Where a `serve` without the API serves /metrics (on AUDITREC_API_HOST); 0: nowhere.
     metrics_port: int = Field(default=9464, ge=0, le=65535)
     log_format: Literal["auto", "json", "console"] = "auto"
@@ -162,8 +171,43 @@ class Settings(BaseSettings):
         return [t.strip() for t in self.api_tokens.get_secret_value().split(",") if t.strip()]
 
 
+# AUDITREC_* variables that are not settings: the simulator's, and the project's own tooling's
+# (`make test`, `make chaos`, `make fuzz`, scripts/services.sh).
+OTHER_VARIABLES = frozenset(
+    {
+        "AUDITREC_SIMULATOR_TOKEN",
+        "AUDITREC_REQUIRE_SERVICES",
+        "AUDITREC_SERVICES_DIR",
+        "AUDITREC_KAFKA_HEAP",
+        "AUDITREC_WRITE_PLAN",
+    }
+)
+OTHER_PREFIXES = ("AUDITREC_TEST_", "AUDITREC_CHAOS_", "AUDITREC_FUZZ_")
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """A sentence for each ``AUDITREC_*`` variable that is no setting, with the closest known
+    name (a misspelled variable would otherwise be ignored without a word)."""
+    known = {f"AUDITREC_{name.upper()}" for name in Settings.model_fields}
+    out = []
+    for name in sorted(environ):
+        if (
+            not name.startswith("AUDITREC_")
+            or name in known
+            or name in OTHER_VARIABLES
+            or name.startswith(OTHER_PREFIXES)
+        ):
+            continue
+        close = difflib.get_close_matches(name, known | OTHER_VARIABLES, n=1, cutoff=0.75)
+        out.append(f"unknown variable {name}" + (f" (did you mean {close[0]}?)" if close else ""))
+    return out
+
+
 def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment; a bad value raises :class:`ConfigError` naming it."""
+    """Settings from the environment; a bad value raises :class:`ConfigError` naming it; an
+    ``AUDITREC_*`` variable that is no setting is reported (a warning)."""
+    for problem in unknown_variables(os.environ):
+        log.warning(problem)
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:

@@ -623,6 +623,29 @@ def test_health_and_metrics_need_no_token(guarded: LiveServer, path: str) -> Non
         assert client.get(path).status_code == 200
 
 
+def test_docs_are_served_with_swagger_ui_from_here(guarded: LiveServer) -> None:
+    with guarded.client("tok-alpha") as client:
+        page = client.get("/docs")
+        assert page.status_code == 200
+        assert "/docs/assets/swagger-ui-bundle.js" in page.text
+        assert "cdn." not in page.text and "unpkg" not in page.text
+        for asset in ("swagger-ui-bundle.js", "swagger-ui.css"):
+            assert client.get(f"/docs/assets/{asset}").status_code == 200
+
+
+def test_docs_and_readiness_can_be_public_while_the_rest_needs_a_token(
+    tmp_path: Path, simulator: SimulatorServer
+) -> None:
+    settings = server_settings(
+        tmp_path, simulator, api_tokens="tok-alpha", api_public_docs=True, api_public_readyz=True
+    )
+    with LiveServer(["api"], **settings) as live, httpx.Client(base_url=live.url) as client:
+        assert client.get("/openapi.json").json()["info"]["title"] == "auditrec"
+        assert client.get("/docs").status_code == 200
+        assert client.get("/readyz").status_code == 200
+        assert client.get("/audits").status_code == 401
+
+
 @pytest.mark.parametrize("token", ["tok-alpha", "tok-bravo"])
 def test_each_configured_token_is_accepted(guarded: LiveServer, token: str) -> None:
     with guarded.client(token) as client:

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+import structlog
 
-from consumers.runtime.settings import Settings, load_settings
+from consumers.runtime.settings import Settings, load_settings, unknown_variables
 from statemachine.errors import ConfigError
 
 
@@ -153,3 +154,27 @@ def test_settings_are_frozen() -> None:
     with pytest.raises(ValueError):
         settings.topic_prefix = "other"  # type: ignore[misc]
     assert isinstance(settings, Settings)
+
+
+def test_a_misspelled_variable_is_reported_with_the_closest_known_name() -> None:
+    environ = {
+        "AUDITREC_WATCHDOG_INTERVALL": "5m",
+        "AUDITREC_PROBE_BUDGET": "10",  # a setting
+        "AUDITREC_SIMULATOR_TOKEN": "t",  # the simulator's
+        "AUDITREC_TEST_KAFKA": "k",  # the project's test tooling
+        "AUDITREC_NOTHING_LIKE_IT": "x",
+        "OTHER_VARIABLE": "y",
+    }
+    assert unknown_variables(environ) == [
+        "unknown variable AUDITREC_NOTHING_LIKE_IT",
+        "unknown variable AUDITREC_WATCHDOG_INTERVALL (did you mean AUDITREC_WATCHDOG_INTERVAL?)",
+    ]
+
+
+def test_load_settings_warns_of_unknown_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUDITREC_PROBE_BUDGT", "3")
+    with structlog.testing.capture_logs() as logs:
+        settings = load_settings()
+    assert settings.probe_budget == 1000  # the misspelled one changed nothing
+    assert {"event": "unknown variable AUDITREC_PROBE_BUDGT (did you mean AUDITREC_PROBE_BUDGET?)",
+            "log_level": "warning"} in logs  # fmt: skip
