@@ -143,6 +143,9 @@ class Reconciler(LogConsumer):
                 self.positions.pop(tp, None)
                 self.holds.pop(tp, None)
         held: dict[str, dict[int, int]] = {}  # the log's start offsets, read once per topic
+        kept: list[int] = []
+        restored_from = 0
+        read = 0
         for tp in partitions:
             start = committed.get(tp, 0)
             mine = self.positions.get(tp)
@@ -150,7 +153,7 @@ class Reconciler(LogConsumer):
                 # Ours before the rebalance and nobody moved it since: the live state is
                 # exact (the committed offset we read may even lag our last commit).
                 self.seek(consumer, tp, mine)
-                log.info("partition kept", partition=tp[1], position=mine)
+                kept.append(tp[1])
                 continue
             restored = await self.checkpoints.load(tp, start) if self.checkpoints else None
             states: dict[str, AuditState] = {}
@@ -187,7 +190,9 @@ class Reconciler(LogConsumer):
             self.read_on_assign[tp] = folded
             self.positions[tp] = start
             self.seek(consumer, tp, start)
-            log.info(
+            restored_from += restored is not None
+            read += folded
+            log.debug(
                 "partition assigned",
                 partition=tp[1],
                 committed=start,
@@ -195,6 +200,14 @@ class Reconciler(LogConsumer):
                 records_read=folded,
                 audits=len(states),
             )
+        log.info(  # one line per assignment, whatever the number of partitions
+            "partitions assigned",
+            partitions=sorted(p for _, p in partitions),
+            kept=kept,
+            from_checkpoints=restored_from,
+            records_read=read,
+            audits=self.running,
+        )
 
     async def stop(self) -> None:
         """Stop, forgetting all state: it may be ahead of what was committed (a failed

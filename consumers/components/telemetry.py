@@ -147,13 +147,14 @@ class Telemetry(LogConsumer):
             self.partitions[tp] = states
             self._consumed[tp] = self._committed[tp] = start
             self.seek(consumer, tp, start)
-            log.info(
+            log.debug(
                 "partition assigned",
                 partition=tp[1],
                 committed=start,
                 checkpoint=begin if restored is not None else None,
                 running=len(states),
             )
+        log.info("partitions assigned", partitions=sorted(p for _, p in partitions))
 
     async def on_revoke(self, consumer: Consumer, partitions: Sequence[TopicPartition]) -> None:
         try:
