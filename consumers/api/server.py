@@ -1,10 +1,12 @@
 """The HTTP API as a component: uvicorn serving :func:`~consumers.api.app.build_app` until the
-supervisor interrupts it. A port that cannot be bound is logged once; the other components
-keep running."""
+supervisor interrupts it. The socket is bound when the component starts, so a port in use
+fails ``serve`` at once (exit 1, naming the address and the setting) rather than leaving a
+process without its API."""
 
 from __future__ import annotations
 
 import contextlib
+import socket
 from collections.abc import Generator
 
 import structlog
@@ -13,6 +15,7 @@ import uvicorn
 from consumers.api.app import build_app
 from consumers.operations.operations import Operations
 from consumers.runtime.component import Component
+from statemachine.errors import AuditrecError
 
 __all__ = ["ApiServer"]
 
@@ -31,6 +34,7 @@ class ApiServer(Component):
     def __init__(self, ops: Operations) -> None:
         self.ops = ops
         self._server: uvicorn.Server | None = None
+        self._socket: socket.socket | None = None
         self._served = False
 
     @property
@@ -50,13 +54,18 @@ class ApiServer(Component):
             log_config=None,
             lifespan="off",
         )
+        self._socket = _bind(s.api_host, s.api_port)
         server = _Server(config)
         self._server = server
         self._served = False
+        log.info("api", url=f"http://{s.api_host}:{self._socket.getsockname()[1]}")
 
     async def stop(self) -> None:
         self.interrupt()
         self._server = None
+        sock, self._socket = self._socket, None
+        if sock is not None and not self._served:
+            sock.close()  # never handed to the server, which closes its own
 
     def interrupt(self) -> None:
         if self._server is not None:
@@ -68,13 +77,24 @@ class ApiServer(Component):
         if server is None or self._served:
             return 0
         self._served = True
-        s = self.ops.rt.settings
-        try:
-            await server.serve()
-        except (SystemExit, OSError) as exc:  # uvicorn exits when it cannot bind
-            log.error(
-                "api: cannot serve; the other components keep running",
-                address=f"{s.api_host}:{s.api_port}",
-                error=str(exc) or type(exc).__name__,
-            )
+        sockets = [self._socket] if self._socket is not None else None
+        await server.serve(sockets=sockets)
         return 0
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise AuditrecError(
+            f"api: cannot listen on {host}:{port} ({exc.strerror or exc}): set "
+            "AUDITREC_API_PORT or `serve --port` to a free port, or leave the API out "
+            "(`serve --only …`)"
+        ) from None
+    sock.set_inheritable(True)
+    return sock

@@ -504,3 +504,46 @@ def test_a_serve_without_the_api_serves_its_metrics_on_the_metrics_port(
     assert 'auditrec_consumer_last_progress_timestamp_seconds{component="reconciler"' in text
     assert "auditrec_build_info{" in text
     assert "auditrec_http_requests_total{" not in text  # no API here
+
+
+def test_serve_on_a_busy_port_exits_at_once_naming_the_setting(
+    simulator: SimulatorServer, embedded: Backend
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = embedded.environ(
+            AUDITREC_CLOUDFLARE_API_URL=simulator.url, AUDITREC_API_PORT=str(port)
+        )
+        result = run(embedded, "serve", env=env, timeout=60)
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "AUDITREC_API_PORT" in result.stderr
+
+
+def test_serve_says_where_its_api_is_and_what_it_runs(
+    tmp_path: Path, simulator: SimulatorServer, embedded: Backend
+) -> None:
+    port = free_port()
+    env = embedded.environ(
+        AUDITREC_CLOUDFLARE_API_URL=simulator.url,
+        AUDITREC_API_PORT=str(port),
+        AUDITREC_LOG_FORMAT="json",
+    )
+    log_file = tmp_path / "serve.log"
+    with log_file.open("w") as sink:
+        serve = subprocess.Popen([AUDITREC, "serve"], env=env, stdout=sink, stderr=sink)
+        try:
+            lines = eventually_sync(
+                lambda: [json.loads(x) for x in log_file.read_text().splitlines() if x[:1] == "{"],
+                until=lambda found: any(x.get("event") == "serving" for x in found),
+                timeout=30,
+            )
+        finally:
+            serve.send_signal(signal.SIGTERM)
+            serve.wait(timeout=30)
+    api = next(x for x in lines if x.get("event") == "api")
+    assert api["url"] == f"http://127.0.0.1:{port}"
+    serving = next(x for x in lines if x.get("event") == "serving")
+    assert set(serving["components"]) >= {"projector", "reconciler", "probe", "watchdog", "api"}
