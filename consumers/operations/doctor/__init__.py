@@ -30,7 +30,7 @@ async def diagnose(settings: Settings, timeout: float = CHECK_TIMEOUT) -> list[C
         ("database", lambda: check_database(s, timeout), "check AUDITREC_DATABASE_URL"),
         ("workflows api", lambda: check_workflows(s, timeout), "check AUDITREC_CLOUDFLARE_API_URL"),
         ("posthog", lambda: check_posthog(s, timeout), "check AUDITREC_POSTHOG_HOST"),
-        ("clock", lambda: check_clock(s), "sync the clock (NTP)"),
+        ("clock", lambda: check_clock(s, timeout), "sync the clock (NTP)"),
     ]
     slow = timeout + 1.0  # each check bounds its own I/O; this is the backstop
     return list(await asyncio.gather(*(bounded(n, c, fix, slow) for n, c, fix in checks)))

@@ -1,8 +1,9 @@
-"""The event log's checks: reachable with its three topics, and the clock against the
-broker's. Read only: topics are listed, never created (a metadata request naming topics could
-create them on a broker that auto-creates topics)."""
+"""The event log's checks: reachable with its three topics, and the clock against the log's.
+Read only: topics are listed, never created, and nothing is appended."""
 
 from __future__ import annotations
+
+import time
 
 from consumers.eventlog.factory import list_topics
 from consumers.eventlog.port import Topics
@@ -14,6 +15,7 @@ __all__ = ["check_clock", "check_event_log"]
 
 NAME = "event log"
 INIT = "run `auditrec init`"
+MAX_SKEW_MS = 5_000
 
 
 def _kafka(settings: Settings) -> bool:
@@ -42,16 +44,36 @@ async def check_event_log(settings: Settings, timeout: float = CHECK_TIMEOUT) ->
     return Check(NAME, True, f"{where} reachable; topics {', '.join(topics.all())}")
 
 
-async def check_clock(settings: Settings) -> Check:
+async def check_clock(settings: Settings, timeout: float = CHECK_TIMEOUT) -> Check:
     """Decisions compare event times with this machine's clock. The embedded log shares the
-    machine's clock. Kafka's protocol carries the broker's time only in the timestamps of
-    records it appends (``LogAppendTime``), and doctor appends nothing: the skew is not
-    measured there."""
+    machine's clock. On Kafka, without writing (the broker tells its time only in records it
+    appends), the skew is seen one way: records stamped more than :data:`MAX_SKEW` ahead of
+    this machine's clock (by the broker or a producer) mean this clock is behind."""
+    name = "clock"
     if not _kafka(settings):
-        return Check("clock", True, "same machine as the embedded log: no skew possible")
+        return Check(name, True, "same machine as the embedded log: no skew possible")
+    from consumers.eventlog.kafka.inspection import first_stamped_after
+
+    topics = Topics(settings.topic_prefix, settings.group_prefix)
+    now_ms = int(time.time() * 1000)
+    try:
+        ahead = await first_stamped_after(
+            settings.event_log_url, settings, topics.all(), now_ms + MAX_SKEW_MS, timeout=timeout
+        )
+    except AuditrecError as exc:
+        return Check(name, False, f"not measurable: {exc}", "see the event log check")
+    if ahead is not None:
+        topic, stamped = ahead
+        return Check(
+            name,
+            False,
+            f"a record on {topic} is stamped {(stamped - now_ms) / 1000:.0f}s ahead of this "
+            "machine's clock (by the broker or its producer)",
+            "sync the clock (NTP) of this machine, the brokers and every producer",
+        )
     return Check(
-        "clock",
+        name,
         True,
-        "skew against the broker not measurable without writing to the log (Kafka reports "
-        "its time only in records it appends); keep every host on NTP",
+        f"no record stamped over {MAX_SKEW_MS // 1000}s ahead of this machine's clock (a "
+        "clock ahead of the broker's is not measurable without writing to the log)",
     )
