@@ -31,10 +31,21 @@ __all__ = [
     "Position",
     "ProjectionStore",
     "RequestSlot",
+    "SchemaState",
 ]
 
 Position = tuple[str, int, int]  # topic, partition, offset
 CHANGE_POLL = 0.005  # seconds between looks when a store cannot notify
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaState:
+    """What a database holds, read without connecting a store (starting a store creates or
+    migrates its schema): the schema version found (``None``: never initialised) and the
+    version this release makes."""
+
+    found: int | None
+    current: int
 
 
 @dataclass(frozen=True, slots=True)

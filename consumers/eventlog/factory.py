@@ -9,7 +9,7 @@ from typing import Any
 from consumers.eventlog.port import EventLog, Topics
 from statemachine.errors import ConfigError
 
-__all__ = ["open_event_log"]
+__all__ = ["list_topics", "open_event_log"]
 
 
 def open_event_log(url: str, topics: Topics, **options: Any) -> EventLog:
@@ -22,4 +22,20 @@ def open_event_log(url: str, topics: Topics, **options: Any) -> EventLog:
         from consumers.eventlog.kafka.log import KafkaEventLog
 
         return KafkaEventLog(url, topics, **options)
+    raise ConfigError(f"AUDITREC_EVENT_LOG_URL: unsupported scheme in {url.split('://')[0]!r}")
+
+
+async def list_topics(url: str, *, timeout: float = 5.0, **options: Any) -> set[str] | None:
+    """The topics the log at ``url`` holds, read without creating anything (``None``: an
+    embedded log without its file); ``options`` as for :func:`open_event_log` (``settings``
+    for Kafka's connection). Raises :class:`~statemachine.errors.EventLogError` when the log
+    cannot be read."""
+    if url.startswith("sqlite://"):
+        from consumers.eventlog.sqlite import inspection as sqlite_inspection
+
+        return await sqlite_inspection.list_topics(url)
+    if url.startswith("kafka://"):
+        from consumers.eventlog.kafka import inspection as kafka_inspection
+
+        return await kafka_inspection.list_topics(url, options["settings"], timeout=timeout)
     raise ConfigError(f"AUDITREC_EVENT_LOG_URL: unsupported scheme in {url.split('://')[0]!r}")

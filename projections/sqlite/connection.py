@@ -20,21 +20,34 @@ from typing import Any, TypeVar
 
 from statemachine.errors import ConfigError
 
-__all__ = ["SQLiteDB", "sqlite_path"]
+__all__ = ["SQLiteDB", "open_read_only", "sqlite_file", "sqlite_path"]
 
 T = TypeVar("T")
 
 
-def sqlite_path(url: str) -> Path:
-    """``sqlite:///relative/path`` or ``sqlite:////absolute/path`` → a path (parents made)."""
+def sqlite_file(url: str) -> Path:
+    """``sqlite:///relative/path`` or ``sqlite:////absolute/path`` → a path (nothing made)."""
     rest = url.split("://", 1)[1]
     if rest.startswith("/"):
         rest = rest[1:]
     if not rest:
         raise ConfigError(f"no file in SQLite URL {url!r}")
-    path = Path(rest)
+    return Path(rest)
+
+
+def sqlite_path(url: str) -> Path:
+    """:func:`sqlite_file`, its parent directories made."""
+    path = sqlite_file(url)
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def open_read_only(path: Path) -> sqlite3.Connection | None:
+    """A read-only connection to an existing file (``None`` when there is no file): it never
+    creates the file, a table or a WAL of its own."""
+    if not path.is_file():
+        return None
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
 
 
 class SQLiteDB:

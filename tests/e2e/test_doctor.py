@@ -1,0 +1,389 @@
+"""``auditrec doctor`` as a user runs it: healthy setups on both backend pairs, then one broken
+service at a time (a closed port, an uninitialised log or database, a token or workflow the
+Workflows simulator refuses, an unreachable PostHog host), each reported with its fix, and
+nothing created or migrated by doctor itself."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from consumers.workflows.answers import PROBABLE_CAUSE
+from consumers.workflows.simulator.server import SimulatorServer
+from projections.sqlite.schema import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
+from statemachine.events import ProbeFailureReason
+from tests.conftest import Backend, backend_pair
+from tests.services import kafka_bootstrap
+
+AUDITREC = str(Path(sys.executable).with_name("auditrec"))
+TOKEN = "cf-doctor-token-0123456789abcdef"
+CHECKS = ["event log", "database", "workflows api", "posthog", "clock"]
+
+
+def doctor(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [AUDITREC, *args, "doctor", "--json"], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def report(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    parsed: dict[str, Any] = json.loads(result.stdout)
+    return parsed
+
+
+def checks(result: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in report(result)["checks"]}
+
+
+def failed(result: subprocess.CompletedProcess[str]) -> list[str]:
+    return [name for name, c in checks(result).items() if not c["ok"]]
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def environ(backend: Backend, simulator: SimulatorServer, **extra: str) -> dict[str, str]:
+    simulator.sim.token = TOKEN
+    settings = {
+        "AUDITREC_CLOUDFLARE_API_URL": simulator.url,
+        "AUDITREC_CLOUDFLARE_ACCOUNT_ID": "acct-1",
+        "AUDITREC_CLOUDFLARE_API_TOKEN": TOKEN,
+        "AUDITREC_LOG_FORMAT": "json",
+    }
+    return backend.environ(**{**settings, **extra})
+
+
+def init(env: dict[str, str]) -> None:
+    result = subprocess.run([AUDITREC, "init"], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture
+def sqlite_pair(tmp_path: Path) -> Backend:
+    return Backend(
+        "sqlite", f"sqlite:///{tmp_path}/events.db", f"sqlite:///{tmp_path}/audits.db", "doc"
+    )
+
+
+# -- healthy ------------------------------------------------------------------------------
+
+
+def test_a_healthy_setup_passes_every_check(backend: Backend, simulator: SimulatorServer) -> None:
+    env = environ(backend, simulator)
+    init(env)
+
+    result = doctor(env)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    found = checks(result)
+    assert list(found) == CHECKS
+    assert all(c["ok"] and c["fix"] is None for c in found.values()), found
+    assert "schema version" in found["database"]["detail"]
+    assert f"{backend.topic_prefix}.lifecycle.v1" in found["event log"]["detail"]
+    assert found["posthog"]["detail"] == "telemetry off (AUDITREC_POSTHOG_API_KEY unset)"
+
+
+def test_the_text_report_shows_the_configuration_then_a_tick_per_check(
+    sqlite_pair: Backend, simulator: SimulatorServer
+) -> None:
+    env = environ(sqlite_pair, simulator)
+    init(env)
+
+    result = subprocess.run(
+        [AUDITREC, "doctor"], env=env, capture_output=True, text=True, timeout=60
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "configuration"
+    assert any(
+        line.split()[:2] == ["AUDITREC_CLOUDFLARE_WORKFLOW", "site-audit"]
+        and line.endswith("[default]")
+        for line in lines
+    )
+    assert any(line.split()[:2] == ["AUDITREC_CLOUDFLARE_ACCOUNT_ID", "acct-1"] for line in lines)
+    ticks = lines[lines.index("checks") + 1 :]
+    assert [line.split(":")[0].strip() for line in ticks] == [f"✓ {name}" for name in CHECKS]
+
+
+# -- secrets ------------------------------------------------------------------------------
+
+
+def test_secrets_are_masked(sqlite_pair: Backend, simulator: SimulatorServer) -> None:
+    posthog_key = "phc_doctor_secret_key_0123456789"
+    env = environ(
+        sqlite_pair,
+        simulator,
+        AUDITREC_POSTHOG_API_KEY=posthog_key,
+        AUDITREC_POSTHOG_HOST=simulator.root_url,
+        AUDITREC_API_TOKENS="tok-short1",
+        AUDITREC_DATABASE_URL="postgresql://auditrec:pg-secret-pw@127.0.0.1:1/audits",
+    )
+
+    for args in ([], ["--json"]):
+        result = subprocess.run(
+            [AUDITREC, "doctor", *args], env=env, capture_output=True, text=True, timeout=60
+        )
+        shown = result.stdout + result.stderr
+        for secret in (TOKEN, posthog_key, "pg-secret-pw", "tok-short1"):
+            assert secret not in shown
+
+    config = {s["variable"]: s for s in report(doctor(env))["config"]}
+    assert config["AUDITREC_CLOUDFLARE_API_TOKEN"] == {
+        "variable": "AUDITREC_CLOUDFLARE_API_TOKEN",
+        "value": "cf…ef",
+        "source": "env",
+    }
+    assert config["AUDITREC_API_TOKENS"]["value"] == "********"
+    assert config["AUDITREC_DATABASE_URL"]["value"] == (
+        "postgresql://auditrec:********@127.0.0.1:1/audits"
+    )
+    assert config["AUDITREC_MODE"] == {
+        "variable": "AUDITREC_MODE",
+        "value": "enforce",
+        "source": "default",
+    }
+
+
+def test_a_flag_is_reported_as_the_source(sqlite_pair: Backend, simulator: SimulatorServer) -> None:
+    env = environ(sqlite_pair, simulator)
+    other = sqlite_pair.database_url.replace("audits.db", "other.db")
+
+    result = doctor(env, "--database-url", other)
+
+    config = {s["variable"]: s for s in report(result)["config"]}
+    assert config["AUDITREC_DATABASE_URL"]["value"] == other
+    assert config["AUDITREC_DATABASE_URL"]["source"] == "flag"
+    assert config["AUDITREC_EVENT_LOG_URL"]["source"] == "env"
+
+
+# -- broken services ----------------------------------------------------------------------
+
+
+def test_unreachable_kafka(sqlite_pair: Backend, simulator: SimulatorServer) -> None:
+    env = environ(
+        sqlite_pair, simulator, AUDITREC_EVENT_LOG_URL=f"kafka://127.0.0.1:{closed_port()}"
+    )
+    init(environ(sqlite_pair, simulator))  # the database is fine
+
+    started = time.monotonic()
+    result = doctor(env)
+
+    assert time.monotonic() - started < 30
+    assert result.returncode == 1
+    assert failed(result) == ["event log", "clock"]
+    log = checks(result)["event log"]
+    assert "Kafka unreachable" in log["detail"]
+    assert "AUDITREC_EVENT_LOG_URL" in log["fix"]
+
+
+def test_unreachable_postgres(sqlite_pair: Backend, simulator: SimulatorServer) -> None:
+    url = f"postgresql://postgres@127.0.0.1:{closed_port()}/postgres"
+    env = environ(sqlite_pair, simulator, AUDITREC_DATABASE_URL=url)
+    init(environ(sqlite_pair, simulator))
+
+    result = doctor(env)
+
+    assert result.returncode == 1
+    assert failed(result) == ["database"]
+    database = checks(result)["database"]
+    assert database["detail"].startswith("PostgreSQL unreachable: ")
+    assert "ConnectionRefusedError" in database["detail"]
+    assert database["fix"] == "check AUDITREC_DATABASE_URL and that the database is up"
+
+
+def test_an_uninitialised_setup_is_reported_and_left_as_it_was(
+    backend: Backend, simulator: SimulatorServer, tmp_path: Path
+) -> None:
+    env = environ(backend, simulator)
+
+    result = doctor(env)
+
+    assert result.returncode == 1
+    assert failed(result) == ["event log", "database"]
+    found = checks(result)
+    assert found["event log"]["fix"] == "run `auditrec init`"
+    assert "not initialised" in found["database"]["detail"]
+    assert found["database"]["fix"] == "run `auditrec init`"
+    if backend.name == "sqlite":
+        assert not (tmp_path / "events.db").exists()
+        assert not (tmp_path / "audits.db").exists()
+    else:
+        assert "topics missing" in found["event log"]["detail"]
+        assert not set(asyncio.run(_kafka_topics())) & {
+            f"{backend.topic_prefix}.lifecycle.v1",
+            f"{backend.topic_prefix}.probe-requests.v1",
+            f"{backend.topic_prefix}.dead-letter.v1",
+        }
+        assert asyncio.run(_has_migrations_table(backend.database_url)) is False
+
+
+def test_missing_topics_of_an_existing_embedded_log(
+    sqlite_pair: Backend, simulator: SimulatorServer, tmp_path: Path
+) -> None:
+    env = environ(sqlite_pair, simulator)
+    init(env)
+    with sqlite3.connect(tmp_path / "events.db") as conn:
+        conn.execute("DELETE FROM topics WHERE name = 'doc.dead-letter.v1'")
+
+    result = doctor(env)
+
+    assert result.returncode == 1
+    assert failed(result) == ["event log"]
+    assert checks(result)["event log"]["detail"] == (
+        "embedded log reachable; topics missing: doc.dead-letter.v1"
+    )
+    with sqlite3.connect(tmp_path / "events.db") as conn:
+        assert conn.execute("SELECT count(*) FROM topics").fetchone() == (2,)
+
+
+def test_an_old_schema_is_reported_not_migrated(
+    sqlite_pair: Backend, simulator: SimulatorServer, tmp_path: Path
+) -> None:
+    env = environ(sqlite_pair, simulator)
+    init(env)
+    with sqlite3.connect(tmp_path / "audits.db") as conn:
+        conn.execute("UPDATE schema_version SET version = 1")
+
+    result = doctor(env)
+
+    assert result.returncode == 1
+    database = checks(result)["database"]
+    assert database["detail"] == (
+        f"SQLite reachable; schema version 1, this release uses {SQLITE_SCHEMA_VERSION}"
+    )
+    assert database["fix"] == "run `auditrec init` (it migrates the schema)"
+    with sqlite3.connect(tmp_path / "audits.db") as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchone() == (1,)
+
+
+def test_a_token_the_api_refuses(sqlite_pair: Backend, simulator: SimulatorServer) -> None:
+    env = environ(sqlite_pair, simulator, AUDITREC_CLOUDFLARE_API_TOKEN="cf-wrong-token-abcdef")
+    init(env)
+
+    result = doctor(env)
+
+    assert result.returncode == 1
+    assert failed(result) == ["workflows api"]
+    workflows = checks(result)["workflows api"]
+    assert "unauthorized: HTTP 403" in workflows["detail"]
+    assert workflows["fix"] == PROBABLE_CAUSE[ProbeFailureReason.UNAUTHORIZED]
+    assert "cf-wrong-token-abcdef" not in result.stdout + result.stderr
+
+
+def test_an_unknown_workflow(sqlite_pair: Backend, simulator: SimulatorServer) -> None:
+    env = environ(sqlite_pair, simulator, AUDITREC_CLOUDFLARE_WORKFLOW="no-such-workflow")
+    init(env)
+
+    result = doctor(env)
+
+    assert result.returncode == 1
+    assert failed(result) == ["workflows api"]
+    workflows = checks(result)["workflows api"]
+    assert "workflow_not_found" in workflows["detail"]
+    assert workflows["fix"] == PROBABLE_CAUSE[ProbeFailureReason.WORKFLOW_NOT_FOUND]
+
+
+def test_blind_probing_is_a_failure(sqlite_pair: Backend, simulator: SimulatorServer) -> None:
+    env = environ(sqlite_pair, simulator)
+    init(env)
+    del env["AUDITREC_CLOUDFLARE_API_URL"], env["AUDITREC_CLOUDFLARE_API_TOKEN"]
+
+    result = doctor(env)
+
+    assert result.returncode == 1
+    assert failed(result) == ["workflows api"]
+    workflows = checks(result)["workflows api"]
+    assert workflows["detail"] == "probing is blind"
+    assert workflows["fix"].startswith(
+        "probing Cloudflare's Workflows API needs AUDITREC_CLOUDFLARE_API_TOKEN; set it"
+    )
+
+
+def test_posthog_host_reachable_or_not(sqlite_pair: Backend, simulator: SimulatorServer) -> None:
+    on = {"AUDITREC_POSTHOG_API_KEY": "phc_doctor_key_0123456789"}
+    env = environ(sqlite_pair, simulator)
+    init(env)
+    unreachable = f"http://127.0.0.1:{closed_port()}"
+
+    down = doctor({**env, **on, "AUDITREC_POSTHOG_HOST": unreachable})
+    up = doctor({**env, **on, "AUDITREC_POSTHOG_HOST": simulator.root_url})
+
+    assert down.returncode == 1
+    assert failed(down) == ["posthog"]
+    posthog = checks(down)["posthog"]
+    assert posthog["detail"].startswith(f"{unreachable} unreachable: ConnectError")
+    assert "AUDITREC_POSTHOG_HOST" in posthog["fix"]
+    assert up.returncode == 0, up.stdout
+    assert checks(up)["posthog"]["detail"].startswith(f"{simulator.root_url} answers (HTTP ")
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+def test_records_stamped_ahead_of_this_clock(simulator: SimulatorServer, tmp_path: Path) -> None:
+    with backend_pair("kafka+postgres", tmp_path, f"t{time.time_ns() % 10**10}") as backend:
+        env = environ(backend, simulator)
+        init(env)
+        assert doctor(env).returncode == 0
+        asyncio.run(_append_stamped(f"{backend.topic_prefix}.dead-letter.v1", ahead_s=120))
+
+        result = doctor(env)
+
+    assert result.returncode == 1
+    assert failed(result) == ["clock"]
+    clock = checks(result)["clock"]
+    assert clock["detail"].startswith(
+        f"a record on {backend.topic_prefix}.dead-letter.v1 is stamped 1"
+    )
+    assert clock["fix"].startswith("sync the clock (NTP)")
+
+
+# -- helpers talking to the real services -------------------------------------------------
+
+
+async def _kafka_topics() -> list[str]:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap())
+    await admin.start()
+    try:
+        return await admin.list_topics()
+    finally:
+        await admin.close()
+
+
+async def _append_stamped(topic: str, ahead_s: float) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap())
+    await producer.start()
+    try:
+        stamp = int((time.time() + ahead_s) * 1000)
+        await producer.send_and_wait(topic, b"{}", timestamp_ms=stamp)
+    finally:
+        await producer.stop()
+
+
+async def _has_migrations_table(url: str) -> bool:
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        return bool(
+            await conn.fetchval("SELECT to_regclass('public.schema_migrations') IS NOT NULL")
+        )
+    finally:
+        await conn.close()
