@@ -59,6 +59,7 @@ def status(ctx: click.Context, audit_id: str, no_probe: bool, inline: bool, as_j
             settings,
             lambda rt: operations(rt).status(audit_id, probe=not no_probe, inline=inline),
             log=not no_probe,
+            read_only=no_probe,
         )
     )
     if result.note:
@@ -86,7 +87,10 @@ def audits(ctx: click.Context, status_: str | None, limit: int, as_json: bool) -
     settings = settings_of(ctx)
     rows = run(
         with_backends(
-            settings, lambda rt: rt.store.list_audits(status=status_, limit=limit), log=False
+            settings,
+            lambda rt: rt.store.list_audits(status=status_, limit=limit),
+            log=False,
+            read_only=True,
         )
     )
     if as_json:
@@ -168,7 +172,11 @@ def replay(ctx: click.Context, audit_id: str, as_json: bool) -> None:
 
     settings = settings_of(ctx)
     check_audit_id(audit_id)
-    steps = run(with_backends(settings, lambda rt: operations(rt).replay(audit_id), log=False))
+    steps = run(
+        with_backends(
+            settings, lambda rt: operations(rt).replay(audit_id), log=False, read_only=True
+        )
+    )
     if as_json:
         print_json([s.as_dict() for s in steps])
         return

@@ -15,7 +15,7 @@ import click
 from consumers.cli.output import err
 from consumers.runtime.logs import configure_logging
 from consumers.runtime.settings import Settings, load_settings
-from statemachine.errors import AuditrecError, InvalidInput
+from statemachine.errors import AuditrecError, ConfigError, InvalidInput
 from statemachine.vocabulary import AUDIT_ID_RULE, is_audit_id
 
 __all__ = ["check_audit_id", "handle_errors", "run", "settings_of", "with_backends"]
@@ -72,16 +72,37 @@ async def with_backends(
     log: bool = True,
     store: bool = True,
     init: bool = True,
+    read_only: bool = False,
 ) -> T:
     """Run ``fn`` on started backends; ``log=False`` for commands that only read the
     projection (they then work while the event log is unreachable), ``store=False`` for those
     that only write to the log (``publish`` works while the database is down); ``init=False``
-    creates no topics or tables."""
+    creates no topics or tables; ``read_only``: neither, and refuse (naming ``auditrec init``)
+    a database never initialised or of an older schema rather than create or migrate it."""
     from consumers.operations.backends import Backends
 
+    if read_only:
+        await _initialised(settings)
+        init = False
     rt = Backends(settings)
     await rt.start(with_log=log, with_store=store, init=init)
     try:
         return await fn(rt)
     finally:
         await rt.stop()
+
+
+async def _initialised(settings: Settings) -> None:
+    from projections.factory import schema_state
+
+    state = await schema_state(settings.database_url)
+    if state.found is None:
+        raise ConfigError(
+            "the database holds no auditrec projection (AUDITREC_DATABASE_URL): run "
+            "`auditrec init` first"
+        )
+    if state.found < state.current:
+        raise ConfigError(
+            f"the projection's schema is version {state.found}; this release reads version "
+            f"{state.current}: run `auditrec init` to migrate it"
+        )

@@ -547,3 +547,19 @@ def test_serve_says_where_its_api_is_and_what_it_runs(
     assert api["url"] == f"http://127.0.0.1:{port}"
     serving = next(x for x in lines if x.get("event") == "serving")
     assert set(serving["components"]) >= {"projector", "reconciler", "probe", "watchdog", "api"}
+
+
+@pytest.mark.parametrize(
+    "command", [["audits"], ["replay", "a-1"], ["status", "--no-probe", "a-1"]]
+)
+def test_read_only_commands_never_create_a_schema_and_say_to_run_init(
+    backend: Backend, env: dict[str, str], command: list[str]
+) -> None:
+    result = run(backend, *command, env=env)
+    assert result.returncode == 2, result.stderr
+    assert "run `auditrec init`" in result.stderr
+    again = run(backend, *command, env=env)  # still nothing there to read
+    assert again.returncode == 2 and "run `auditrec init`" in again.stderr
+    assert run(backend, "init", env=env).returncode == 0
+    after = run(backend, *command, env=env)
+    assert "auditrec init" not in after.stderr
