@@ -174,11 +174,15 @@ class ProjectionStore(LongLived, ABC):
         self,
         *,
         status: str | None = None,
+        project: str | None = None,
+        code: str | None = None,
+        started_before: datetime | None = None,
         limit: int = 100,
         after: tuple[datetime, str] | None = None,
     ) -> list[AuditRow]:
-        """Newest first (``started_at`` desc, ``audit_id`` desc); ``after`` is the keyset
-        cursor: the (started_at, audit_id) of the last row of the previous page."""
+        """Newest first (``started_at`` desc, ``audit_id`` desc), of ``status``, ``project``
+        (id), error ``code``, started before ``started_before``, each when given; ``after`` is
+        the keyset cursor: the (started_at, audit_id) of the last row of the previous page."""
 
     @abstractmethod
     async def history(self, audit_id: str) -> list[HistoryEntry]:

@@ -3,6 +3,7 @@ pages), and an audit's history with the decision behind every step."""
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
 
+from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query
@@ -14,14 +15,14 @@ from consumers.api.models import (
     AuditHistory,
     AuditPage,
     AuditStatus,
-    decode_cursor,
-    encode_cursor,
 )
+from consumers.operations.listing import AuditFilter, list_page
 from consumers.operations.operations import Operations
 from projections.row import row_dict
-from statemachine.errors import NotFound
+from statemachine.errors import InvalidInput, NotFound
 from statemachine.explain import explain
-from statemachine.vocabulary import AUDIT_ID_PATTERN, AUDIT_ID_RULE
+from statemachine.policy import parse_duration
+from statemachine.vocabulary import AUDIT_ID_PATTERN, AUDIT_ID_RULE, ErrorCode
 
 __all__ = ["add_audit_routes"]
 
@@ -71,20 +72,23 @@ def add_audit_routes(private: APIRouter, ops: Operations) -> None:
     )
     async def list_audits(
         status: Literal["running", "completed", "failed"] | None = None,
+        project_id: Annotated[str | None, Query(max_length=256)] = None,
+        error_code: ErrorCode | None = None,
+        older_than: Annotated[
+            str | None,
+            Query(max_length=32, description="Started longer ago than this (`2h`, `90m`)."),
+        ] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
         cursor: Annotated[
             str | None,
             Query(max_length=1024, description="`next_cursor` of the previous page."),
         ] = None,
     ) -> dict[str, Any]:
-        after = decode_cursor(cursor) if cursor else None
-        rows = await runtime.store.list_audits(status=status, limit=limit + 1, after=after)
-        page = rows[:limit]
-        more = len(rows) > limit
-        return {
-            "audits": [row_dict(r) for r in page],
-            "next_cursor": encode_cursor(page[-1]) if more and page else None,
-        }
+        where = AuditFilter(status, project_id, error_code, _duration(older_than))
+        page = await list_page(
+            runtime.store, where, limit, cursor, runtime.now(), cursor_name="query.cursor"
+        )
+        return {"audits": [row_dict(r) for r in page.rows], "next_cursor": page.next_cursor}
 
     @private.get(
         "/audits/{audit_id}/events",
@@ -111,3 +115,12 @@ def add_audit_routes(private: APIRouter, ops: Operations) -> None:
                 item["position"] = {"topic": topic, "partition": partition, "offset": offset}
             events.append(item)
         return {"audit_id": audit_id, "status": row.status if row else None, "events": events}
+
+
+def _duration(text: str | None) -> timedelta | None:
+    if text is None:
+        return None
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise InvalidInput("invalid older_than", [f"query.older_than: {exc}"]) from None

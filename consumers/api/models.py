@@ -3,17 +3,13 @@ the error responses each route may give, and the body of ``POST /events`` (the l
 event envelopes, which the endpoint validates itself); and the listing's opaque cursor.
 """
 
-import base64
-import binascii
-import json
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from consumers.operations.outcomes import Outcome
-from projections.row import COLUMN_KINDS, COLUMNS, AuditRow, ColumnKind
-from statemachine.errors import InvalidInput
+from projections.row import COLUMN_KINDS, COLUMNS, ColumnKind
 from statemachine.events import EVENT_ADAPTER
 
 __all__ = [
@@ -35,8 +31,6 @@ __all__ = [
     "Readiness",
     "Responses",
     "SweepSummary",
-    "decode_cursor",
-    "encode_cursor",
     "event_input_schemas",
 ]
 
@@ -251,30 +245,3 @@ R422: Responses = {422: {"model": Problems, "description": "Invalid input; each 
 R503: Responses = {
     503: {"model": Message, "description": "A dependency is unavailable; retry later."}
 }
-
-
-# --- the listing's opaque cursor -------------------------------------------------------
-
-
-def encode_cursor(row: AuditRow) -> str:
-    started = row.state.started_at
-    raw = json.dumps([started.isoformat() if started else None, row.audit_id])
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    problem = InvalidInput(
-        "invalid cursor", ["query.cursor: not a cursor returned by GET /audits (next_cursor)"]
-    )
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        raw = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
-        started, audit_id = raw
-        if not isinstance(started, str) or not isinstance(audit_id, str):
-            raise ValueError("cursor fields")
-        at = datetime.fromisoformat(started)
-    except (ValueError, TypeError, binascii.Error, UnicodeError, RecursionError):
-        raise problem from None
-    if at.tzinfo is None:
-        raise problem
-    return at, audit_id

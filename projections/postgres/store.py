@@ -244,14 +244,21 @@ class PostgresStore(
         self,
         *,
         status: str | None = None,
+        project: str | None = None,
+        code: str | None = None,
+        started_before: datetime | None = None,
         limit: int = 100,
         after: tuple[datetime, str] | None = None,
     ) -> list[AuditRow]:
         where: list[str] = []
         args: list[Any] = []
-        if status is not None:
-            args.append(status)
-            where.append(f"status = ${len(args)}")
+        for column, value in (("status", status), ("project_id", project), ("error_code", code)):
+            if value is not None:
+                args.append(value)
+                where.append(f"{column} = ${len(args)}")
+        if started_before is not None:
+            args.append(started_before)
+            where.append(f"started_at < ${len(args)}")
         if after is not None:
             args.extend(after)
             where.append(f"(started_at, audit_id) < (${len(args) - 1}, ${len(args)})")

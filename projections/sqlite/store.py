@@ -124,15 +124,26 @@ class SQLiteStore(SQLiteLimits, SQLiteBrake, SQLiteCheckpoints, SQLiteKeptHistor
         self,
         *,
         status: str | None = None,
+        project: str | None = None,
+        code: str | None = None,
+        started_before: datetime | None = None,
         limit: int = 100,
         after: tuple[datetime, str] | None = None,
     ) -> list[AuditRow]:
         def work() -> list[AuditRow]:
             where: list[str] = []
             args: list[Any] = []
-            if status is not None:
-                where.append("status = ?")
-                args.append(status)
+            for column, value in (
+                ("status", status),
+                ("project_id", project),
+                ("error_code", code),
+            ):
+                if value is not None:
+                    where.append(f"{column} = ?")
+                    args.append(value)
+            if started_before is not None:
+                where.append("started_at < ?")
+                args.append(to_micros(started_before))
             if after is not None:
                 where.append("(started_at, audit_id) < (?, ?)")
                 args.extend([to_micros(after[0]), after[1]])

@@ -1,0 +1,77 @@
+"""Listing audits, newest first, a page at a time: the filters the CLI and the API share and
+the opaque keyset cursor of the next page."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from projections.row import AuditRow
+from projections.store import ProjectionStore
+from statemachine.errors import InvalidInput
+
+__all__ = ["AuditFilter", "Page", "decode_cursor", "encode_cursor", "list_page"]
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    status: str | None = None
+    project: str | None = None
+    code: str | None = None
+    older_than: timedelta | None = None  # started longer ago than this
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[AuditRow]
+    next_cursor: str | None  # None: the last page
+
+
+async def list_page(
+    store: ProjectionStore,
+    where: AuditFilter,
+    limit: int,
+    cursor: str | None,
+    now: datetime,
+    *,
+    cursor_name: str = "cursor",
+) -> Page:
+    after = decode_cursor(cursor, cursor_name) if cursor else None
+    rows = await store.list_audits(
+        status=where.status,
+        project=where.project,
+        code=where.code,
+        started_before=now - where.older_than if where.older_than is not None else None,
+        limit=limit + 1,
+        after=after,
+    )
+    page = rows[:limit]
+    more = len(rows) > limit and bool(page)
+    return Page(page, encode_cursor(page[-1]) if more else None)
+
+
+def encode_cursor(row: AuditRow) -> str:
+    started = row.state.started_at
+    raw = json.dumps([started.isoformat() if started else None, row.audit_id])
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, name: str = "cursor") -> tuple[datetime, str]:
+    problem = InvalidInput(
+        "invalid cursor", [f"{name}: not a cursor a previous page of audits returned"]
+    )
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        raw = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+        started, audit_id = raw
+        if not isinstance(started, str) or not isinstance(audit_id, str):
+            raise ValueError("cursor fields")
+        at = datetime.fromisoformat(started)
+    except (ValueError, TypeError, binascii.Error, UnicodeError, RecursionError):
+        raise problem from None
+    if at.tzinfo is None:
+        raise problem
+    return at, audit_id
