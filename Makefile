@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast fuzz chaos lint format bench services-up services-down clean
+.PHONY: venv demo test test-fast fuzz chaos lint format bench services-up services-down promtool clean
 
 venv: $(STAMP)
 
@@ -19,8 +19,8 @@ demo: venv
 	$(BIN)/auditrec demo
 
 # The whole suite against real Kafka and PostgreSQL; a service test that cannot reach its
-# service fails instead of skipping.
-test: venv services-up
+# service fails instead of skipping (and the tests of deploy/ fail without promtool).
+test: venv services-up promtool
 	AUDITREC_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # The fuzz targets with a long profile (`make test` runs a short one).
@@ -69,6 +69,11 @@ services-up:
 
 services-down:
 	bash scripts/services.sh down
+
+# Prometheus' promtool, for the tests of deploy/prometheus (Debian's prometheus package when
+# missing; the package's server is not started).
+promtool:
+	bash scripts/services.sh promtool
 
 clean:
 	rm -rf .auditrec .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -8,6 +8,8 @@
 #   bash scripts/services.sh down     stop only what `up` started
 #   bash scripts/services.sh status   report; exit 0 only if both are ready
 #   bash scripts/services.sh env      print the URLs only
+#   bash scripts/services.sh promtool install Prometheus' promtool if missing (the
+#                                     tests of deploy/prometheus run it)
 #
 # Works on a fresh machine as root: installs Debian's postgresql if missing,
 # fetches the broker's jars from Maven Central with Maven (scripts/kafka/pom.xml)
@@ -381,6 +383,33 @@ kafka_down() {
     rm -f "$KAFKA_PID"
 }
 
+# --- promtool ----------------------------------------------------------------
+
+# Debian's prometheus package ships promtool next to the server. Only the tool is
+# wanted: no Prometheus server may be left running (or failing) after the install.
+ensure_promtool() {
+    if command -v promtool >/dev/null 2>&1 && promtool --version >/dev/null 2>&1; then
+        return 0
+    fi
+    need_root "installing promtool"
+    log "installing Debian's prometheus for promtool (apt-get)"
+    export DEBIAN_FRONTEND=noninteractive
+    # Keep the package's postinst from starting the server (invoke-rc.d obeys
+    # policy-rc.d; without systemd it would otherwise run /etc/init.d/prometheus).
+    local policy_added=0
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+        chmod +x /usr/sbin/policy-rc.d
+        policy_added=1
+    fi
+    local rc=0
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus; } >&2 || rc=$?
+    [ "$policy_added" = 1 ] && rm -f /usr/sbin/policy-rc.d
+    [ "$rc" = 0 ] || die "apt-get install prometheus failed"
+    command -v promtool >/dev/null 2>&1 || die "prometheus installed but no promtool on PATH"
+    log "$(promtool --version 2>&1 | head -n 1)"
+}
+
 # --- commands ---------------------------------------------------------------
 
 print_env() {
@@ -458,9 +487,10 @@ case "${1:-}" in
     down) cmd_down ;;
     status) cmd_status ;;
     env) print_env ;;
+    promtool) ensure_promtool ;;
     kafka-stop) with_lock; kafka_down ;;
     kafka-start) with_lock; kafka_up; kafka_wait_ready ;;
     kafka-restart) cmd_kafka_restart ;;
     postgres-restart) cmd_postgres_restart ;;
-    *) echo "usage: $0 up|down|status|env|kafka-stop|kafka-start|kafka-restart|postgres-restart" >&2; exit 2 ;;
+    *) echo "usage: $0 up|down|status|env|promtool|kafka-stop|kafka-start|kafka-restart|postgres-restart" >&2; exit 2 ;;
 esac

@@ -1,0 +1,206 @@
+"""deploy/kubernetes: the manifests parse, kustomize lists them all, their settings are
+auditrec's, and each Deployment's probes name a port and a path its command serves; run as
+the manifest says (on the embedded backends), the process answers each probe."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from consumers.runtime.names import COMPONENTS
+from consumers.runtime.settings import Settings
+from consumers.workflows.simulator.server import SimulatorServer
+from tests.api.conftest import free_port
+from tests.deploy.conftest import DEPLOY, ROOT
+from tests.eventually import eventually_sync
+
+MANIFESTS = DEPLOY / "kubernetes"
+TEMPLATES = {"secret.example.yaml"}  # applied by hand, never by kustomize
+AUDITREC = str(Path(sys.executable).with_name("auditrec"))
+PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
+
+
+def documents(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((MANIFESTS / name).read_text()) if d is not None]
+
+
+def manifests() -> list[dict[str, Any]]:
+    files = sorted(p.name for p in MANIFESTS.glob("*.yaml"))
+    return [d for f in files if f != "kustomization.yaml" for d in documents(f)]
+
+
+def of_kind(kind: str) -> list[dict[str, Any]]:
+    return [d for d in manifests() if d["kind"] == kind]
+
+
+def config() -> dict[str, str]:
+    (configmap,) = of_kind("ConfigMap")
+    data: dict[str, str] = configmap["data"]
+    return data
+
+
+def secret_template() -> dict[str, str]:
+    (secret,) = of_kind("Secret")
+    data: dict[str, str] = secret["stringData"]
+    return data
+
+
+def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = workload["spec"]["template"]["spec"]["containers"]
+    return found
+
+
+def components(container: dict[str, Any]) -> list[str]:
+    args = container["args"]
+    assert args[0] == "serve"
+    return args[args.index("--only") + 1].split(",") if "--only" in args else list(COMPONENTS)
+
+
+def served(container: dict[str, Any]) -> dict[int, set[str]]:
+    """Port → paths the container's `auditrec serve` answers (README: Metrics, HTTP API)."""
+    settings = settings_of(config())
+    if "api" in components(container):
+        return {settings.api_port: {"/healthz", "/readyz", "/metrics"}}
+    return {settings.metrics_port: {"/metrics"}}
+
+
+def settings_of(env: dict[str, str]) -> Settings:
+    names = {f"AUDITREC_{field.upper()}" for field in Settings.model_fields}
+    assert set(env) <= names, f"not auditrec settings: {sorted(set(env) - names)}"
+    values = {k.removeprefix("AUDITREC_").lower(): v for k, v in env.items() if v != ""}
+    return Settings(**values)
+
+
+def container_port(container: dict[str, Any], port: int | str) -> int:
+    if isinstance(port, int):
+        return port
+    (number,) = [p["containerPort"] for p in container["ports"] if p["name"] == port]
+    return int(number)
+
+
+def test_every_manifest_parses_and_kustomize_lists_it() -> None:
+    (kustomization,) = documents("kustomization.yaml")
+    listed = set(kustomization["resources"])
+    files = {p.name for p in MANIFESTS.glob("*.yaml")} - {"kustomization.yaml"}
+    assert listed == files - TEMPLATES
+    for doc in manifests():
+        assert doc["apiVersion"] and doc["metadata"]["name"].startswith("auditrec")
+    kinds = sorted(d["kind"] for d in manifests())
+    assert kinds == ["ConfigMap", "Deployment", "Deployment", "Job", "Secret", "Service"]
+
+
+def test_the_settings_are_auditrecs_and_valid() -> None:
+    settings = settings_of({**config(), **secret_template()})
+    assert settings.api_host == "0.0.0.0"
+    assert settings.event_log_url.startswith("kafka://")
+    assert settings.database_url.startswith("postgresql://")
+
+
+def test_every_workload_runs_the_image_with_the_config_and_the_secret() -> None:
+    (kustomization,) = documents("kustomization.yaml")
+    assert [i["name"] for i in kustomization["images"]] == ["auditrec"]
+    assert "docker build -t auditrec ." in (ROOT / "Dockerfile").read_text()
+    for workload in of_kind("Deployment") + of_kind("Job"):
+        for container in containers(workload):
+            assert container["image"] == "auditrec"
+            refs = {next(iter(ref.values()))["name"] for ref in container["envFrom"]}
+            assert refs == {"auditrec-config", "auditrec-secrets"}
+            assert container["resources"]["requests"], workload["metadata"]["name"]
+    (job,) = of_kind("Job")
+    assert [c["args"] for c in containers(job)] == [["init"]]
+
+
+def test_the_api_and_the_pipeline_run_every_component_once() -> None:
+    run = [c for d in of_kind("Deployment") for c in containers(d) for c in components(c)]
+    assert sorted(run) == sorted(COMPONENTS)
+
+
+def test_each_deployments_probes_name_a_port_and_a_path_it_serves() -> None:
+    for deployment in of_kind("Deployment"):
+        for container in containers(deployment):
+            answers = served(container)
+            assert {"livenessProbe", "readinessProbe"} <= container.keys()
+            for kind in PROBES:
+                if kind not in container:
+                    continue
+                get = container[kind]["httpGet"]
+                port = container_port(container, get["port"])
+                assert get["path"] in answers.get(port, set()), (container["name"], kind)
+            # liveness must not hang on dependencies: never /readyz
+            assert container["livenessProbe"]["httpGet"]["path"] != "/readyz"
+            annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+            assert annotations["prometheus.io/scrape"] == "true"
+            assert "/metrics" in answers[int(annotations["prometheus.io/port"])]
+            assert annotations["prometheus.io/path"] == "/metrics"
+
+
+def test_the_api_service_selects_the_api_pods_on_its_port() -> None:
+    (service,) = of_kind("Service")
+    (api,) = [d for d in of_kind("Deployment") if "api" in components(containers(d)[0])]
+    labels = api["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
+    (port,) = service["spec"]["ports"]
+    assert container_port(containers(api)[0], port["targetPort"]) == settings_of(config()).api_port
+
+
+@pytest.mark.parametrize("name", ["auditrec-api", "auditrec-pipeline"])
+def test_run_as_the_manifest_says_the_process_answers_its_probes(
+    name: str, simulator: SimulatorServer, tmp_path: Path
+) -> None:
+    # given the Deployment's command and settings, on the embedded backends and free ports
+    (deployment,) = [d for d in of_kind("Deployment") if d["metadata"]["name"] == name]
+    (container,) = containers(deployment)
+    settings = settings_of(config())
+    ports = {settings.api_port: free_port(), settings.metrics_port: free_port()}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUDITREC_")}
+    env.update({k: v for k, v in {**config(), **secret_template()}.items() if v})
+    env.update(
+        AUDITREC_EVENT_LOG_URL=f"sqlite:///{tmp_path}/events.db",
+        AUDITREC_DATABASE_URL=f"sqlite:///{tmp_path}/audits.db",
+        AUDITREC_API_HOST="127.0.0.1",
+        AUDITREC_API_PORT=str(ports[settings.api_port]),
+        AUDITREC_METRICS_PORT=str(ports[settings.metrics_port]),
+        AUDITREC_CLOUDFLARE_API_URL=simulator.url,
+        AUDITREC_CLOUDFLARE_ACCOUNT_ID="acct-1",
+        AUDITREC_INSTANCE_ID=f"{name}-0",
+    )
+    init = subprocess.run([AUDITREC, "init"], env=env, capture_output=True, text=True, timeout=60)
+    assert init.returncode == 0, init.stderr
+
+    # when it runs
+    log_file = tmp_path / "serve.log"
+    with log_file.open("w") as sink:
+        serve = subprocess.Popen([AUDITREC, *container["args"]], env=env, stdout=sink, stderr=sink)
+        try:
+            # then every probe of the manifest gets 200 from it
+            for kind in PROBES:
+                if kind not in container:
+                    continue
+                get = container[kind]["httpGet"]
+                url = f"http://127.0.0.1:{ports[container_port(container, get['port'])]}"
+
+                def status(url: str = url + get["path"]) -> int | None:
+                    try:
+                        return httpx.get(url, timeout=5).status_code
+                    except httpx.TransportError:
+                        return None
+
+                answered = eventually_sync(
+                    status, until=lambda s: s == 200, timeout=60, interval=0.2, message=kind
+                )
+                assert answered == 200
+        finally:
+            serve.terminate()
+            try:
+                serve.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                serve.kill()
+                serve.wait()
+    assert serve.returncode == 0, log_file.read_text()[-3000:]
