@@ -14,6 +14,8 @@ from consumers.workflows.answers import PROBABLE_CAUSE
 from projections.row import row_dict
 from statemachine.errors import InvalidInput
 from statemachine.events import ProbeFailureReason
+from statemachine.policy import parse_duration
+from statemachine.vocabulary import ERROR_CODES
 
 __all__ = ["audits", "publish", "replay", "status", "sweep"]
 
@@ -78,25 +80,47 @@ def status(ctx: click.Context, audit_id: str, no_probe: bool, inline: bool, as_j
 
 @click.command()
 @click.option("--status", "status_", type=click.Choice(["running", "completed", "failed"]))
+@click.option("--project", help="Only this project id.")
+@click.option("--code", type=click.Choice(ERROR_CODES), help="Only failures with this code.")
+@click.option("--older-than", help="Only audits started longer ago than this (2h, 90m, 1d).")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
+@click.option("--cursor", help="Where the previous page ended (it prints the next cursor).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 @handle_errors
-def audits(ctx: click.Context, status_: str | None, limit: int, as_json: bool) -> None:
-    """List audits from the projection, newest first."""
+def audits(
+    ctx: click.Context,
+    status_: str | None,
+    project: str | None,
+    code: str | None,
+    older_than: str | None,
+    limit: int,
+    cursor: str | None,
+    as_json: bool,
+) -> None:
+    """List audits from the projection, newest first, a page at a time."""
+    from consumers.operations.listing import AuditFilter, list_page
+
     settings = settings_of(ctx)
-    rows = run(
+    try:
+        age = parse_duration(older_than) if older_than is not None else None
+    except ValueError as exc:
+        raise InvalidInput(f"--older-than: {exc}") from None
+    where = AuditFilter(status_, project, code, age)
+    page = run(
         with_backends(
             settings,
-            lambda rt: rt.store.list_audits(status=status_, limit=limit),
+            lambda rt: list_page(rt.store, where, limit, cursor, rt.now(), cursor_name="--cursor"),
             log=False,
             read_only=True,
         )
     )
     if as_json:
-        print_json([row_dict(r) for r in rows])
+        print_json([row_dict(r) for r in page.rows])
     else:
-        out.print(audits_table(rows))
+        out.print(audits_table(page.rows))
+    if page.next_cursor is not None:  # on stderr: the JSON on stdout stays one document
+        err.print(f"more: --cursor {page.next_cursor}", markup=False)
 
 
 @click.command()

@@ -377,6 +377,14 @@ def test_list_paginates_newest_first_with_an_opaque_cursor(
             assert response.status_code == 422
             assert any("cursor" in line for line in response.json()["detail"])
         assert client.get("/audits", params={"status": "bogus"}).status_code == 422
+        old = client.get("/audits", params={"older_than": "55m"}).json()["audits"]
+        assert [a["audit_id"] for a in old] == ["page-5", "page-6"]
+        mine = client.get("/audits", params={"project_id": "proj-page-3"}).json()
+        assert [a["audit_id"] for a in mine["audits"]] == ["page-3"]
+        assert client.get("/audits", params={"project_id": "other"}).json()["audits"] == []
+        assert client.get("/audits", params={"error_code": "oom"}).json()["audits"] == []
+        assert client.get("/audits", params={"error_code": "bogus"}).status_code == 422
+        assert client.get("/audits", params={"older_than": "soon"}).status_code == 422
         assert client.get("/audits", params={"limit": 0}).status_code == 422
         assert client.get("/audits", params={"limit": 1001}).status_code == 422
 

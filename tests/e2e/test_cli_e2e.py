@@ -326,6 +326,23 @@ def test_serve_until_idle_drains_and_reconciles_with_its_watchdog(
     rows = audits(backend, env)
     assert {a: (r["status"], r["error_code"]) for a, r in rows.items()} == expected
 
+    # and the listing filters, and pages with the cursor it prints
+    def listed(*args: str) -> tuple[list[str], str]:
+        result = run(backend, "audits", "--json", *args, env=env)
+        assert result.returncode == 0, result.stderr
+        return [r["audit_id"] for r in json.loads(result.stdout)], result.stderr
+
+    assert listed("--code", "oom")[0] == ["a-oom"]
+    assert listed("--status", "running", "--older-than", "1h")[0] == ["a-healthy"]
+    assert listed("--project", "nope")[0] == []
+    first, said = listed("--project", "p1", "--limit", "4")
+    cursor = said.split("more: --cursor ")[1].split()[0]
+    rest, said = listed("--project", "p1", "--cursor", cursor)
+    assert "more:" not in said
+    assert sorted(first + rest) == sorted(expected) and not set(first) & set(rest)
+    bad = run(backend, "audits", "--cursor", "bogus", env=env)
+    assert bad.returncode == 2 and "--cursor: not a cursor" in bad.stderr
+
     # and a rebuild from the log gives the same table
     rebuilt = run(backend, "rebuild", "--yes", env=env)
     assert rebuilt.returncode == 0, rebuilt.stderr
