@@ -66,7 +66,26 @@ def demo(work_dir: Path | None) -> None:
 )
 @handle_errors
 def simulate_workflows(host: str, port: int, token: str | None, seed: Path | None) -> None:
-    """Run the Cloudflare Workflows API simulator."""
+    """Run the Cloudflare Workflows API simulator.
+
+    Point auditrec at it with AUDITREC_CLOUDFLARE_API_URL=http://HOST:PORT/client/v4 (and,
+    with --token or AUDITREC_SIMULATOR_TOKEN, AUDITREC_CLOUDFLARE_API_TOKEN set to the same
+    token; any account id will do).
+
+    \b
+    A seed file (--seed) is JSON; every key is optional:
+      {"workflows": ["site-audit"],
+       "latency_ms": 50,
+       "listing": true,
+       "instances": [{"id": "wf-1", "status": "errored", "workflow": "site-audit",
+                      "error": {"name": "Error", "message": "Worker exceeded memory limit"},
+                      "start": "2026-12-01T08:00:00Z", "end": "2026-12-01T09:00:00Z"}],
+       "faults": [{"id": "wf-2", "kind": "rate_limit", "retry_after": 30, "times": 1}]}
+    Statuses: queued, running, paused, errored, terminated, complete, waiting,
+    waitingForPause, rollingBack, unknown. Fault kinds: latency, rate_limit, server_error,
+    success_false, forbidden, malformed, custom, none; a fault on the id "@instances" applies
+    to the instance listing. "listing": false serves no listing (404).
+    The control API (/_sim/...) changes all of it while it runs: see the README."""
     from consumers.workflows.simulator.server import run_simulator
 
     err.print(

@@ -424,3 +424,17 @@ async def test_a_client_that_gives_up_does_not_stay_in_flight(simulator: Simulat
         interval=0.01,
         message="the abandoned request to leave in_flight",
     )
+
+
+def test_the_seed_example_in_the_help_loads() -> None:
+    from click.testing import CliRunner
+
+    from consumers.cli.main import main
+
+    text = CliRunner().invoke(main, ["simulate-workflows", "--help"]).output
+    example = text.split("every key is optional:")[1].split("Statuses:")[0]
+    sim = Simulator()
+    sim.load_seed(json.loads(example))
+    assert sim.get_instance("wf-1") is not None
+    assert sim.get_instance("wf-1")["error"]["message"] == "Worker exceeded memory limit"  # type: ignore[index]
+    assert sim.latency_ms == 50 and sim.listing is True
