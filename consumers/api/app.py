@@ -45,6 +45,7 @@ from consumers.api.guards import BodyLimit, token_check
 from consumers.api.health import add_health_routes
 from consumers.api.measure import RequestMetrics
 from consumers.api.models import R401, event_input_schemas
+from consumers.api.shutdown import Closing, Draining
 from consumers.operations.operations import Operations
 
 __all__ = ["ASSETS", "build_app"]
@@ -52,8 +53,9 @@ __all__ = ["ASSETS", "build_app"]
 ASSETS = "/docs/assets"  # Swagger UI's files, from the swagger-ui-bundle package
 
 
-def build_app(ops: Operations) -> FastAPI:
-    """The API over ``ops`` (its backends already started by the caller)."""
+def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
+    """The API over ``ops`` (its backends already started by the caller); ``closing`` tells
+    it the server shuts down (see :mod:`consumers.api.shutdown`)."""
     runtime = ops.rt
     settings = runtime.settings
     max_body = settings.api_max_body_bytes
@@ -78,6 +80,7 @@ def build_app(ops: Operations) -> FastAPI:
     app.state.runtime = runtime
     app.state.operations = ops
     app.add_middleware(BodyLimit, max_bytes=max_body)
+    app.add_middleware(Draining, state=closing or Closing())
     app.add_middleware(RequestMetrics)
 
     guarded = [Depends(token_check(tokens))] if tokens else []

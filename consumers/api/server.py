@@ -13,6 +13,7 @@ import structlog
 import uvicorn
 
 from consumers.api.app import build_app
+from consumers.api.shutdown import Closing
 from consumers.operations.operations import Operations
 from consumers.runtime.component import Component
 from statemachine.errors import AuditrecError
@@ -20,6 +21,7 @@ from statemachine.errors import AuditrecError
 __all__ = ["ApiServer"]
 
 log = structlog.get_logger("auditrec")
+GRACE = 8  # seconds in-flight requests get once shutdown begins
 
 
 class _Server(uvicorn.Server):
@@ -34,6 +36,7 @@ class ApiServer(Component):
     def __init__(self, ops: Operations) -> None:
         self.ops = ops
         self._server: uvicorn.Server | None = None
+        self._closing = Closing()
         self._socket: socket.socket | None = None
         self._served = False
 
@@ -46,13 +49,17 @@ class ApiServer(Component):
         if self._server is not None:
             return
         s = self.ops.rt.settings
+        self._closing = Closing()
         config = uvicorn.Config(
-            build_app(self.ops),
+            build_app(self.ops, self._closing),
             host=s.api_host,
             port=s.api_port,
             log_level="warning",
             log_config=None,
             lifespan="off",
+            # In-flight requests get this long once shutdown begins (the supervisor drains
+            # for 10 s); then they are cut, answered 503.
+            timeout_graceful_shutdown=GRACE,
         )
         self._socket = _bind(s.api_host, s.api_port)
         server = _Server(config)
@@ -68,6 +75,7 @@ class ApiServer(Component):
             sock.close()  # never handed to the server, which closes its own
 
     def interrupt(self) -> None:
+        self._closing.closing = True
         if self._server is not None:
             self._server.should_exit = True
 

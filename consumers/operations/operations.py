@@ -144,8 +144,15 @@ class Operations:
             return StatusResult(row, probed=False, note="observed recently; not probed again")
         task = asyncio.create_task(self._probe_now(row, inline))
         self._inflight[audit_id] = task
-        task.add_done_callback(lambda _t: self._inflight.pop(audit_id, None))
+        task.add_done_callback(lambda t: self._probed(audit_id, t))
         return await asyncio.shield(task)
+
+    def _probed(self, audit_id: str, task: asyncio.Task[StatusResult]) -> None:
+        self._inflight.pop(audit_id, None)
+        if not task.cancelled() and task.exception() is not None:
+            # Its readers were told (the shield passes the error on); with none left (they
+            # were cut by a shutdown) this is where it ends.
+            log.debug("on-demand probe ended with an error", audit_id=audit_id)
 
     def _forget_requests_older_than(self, interval: float) -> None:
         cutoff = time.monotonic() - interval

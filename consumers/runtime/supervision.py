@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import signal
+import sys
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Protocol
@@ -274,10 +276,20 @@ class Supervisor(LongLived):
                 )
 
     def install_signal_handlers(self) -> None:
+        """SIGINT/SIGTERM stop gracefully; a second one exits at once (what is committed is
+        safe; the batches in hand are read again by whoever owns them next)."""
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, self.stopping.set)
+                loop.add_signal_handler(sig, self._signalled)
+
+    def _signalled(self) -> None:
+        if not self.stopping.is_set():
+            self.stopping.set()
+            return
+        log.warning("second signal: exiting now, without finishing the batches in hand")
+        sys.stderr.flush()
+        os._exit(130)
 
     async def drain(self, *, timeout: float = 120.0, quiet_rounds: int = 2) -> bool:
         """Step every log consumer until all are caught up and nothing moves; True if drained."""

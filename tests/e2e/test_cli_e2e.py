@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -580,3 +581,75 @@ def test_read_only_commands_never_create_a_schema_and_say_to_run_init(
     assert run(backend, "init", env=env).returncode == 0
     after = run(backend, *command, env=env)
     assert "auditrec init" not in after.stderr
+
+
+def test_a_request_cut_by_shutdown_gets_json_503_and_a_second_signal_exits_at_once(
+    tmp_path: Path, simulator: SimulatorServer, embedded: Backend
+) -> None:
+    # given a serve whose Workflows API answers after 30 s, and a running audit to read
+    simulator.sim.latency_ms = 30_000
+    port = free_port()
+    env = embedded.environ(
+        AUDITREC_CLOUDFLARE_API_URL=simulator.url,
+        AUDITREC_API_PORT=str(port),
+        AUDITREC_ON_DEMAND_WAIT="60s",
+        AUDITREC_PROBE_TIMEOUT="60s",
+    )
+    assert run(embedded, "init", env=env).returncode == 0
+    old = datetime.now(UTC) - timedelta(hours=2)
+    line = envelope("AuditStarted", "a-slow", old, project_id="p1", workflow_instance_id="wf-s")
+    assert run(embedded, "publish", "-", env=env, input=line).returncode == 0
+    base = f"http://127.0.0.1:{port}"
+
+    def read(path: str) -> httpx.Response | None:
+        try:
+            return httpx.get(base + path, timeout=60)
+        except httpx.TransportError:
+            return None
+
+    results: list[httpx.Response | None] = []
+    with (tmp_path / "serve.log").open("w") as sink:
+        serve = subprocess.Popen([AUDITREC, "serve"], env=env, stdout=sink, stderr=sink)
+        try:
+            eventually_sync(
+                lambda: read("/audits/a-slow?probe=false"),
+                until=lambda r: r is not None and r.status_code == 200,
+                timeout=30,
+            )
+            # when a read waits on the slow probe, and serve is told to stop
+            reader = threading.Thread(target=lambda: results.append(read("/audits/a-slow")))
+            reader.start()
+            time.sleep(1.0)
+            serve.send_signal(signal.SIGTERM)
+            reader.join(timeout=30)
+            graceful = serve.wait(timeout=30)
+        finally:
+            if serve.poll() is None:
+                serve.kill()
+
+    # then the read is answered 503 with JSON, and serve ends cleanly
+    [cut] = results
+    assert cut is not None and cut.status_code == 503
+    assert cut.json()["detail"].startswith("shutting down")
+    assert graceful == 0
+    assert "Traceback" not in (tmp_path / "serve.log").read_text()
+
+    # and a second signal while it drains ends it at once
+    with (tmp_path / "serve2.log").open("w") as sink:
+        serve = subprocess.Popen([AUDITREC, "serve"], env=env, stdout=sink, stderr=sink)
+        try:
+            eventually_sync(lambda: read("/healthz"), until=lambda r: r is not None, timeout=30)
+            reader = threading.Thread(target=lambda: read("/audits/a-slow"))
+            reader.start()
+            time.sleep(1.0)
+            serve.send_signal(signal.SIGTERM)
+            time.sleep(0.5)
+            started = time.monotonic()
+            serve.send_signal(signal.SIGTERM)
+            forced = serve.wait(timeout=10)
+            took = time.monotonic() - started
+        finally:
+            if serve.poll() is None:
+                serve.kill()
+    assert forced == 130 and took < 5
+    assert "second signal" in (tmp_path / "serve2.log").read_text()
