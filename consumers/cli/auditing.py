@@ -136,8 +136,21 @@ def sweep(ctx: click.Context, dry_run: bool, inline: bool, as_json: bool) -> Non
     from consumers.cli.assembly import operations
 
     settings = settings_of(ctx)
+    shown: list[int] = []
+
+    def progress(done: int, total: int) -> None:
+        """While it waits: `outcomes 40/100` (redrawn on a terminal, else a line a change)."""
+        if shown and shown[-1] == done:
+            return
+        shown.append(done)
+        end = "\r" if err.is_terminal else "\n"
+        err.print(f"waiting for outcomes: {done}/{total}", end=end, markup=False)
+
     summary = run(
-        with_backends(settings, lambda rt: operations(rt).sweep(dry_run=dry_run, inline=inline))
+        with_backends(
+            settings,
+            lambda rt: operations(rt).sweep(dry_run=dry_run, inline=inline, progress=progress),
+        )
     )
     data = summary.as_dict()
     blind = _every_probe_failed(data)

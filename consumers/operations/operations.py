@@ -185,6 +185,8 @@ class Operations:
         [outcome] = await await_outcomes(self.rt.store, request, self.rt.policy, timeout=wait)
         fresh = await self.rt.store.get(row.audit_id) or row
         note = None
+        if outcome.result == "pending" and live:
+            await self._watching("this read", None)(0, 1)  # raises when the serve went away
         if outcome.result == "pending":
             note = f"probe requested; outcome not in within {wait:g}s"
         elif not live:
@@ -193,7 +195,33 @@ class Operations:
 
     # -- sweep ------------------------------------------------------------------------------
 
-    async def sweep(self, *, dry_run: bool = False, inline: bool = False) -> Summary:
+    def _watching(
+        self, what: str, progress: Callable[[int, int], None] | None
+    ) -> Callable[[int, int], Awaitable[None]]:
+        """A watch for :func:`await_outcomes`: reports progress, and raises :class:`NoServer`
+        when the serve running the pipeline goes away while ``what`` waits on it."""
+
+        async def watch(done: int, total: int) -> None:
+            if progress is not None:
+                progress(done, total)
+            live = await self.rt.live_components()
+            missing = [name for name in PIPELINE if name not in live]
+            if missing:
+                raise NoServer(
+                    f"the `auditrec serve` running {', '.join(missing)} went away while {what} "
+                    f"waited: {done} of {total} outcome(s) in; start it again (the requests "
+                    "are kept and answered then)"
+                )
+
+        return watch
+
+    async def sweep(
+        self,
+        *,
+        dry_run: bool = False,
+        inline: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Summary:
         s = self.rt.settings
         watchdog = Watchdog(
             self.rt.log,
@@ -234,8 +262,9 @@ class Operations:
         wait = s.sweep_wait.total_seconds() if live else 5.0
         judging = asyncio.create_task(self._judge(watchdog)) if watchdog.opened else None
         try:
+            watch = self._watching("this sweep", progress) if live else None
             outcomes = await await_outcomes(
-                self.rt.store, tick.requests, self.rt.policy, timeout=wait
+                self.rt.store, tick.requests, self.rt.policy, timeout=wait, watch=watch
             )
         finally:
             if judging is not None:

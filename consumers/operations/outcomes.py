@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -105,15 +106,22 @@ async def await_outcomes(
     requests: list[ProbeRequested],
     policy: Policy,
     timeout: float,
+    watch: Callable[[int, int], Awaitable[None]] | None = None,
 ) -> list[Outcome]:
-    """One outcome per request, in request order; ``pending`` for what did not arrive in time."""
+    """One outcome per request, in request order; ``pending`` for what did not arrive in time.
+    ``watch(done, total)`` is awaited about once a second while it waits: to show progress,
+    or to raise (the server it waits on went away)."""
     outcomes = {
         str(r.event_id): Outcome(audit_id=r.audit_id, request_id=str(r.event_id)) for r in requests
     }
     waiting_obs = set(outcomes)
     waiting_decision: dict[str, Outcome] = {}  # observation id -> outcome
     deadline = time.monotonic() + timeout
+    watched = time.monotonic()
     while True:
+        if watch is not None and time.monotonic() - watched >= 1.0:
+            watched = time.monotonic()
+            await watch(len(requests) - len(waiting_obs) - len(waiting_decision), len(requests))
         if waiting_obs:
             for obs in await store.caused_by(waiting_obs):
                 key = str(obs.causation_id)

@@ -653,3 +653,48 @@ def test_a_request_cut_by_shutdown_gets_json_503_and_a_second_signal_exits_at_on
                 serve.kill()
     assert forced == 130 and took < 5
     assert "second signal" in (tmp_path / "serve2.log").read_text()
+
+
+def test_a_sweep_shows_progress_and_says_so_when_its_serve_goes_away(
+    tmp_path: Path, simulator: SimulatorServer, embedded: Backend
+) -> None:
+    # given a serve whose Workflows API answers slowly, and stale audits for a sweep
+    simulator.sim.latency_ms = 20_000
+    env = embedded.environ(
+        AUDITREC_CLOUDFLARE_API_URL=simulator.url,
+        AUDITREC_API_PORT=str(free_port()),
+        AUDITREC_SWEEP_WAIT="60s",
+        AUDITREC_PROBE_TIMEOUT="60s",
+    )
+    assert run(embedded, "init", env=env).returncode == 0
+    old = datetime.now(UTC) - timedelta(hours=2)
+    lines = [
+        envelope("AuditStarted", f"a-{i}", old, project_id="p1", workflow_instance_id=f"wf-{i}")
+        for i in range(3)
+    ]
+    assert run(embedded, "publish", "-", env=env, input="\n".join(lines)).returncode == 0
+    with (tmp_path / "serve.log").open("w") as sink:
+        serve = subprocess.Popen([AUDITREC, "serve"], env=env, stdout=sink, stderr=sink)
+        try:
+            eventually_sync(
+                lambda: run(embedded, "sweep", "--dry-run", env=env).returncode,
+                until=lambda rc: rc == 0,
+                timeout=30,
+            )
+            # when a sweep waits on it and the serve stops
+            sweep = subprocess.Popen(
+                [AUDITREC, "sweep"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True,
+            )  # fmt: skip
+            time.sleep(3.0)
+            serve.send_signal(signal.SIGTERM)
+            _, said = sweep.communicate(timeout=60)
+        finally:
+            if serve.poll() is None:
+                serve.kill()
+            serve.wait(timeout=30)
+
+    # then the sweep showed its progress, then said the serve went away, and failed
+    assert "waiting for outcomes: 0/3" in said
+    assert "went away while this sweep waited" in said
+    assert sweep.returncode == 1
