@@ -82,8 +82,9 @@ def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(numeric)
-    for noisy in _NOISY:
-        logging.getLogger(noisy).setLevel(max(numeric, logging.WARNING))
+    for noisy in _NOISY:  # the libraries' chatter below WARNING only when DEBUG is asked for
+        quiet = numeric if numeric <= logging.DEBUG else max(numeric, logging.WARNING)
+        logging.getLogger(noisy).setLevel(quiet)
     for name in ("uvicorn", "uvicorn.error"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
