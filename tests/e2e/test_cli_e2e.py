@@ -4,6 +4,7 @@ on both backend pairs, against the Workflows simulator over real HTTP."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -698,3 +699,10 @@ def test_a_sweep_shows_progress_and_says_so_when_its_serve_goes_away(
     assert "waiting for outcomes: 0/3" in said
     assert "went away while this sweep waited" in said
     assert sweep.returncode == 1
+
+
+def test_shell_completion_completes_commands() -> None:
+    env = {**os.environ, "COMP_WORDS": "auditrec sw", "COMP_CWORD": "1",
+           "_AUDITREC_COMPLETE": "bash_complete"}  # fmt: skip
+    result = subprocess.run([AUDITREC], env=env, capture_output=True, text=True, timeout=30)
+    assert "plain,sweep" in result.stdout.splitlines()
