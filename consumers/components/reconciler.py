@@ -25,8 +25,10 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Final
 
 import structlog
+from prometheus_client.metrics import Counter as CounterChild
 
 from consumers.components.base import LogConsumer
 from consumers.components.checkpoints import Checkpoints
@@ -71,6 +73,12 @@ BRAKE_READ_EVERY = 1.0  # seconds the brake's state is reused
 Holds = dict[str, AuditFailureHeld]
 
 
+# Event types no rule judges and that are no decision: the reconciler only folds them.
+_FOLDED_ONLY: Final = frozenset(
+    {"AuditStarted", "AuditProgressed", "AuditCompleted", "WorkflowInstanceAttached"}
+)
+
+
 def _own_decision(event: AuditEvent) -> bool:
     if isinstance(event, AuditFailureHeld):
         return event.producer == PRODUCER
@@ -84,6 +92,18 @@ def _code(decision: AuditEvent | None) -> str:
     if isinstance(decision, AuditFailed | AuditFailureSimulated):
         return decision.data.error_code
     return ""
+
+
+def _overturned(before: AuditState | None, after: AuditState, event: AuditEvent) -> None:
+    """Count and log a reconciler failure overturned by ``event``."""
+    if (
+        before is not None
+        and before.status == "failed"
+        and before.failed_by == "reconciler"
+        and after.status == "completed"
+    ):
+        OVERTURNED.inc()
+        log.info("failure overturned", audit_id=event.audit_id, rule="overturn")
 
 
 def _may_be_decision(record: Record) -> bool:
@@ -118,6 +138,7 @@ class Reconciler(LogConsumer):
         self.positions: dict[tuple[str, int], int] = {}
         self.decided = 0
         self.read_on_assign: dict[tuple[str, int], int] = {}  # records read to rebuild a partition
+        self._decision_counters: dict[tuple[str, str], CounterChild] = {}
 
     @property
     def running(self) -> int:
@@ -233,23 +254,19 @@ class Reconciler(LogConsumer):
     ) -> AuditEvent | None:
         """Fold ``event`` into its audit's state; the decision it calls for, folded too."""
         before = states.get(event.audit_id)
+        kind = event.type
+        if kind in _FOLDED_ONLY:  # no rule judges these: fold (most events take this path)
+            _overturned(before, self._fold(states, holds, event), event)
+            return None
         verdict: Verdict | None = None
         decision: AuditEvent | None
         if isinstance(event, AuditFailureReleased):
             decision = released(before, event, holds.get(event.audit_id))
         else:
             verdict, decision = decide(before, event, self.policy, brake_engaged=brake_engaged)
-        after = self._fold(states, holds, event)
-        if verdict is not None and event.type == "WorkflowStatusObserved":
-            DECISIONS.labels(verdict.rule, _code(decision)).inc()
-        if (
-            before is not None
-            and before.status == "failed"
-            and before.failed_by == "reconciler"
-            and after.status == "completed"
-        ):
-            OVERTURNED.inc()
-            log.info("failure overturned", audit_id=event.audit_id, rule="overturn")
+        _overturned(before, self._fold(states, holds, event), event)
+        if verdict is not None and kind == "WorkflowStatusObserved":
+            self._decisions_counted(verdict.rule, _code(decision)).inc()
         if decision is None:
             return None
         self._fold(states, holds, decision)
@@ -268,25 +285,42 @@ class Reconciler(LogConsumer):
         )
         return decision
 
+    def _decisions_counted(self, rule: str, code: str) -> CounterChild:
+        """The :data:`DECISIONS` counter of ``(rule, code)`` (``labels()`` is slow: kept)."""
+        child = self._decision_counters.get((rule, code))
+        if child is None:
+            child = self._decision_counters[(rule, code)] = DECISIONS.labels(rule, code)
+        return child
+
     async def _handle(self, records: list[Record]) -> int:
         outputs: dict[tuple[str, int], list[OutRecord]] = {}
         lifecycle = self.log.topics.lifecycle
         skipped = 0
         brake_engaged = await self.brake_engaged()
-        for record in records:
-            tp = (record.topic, record.partition)
-            if tp not in self.partitions or record.offset < self.positions.get(tp, 0):
+        positions = self.positions
+        judge = self._judge
+        tp: tuple[str, int] | None = None
+        out: list[OutRecord] = []
+        states: dict[str, AuditState] = {}
+        holds: Holds = {}
+        for record in records:  # in runs of one partition: look its things up once a run
+            if tp is None or record.partition != tp[1] or record.topic != tp[0]:
+                tp = (record.topic, record.partition)
+                out = outputs.setdefault(tp, [])
+                if tp in self.partitions:
+                    states = self.partitions[tp]
+                    holds = self.holds.setdefault(tp, {})
+            if tp not in self.partitions or record.offset < positions.get(tp, 0):
                 skipped += 1  # fetched before this partition's assignment settled
                 continue
-            self.positions[tp] = record.offset + 1
-            out = outputs.setdefault(tp, [])
-            event = self.decode(record, out)
-            if event is None:
-                continue
-            states = self.partitions.setdefault(tp, {})
-            holds = self.holds.setdefault(tp, {})
+            positions[tp] = record.offset + 1
             try:
-                decision = self._judge(states, holds, event, brake_engaged)
+                event = decode(record.value)
+            except DecodeError as exc:
+                self.dead_letter(record, str(exc), out)
+                continue
+            try:
+                decision = judge(states, holds, event, brake_engaged)
                 if decision is not None:
                     out.append(encode(lifecycle, decision))
             except Exception as exc:  # one event must not hold back its partition
