@@ -30,9 +30,9 @@ from statemachine.events import (
     WorkflowProbeFailed,
     WorkflowStatusObserved,
 )
-from statemachine.machine import INITIAL, next_status
+from statemachine.machine import INITIAL, Row, next_status
 
-__all__ = ["AuditState", "evolve", "fold"]
+__all__ = ["AuditState", "evolve", "evolve_by", "fold"]
 
 _intern = sys.intern
 
@@ -140,7 +140,13 @@ def _later(a: datetime | None, b: datetime) -> datetime:
 
 def evolve(state: AuditState, event: AuditEvent) -> AuditState:
     """The state after ``event``. Total: any event on any state gives a state."""
-    row = next_status(state.status, event.type, state)
+    return evolve_by(state, event, next_status(state.status, event.type, state))
+
+
+def evolve_by(state: AuditState, event: AuditEvent, row: Row | None) -> AuditState:
+    """:func:`evolve` given the transition ``event`` takes from ``state`` (``next_status(
+    state.status, event.type, state)``), for callers that need it too (the projection counts
+    the events the table applies)."""
     if row is None:
         # Recorded, not applied. Observations still refresh what was last seen.
         return _observed(state, event) if state.exists else state
