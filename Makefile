@@ -58,6 +58,7 @@ bench: venv services-up
 	$(BIN)/python bench/sweep.py
 	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/pipeline.py
+	$(BIN)/python bench/reconciler_group.py
 	$(BIN)/python bench/lazy_path.py
 	$(BIN)/python bench/restart.py
 	$(BIN)/python bench/discovery.py

@@ -17,7 +17,7 @@ from typing import Any, Final, Literal, get_args, get_type_hints
 
 from statemachine.events import AuditEvent
 from statemachine.machine import next_status
-from statemachine.state import AuditState, evolve
+from statemachine.state import AuditState, evolve_by
 
 __all__ = [
     "COLUMNS",
@@ -101,10 +101,11 @@ class AuditRow:
 def project(row: AuditRow | None, event: AuditEvent) -> AuditRow:
     """The row after ``event``: pure, total, and equal to ``evolve`` on the state."""
     state = row.state if row is not None else AuditState(audit_id=event.audit_id)
-    after = evolve(state, event)
+    transition = next_status(state.status, event.type, state)
+    after = evolve_by(state, event, transition)
     # ``version`` counts the events applied by the transition table; events recorded but not
     # applied (before AuditStarted, after a terminal state) are history only.
-    counted = 1 if next_status(state.status, event.type, state) is not None else 0
+    counted = 1 if transition is not None else 0
     return AuditRow(
         state=after,
         version=(row.version if row is not None else 0) + counted,

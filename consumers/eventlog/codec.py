@@ -86,9 +86,19 @@ def describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+# The adapter's validator itself: its ``validate_json`` wrapper costs a frame and keywords.
+_validate_json = EVENT_ADAPTER.validator.validate_json
+
+
 def decode(value: bytes) -> AuditEvent:
     """A lifecycle event from a record's bytes, or :class:`DecodeError` with the reason."""
-    return decode_verbatim(value)[0]
+    try:  # fast path: current-version JSON parsed and validated in one pass
+        event: AuditEvent = _validate_json(value)
+        if event.schema_version == CURRENT_VERSION[event.type]:
+            return event
+    except ValidationError:
+        pass
+    return _upcast_or_reject(value)
 
 
 def decode_verbatim(value: bytes) -> tuple[AuditEvent, bytes | None]:
@@ -96,14 +106,19 @@ def decode_verbatim(value: bytes) -> tuple[AuditEvent, bytes | None]:
     event (so it can be stored as the event's JSON without serialising it again); ``None``
     when the event had to be upcast."""
     try:  # fast path: current-version JSON parsed and validated in one pass
-        event = EVENT_ADAPTER.validate_json(value)
+        event: AuditEvent = _validate_json(value)
         if event.schema_version == CURRENT_VERSION[event.type]:
             return event, value
     except ValidationError:
         pass
+    return _upcast_or_reject(value), None
+
+
+def _upcast_or_reject(value: bytes) -> AuditEvent:
+    """The slow path: an older version upcast, or :class:`DecodeError` naming the problem."""
     raw = _loads(value)
     try:
-        return EVENT_ADAPTER.validate_python(raw), None
+        return EVENT_ADAPTER.validate_python(raw)
     except ValidationError as exc:
         raise DecodeError(describe(exc)) from None
 

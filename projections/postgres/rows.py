@@ -115,17 +115,20 @@ async def load_rows(
     for rec in await conn.fetch(_LOAD_ROWS, list({e.audit_id for e, _ in events})):
         row = decode_row(rec)
         rows[row.audit_id] = row
+    # Event ids are compared as integers: a UUID's hash and equality are Python methods.
+    ids = {e.event_id.int: e.event_id for e, _ in events}
     seen = {
-        uuid.UUID(bytes=r[0].bytes)
+        r[0].int
         for r in await conn.fetch(
             "SELECT event_id FROM audit_events WHERE event_id = ANY($1::uuid[])",
-            list({e.event_id for e, _ in events}),
+            list(ids.values()),
         )
     }
     fresh = []
     for i, (event, _) in enumerate(events):
-        if event.event_id not in seen:
-            seen.add(event.event_id)
+        key = event.event_id.int
+        if key not in seen:
+            seen.add(key)
             fresh.append(i)
     return rows, fresh
 

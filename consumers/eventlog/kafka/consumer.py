@@ -188,7 +188,7 @@ class KafkaConsumer(Consumer):
         self._raise_callback_error()
         out: list[Record] = []
         for msgs in batches.values():
-            out.extend(to_record(m) for m in msgs)
+            out.extend(map(to_record, msgs))
         return out
 
     async def commit(

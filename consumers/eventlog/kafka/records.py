@@ -22,20 +22,26 @@ from consumers.eventlog.port import OutRecord, Record
 __all__ = ["key_hash", "raise_failure", "send_all", "send_some", "to_record"]
 
 
+_new_record = tuple.__new__  # a named tuple's own __new__ is a Python function: skipped
+
+
 def to_record(msg: ConsumerRecord[bytes, bytes]) -> Record:  # hot path: keep it lean
     key, value, headers = msg.key, msg.value, msg.headers
     for _, v in headers:
         if v is None:  # a header without value (other producers): b""
             headers = tuple((k, v or b"") for k, v in headers)
             break
-    return Record(
-        msg.topic,
-        msg.partition,
-        msg.offset,
-        None if key is None else key.decode("utf-8", "replace"),
-        b"" if value is None else value,
-        headers,
-        msg.timestamp,
+    return _new_record(
+        Record,
+        (
+            msg.topic,
+            msg.partition,
+            msg.offset,
+            None if key is None else key.decode("utf-8", "replace"),
+            b"" if value is None else value,
+            headers,
+            msg.timestamp,
+        ),
     )
 
 
