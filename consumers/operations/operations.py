@@ -182,11 +182,12 @@ class Operations:
         if not live:
             await self._run_inline()
             wait = 1.0
-        [outcome] = await await_outcomes(self.rt.store, request, self.rt.policy, timeout=wait)
+        watch = self._watching("this read", None) if live else None
+        [outcome] = await await_outcomes(
+            self.rt.store, request, self.rt.policy, timeout=wait, watch=watch
+        )
         fresh = await self.rt.store.get(row.audit_id) or row
         note = None
-        if outcome.result == "pending" and live:
-            await self._watching("this read", None)(0, 1)  # raises when the serve went away
         if outcome.result == "pending":
             note = f"probe requested; outcome not in within {wait:g}s"
         elif not live:

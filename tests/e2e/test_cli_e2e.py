@@ -706,3 +706,46 @@ def test_shell_completion_completes_commands() -> None:
            "_AUDITREC_COMPLETE": "bash_complete"}  # fmt: skip
     result = subprocess.run([AUDITREC], env=env, capture_output=True, text=True, timeout=30)
     assert "plain,sweep" in result.stdout.splitlines()
+
+
+def test_a_status_read_says_so_when_its_serve_goes_away(
+    tmp_path: Path, simulator: SimulatorServer, embedded: Backend
+) -> None:
+    # given a serve whose Workflows API answers slowly, and a running audit to read
+    simulator.sim.latency_ms = 20_000
+    env = embedded.environ(
+        AUDITREC_CLOUDFLARE_API_URL=simulator.url,
+        AUDITREC_API_PORT=str(free_port()),
+        AUDITREC_ON_DEMAND_WAIT="30s",
+        AUDITREC_PROBE_TIMEOUT="60s",
+    )
+    assert run(embedded, "init", env=env).returncode == 0
+    old = datetime.now(UTC) - timedelta(hours=2)
+    line = envelope("AuditStarted", "a-st", old, project_id="p1", workflow_instance_id="wf-st")
+    assert run(embedded, "publish", "-", env=env, input=line).returncode == 0
+    with (tmp_path / "serve.log").open("w") as sink:
+        serve = subprocess.Popen([AUDITREC, "serve"], env=env, stdout=sink, stderr=sink)
+        try:
+            eventually_sync(
+                lambda: run(embedded, "status", "--no-probe", "a-st", env=env).returncode,
+                until=lambda rc: rc == 0,
+                timeout=30,
+            )
+            # when a status read waits on its probe and the serve stops
+            started = time.monotonic()
+            status = subprocess.Popen(
+                [AUDITREC, "status", "a-st"], env=env, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            time.sleep(3.0)
+            serve.send_signal(signal.SIGTERM)
+            _, said = status.communicate(timeout=60)
+            took = time.monotonic() - started
+        finally:
+            if serve.poll() is None:
+                serve.kill()
+            serve.wait(timeout=30)
+
+    # then it says so at once (not after its 30 s wait), and fails
+    assert "went away while this read waited" in said
+    assert status.returncode == 1 and took < 20
