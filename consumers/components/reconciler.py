@@ -291,6 +291,10 @@ class Reconciler(LogConsumer):
         _overturned(before, self._fold(states, holds, event), event)
         count_verdict(verdict, decision, event)
         if decision is None:
+            if verdict is not None:  # an observation that changed nothing: why, when asked
+                log.debug(
+                    "judged", audit_id=event.audit_id, rule=verdict.rule, reason=verdict.reason
+                )
             return None
         self._fold(states, holds, decision)
         self.decided += 1
