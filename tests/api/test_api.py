@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import re
+import socket
 import threading
 import uuid
 from collections.abc import Iterator
@@ -715,3 +716,16 @@ def test_readyz_is_unavailable_when_the_workflows_api_cannot_be_used(
     assert "AUDITREC_CLOUDFLARE_" in checks["workflows_api"]
     assert (checks["event_log"], checks["database"]) == ("ok", "ok")
     assert "right" not in response.text and "wrong" not in response.text
+
+
+def test_the_api_socket_is_tcp_without_nagle() -> None:
+    # asyncio sets TCP_NODELAY on the connections of an IPPROTO_TCP socket only; without it a
+    # small answer waits ~40 ms for the client's delayed ACK
+    from consumers.api.server import _bind
+
+    sock = _bind("127.0.0.1", 0)
+    try:
+        assert sock.proto == socket.IPPROTO_TCP
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+    finally:
+        sock.close()
