@@ -189,28 +189,6 @@ async def test_records_of_an_audit_share_a_partition_and_keep_their_order(
         assert values[key] == [f"v:{key}:{i}".encode() for i in range(25)]
 
 
-async def test_reads_share_one_reader_and_an_abandoned_read_closes_its_own(
-    log: KafkaEventLog, topics: Topics
-) -> None:
-    await log.append(records(topics.lifecycle, ["r"], 20))
-    p = log.partition_for("r", 12)
-    readers = log._readers
-
-    async def whole() -> list[Record]:
-        return [r async for batch in log.read(topics.lifecycle, p, 0) for r in batch]
-
-    first = await whole()
-    kept = readers._idle
-    assert kept is not None and len(first) == 20
-    assert await whole() == first and readers._idle is kept  # the same reader, read again
-    # a read abandoned half way closes its reader; the next read starts a new one
-    reading = log.read(topics.lifecycle, p, 0)
-    assert await anext(reading)
-    await reading.aclose()
-    assert readers._idle is None
-    assert await whole() == first and readers._idle not in (None, kept)
-
-
 async def test_outputs_of_an_aborted_transaction_stay_invisible(
     log: KafkaEventLog, topics: Topics, monkeypatch: pytest.MonkeyPatch
 ) -> None:

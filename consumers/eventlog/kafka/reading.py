@@ -1,10 +1,9 @@
 """Reading one partition of the Kafka log outside any consumer group (``EventLog.read``).
 
-One reader consumer is kept between reads, since a freshness check reads a few records often
-and starting a consumer costs a connection; a read while it is busy gets one of its own, closed
-afterwards. A read that did not run to its end (an error, a caller that stopped early) closes its
-reader rather than keep one in an unknown state.
-"""
+Each read starts a consumer of its own and closes it at the end. (A reader kept between reads
+and reassigned to the next partition costs more than it saves: the fetch in flight for the
+previous partition holds the new one back for up to the fetch wait, about half a second per
+partition of an assignment's fold.)"""
 
 from __future__ import annotations
 
@@ -33,8 +32,6 @@ class PartitionReaders:
         self._new = new
         self._stall_after = stall_after
         self._close = close
-        self._idle: AIOKafkaConsumer | None = None
-        self._open = True
 
     async def read(
         self, topic: str, partition: int, start: int, end: int
@@ -42,16 +39,11 @@ class PartitionReaders:
         """Batches of ``topic``/``partition`` from ``start`` up to ``end`` (exclusive, which the
         caller has checked exists)."""
         tp = KafkaTP(topic, partition)
-        reader, self._idle = self._idle, None
-        fresh = reader is None
-        if reader is None:
-            reader = self._new()
+        reader = self._new()
         where = f"read {topic}/{partition}"
-        done = False
         try:
             with translate(where):
-                if fresh:
-                    await reader.start()
+                await reader.start()
                 reader.assign([tp])
                 reader.seek(tp, start)
             progress, last = time.monotonic(), -1
@@ -59,7 +51,6 @@ class PartitionReaders:
                 with translate(where):
                     position = await reader.position(tp)
                     if position >= end:  # judged by position: markers occupy offsets too
-                        done = True
                         return
                     batches = await reader.getmany(tp, timeout_ms=500, max_records=5000)
                 batch = [to_record(m) for m in batches.get(tp, ()) if m.offset < end]
@@ -70,13 +61,7 @@ class PartitionReaders:
                 elif time.monotonic() - progress > self._stall_after:
                     raise EventLogError(f"Kafka: {where}: no progress at {position}")
         finally:
-            if done and self._open and self._idle is None:
-                self._idle = reader
-            else:
-                await self._close(reader)
+            await self._close(reader)
 
     async def close(self) -> None:
-        """Close the kept reader; later reads each start and close their own."""
-        self._open = False
-        reader, self._idle = self._idle, None
-        await self._close(reader)
+        """Nothing is kept between reads: nothing to close."""
