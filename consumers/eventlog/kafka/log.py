@@ -42,7 +42,7 @@ from consumers.eventlog.kafka.clients import (
 from consumers.eventlog.kafka.consumer import KafkaConsumer
 from consumers.eventlog.kafka.errors import event_log_error, translate
 from consumers.eventlog.kafka.offsets import fetch_group_offsets
-from consumers.eventlog.kafka.reading import PartitionReaders
+from consumers.eventlog.kafka.reading import read_partition
 from consumers.eventlog.kafka.records import key_hash, raise_failure, send_some
 from consumers.eventlog.kafka.topics import create_topics, new_topics, wait_for_leaders
 from consumers.eventlog.port import AssignCallback, EventLog, OutRecord, Record, Topics
@@ -122,7 +122,6 @@ class KafkaEventLog(EventLog):
         self._producer: AIOKafkaProducer | None = None
         self._admin: AIOKafkaAdminClient | None = None
         self._meta: AIOKafkaConsumer | None = None
-        self._readers = self._new_readers()
         self._consumers: set[KafkaConsumer] = set()
         self._renewing = asyncio.Lock()
 
@@ -130,10 +129,6 @@ class KafkaEventLog(EventLog):
 
     def _new_producer(self, **options: Any) -> AIOKafkaProducer:
         return new_producer(self.client_id, self._conn, self._producer_options, options)
-
-    def _new_readers(self) -> PartitionReaders:
-        stall = self.request_timeout_ms / 1000
-        return PartitionReaders(lambda: self._new_consumer(None), stall, self._close)
 
     def _new_consumer(self, group: str | None, **options: Any) -> AIOKafkaConsumer:
         return new_consumer(self.client_id, group, self._conn, self._consumer_options, options)
@@ -153,12 +148,10 @@ class KafkaEventLog(EventLog):
             await self._close(producer, admin, meta)
             raise
         self._producer, self._admin, self._meta = producer, admin, meta
-        self._readers = self._new_readers()
 
     async def stop(self) -> None:
         for consumer in list(self._consumers):
             await consumer.stop()
-        await self._readers.close()
         producer, admin, meta = self._producer, self._admin, self._meta
         self._producer = self._admin = self._meta = None
         if producer is not None:
@@ -281,7 +274,12 @@ class KafkaEventLog(EventLog):
         end = ends[partition] if end is None else min(end, ends[partition])
         if start >= end:
             return
-        async for batch in self._readers.read(topic, partition, start, end):
+        reader = self._new_consumer(None)
+        stall = self.request_timeout_ms / 1000
+        reading = read_partition(
+            reader, topic, partition, start, end, stall_after=stall, close=self._close
+        )
+        async for batch in reading:
             yield batch
 
     async def ping(self) -> None:

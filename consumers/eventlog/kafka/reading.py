@@ -19,49 +19,42 @@ from consumers.eventlog.kafka.records import to_record
 from consumers.eventlog.port import Record
 from statemachine.errors import EventLogError
 
-__all__ = ["PartitionReaders"]
+__all__ = ["read_partition"]
 
 
-class PartitionReaders:
-    def __init__(
-        self,
-        new: Callable[[], AIOKafkaConsumer],
-        stall_after: float,
-        close: Callable[..., Awaitable[Any]],
-    ) -> None:
-        self._new = new
-        self._stall_after = stall_after
-        self._close = close
-
-    async def read(
-        self, topic: str, partition: int, start: int, end: int
-    ) -> AsyncIterator[list[Record]]:
-        """Batches of ``topic``/``partition`` from ``start`` up to ``end`` (exclusive, which the
-        caller has checked exists)."""
-        tp = KafkaTP(topic, partition)
-        reader = self._new()
-        where = f"read {topic}/{partition}"
-        try:
+async def read_partition(
+    reader: AIOKafkaConsumer,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    *,
+    stall_after: float,
+    close: Callable[..., Awaitable[Any]],
+) -> AsyncIterator[list[Record]]:
+    """Batches of ``topic``/``partition`` from ``start`` up to ``end`` (exclusive, which the
+    caller has checked exists), read with ``reader`` (a consumer outside any group, not yet
+    started), which is closed with ``close`` at the end."""
+    tp = KafkaTP(topic, partition)
+    where = f"read {topic}/{partition}"
+    try:
+        with translate(where):
+            await reader.start()
+            reader.assign([tp])
+            reader.seek(tp, start)
+        progress, last = time.monotonic(), -1
+        while True:
             with translate(where):
-                await reader.start()
-                reader.assign([tp])
-                reader.seek(tp, start)
-            progress, last = time.monotonic(), -1
-            while True:
-                with translate(where):
-                    position = await reader.position(tp)
-                    if position >= end:  # judged by position: markers occupy offsets too
-                        return
-                    batches = await reader.getmany(tp, timeout_ms=500, max_records=5000)
-                batch = [to_record(m) for m in batches.get(tp, ()) if m.offset < end]
-                if batch:
-                    yield batch
-                if position != last:
-                    progress, last = time.monotonic(), position
-                elif time.monotonic() - progress > self._stall_after:
-                    raise EventLogError(f"Kafka: {where}: no progress at {position}")
-        finally:
-            await self._close(reader)
-
-    async def close(self) -> None:
-        """Nothing is kept between reads: nothing to close."""
+                position = await reader.position(tp)
+                if position >= end:  # judged by position: markers occupy offsets too
+                    return
+                batches = await reader.getmany(tp, timeout_ms=500, max_records=5000)
+            batch = [to_record(m) for m in batches.get(tp, ()) if m.offset < end]
+            if batch:
+                yield batch
+            if position != last:
+                progress, last = time.monotonic(), position
+            elif time.monotonic() - progress > stall_after:
+                raise EventLogError(f"Kafka: {where}: no progress at {position}")
+    finally:
+        await close(reader)
