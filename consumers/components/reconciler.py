@@ -25,13 +25,18 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Final
 
 import structlog
 
 from consumers.components.base import LogConsumer
 from consumers.components.checkpoints import Checkpoints
 from consumers.components.counting import count_verdict
+from consumers.components.reconciler_log import (
+    FOLDED_ONLY,
+    compact,
+    may_be_decision,
+    own_decision,
+)
 from consumers.eventlog.codec import decode, encode
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record
 from consumers.runtime.metrics import OVERTURNED
@@ -43,46 +48,18 @@ from statemachine.events import (
     AuditFailureHeld,
     AuditFailureReleased,
     AuditFailureSimulated,
-    FailedBy,
 )
-from statemachine.machine import TERMINAL
 from statemachine.policy import Policy
-from statemachine.rules import PRODUCER, Verdict, decide, released
+from statemachine.rules import Verdict, decide, released
 from statemachine.state import AuditState, evolve
 
 __all__ = ["Reconciler"]
 
 log = structlog.get_logger("auditrec.reconciler")
 
-_TERMINAL: dict[tuple[str, str | None], AuditState] = {}
-
-
-def _compact(state: AuditState) -> AuditState:
-    """Terminal audits only need their status (and who failed them, for overturns)."""
-    if state.status not in TERMINAL:
-        return state
-    key = (state.status, state.failed_by)
-    shared = _TERMINAL.get(key)
-    if shared is None:
-        shared = _TERMINAL[key] = AuditState(audit_id="", status=key[0], failed_by=key[1])
-    return shared
-
-
 BRAKE_READ_EVERY = 1.0  # seconds the brake's state is reused
 
 Holds = dict[str, AuditFailureHeld]
-
-
-# Event types no rule judges and that are no decision: the reconciler only folds them.
-_FOLDED_ONLY: Final = frozenset(
-    {"AuditStarted", "AuditProgressed", "AuditCompleted", "WorkflowInstanceAttached"}
-)
-
-
-def _own_decision(event: AuditEvent) -> bool:
-    if isinstance(event, AuditFailureHeld):
-        return event.producer == PRODUCER
-    return isinstance(event, AuditFailed) and event.data.failed_by is FailedBy.RECONCILER
 
 
 def _code(decision: AuditEvent | None) -> str:
@@ -104,14 +81,6 @@ def _overturned(before: AuditState | None, after: AuditState, event: AuditEvent)
     ):
         OVERTURNED.inc()
         log.info("failure overturned", audit_id=event.audit_id, rule="overturn")
-
-
-def _may_be_decision(record: Record) -> bool:
-    """Cheap pre-check on the ``event-type`` header (absent header: decode to be sure)."""
-    for key, value in record.headers:
-        if key == "event-type":
-            return value in (b"AuditFailed", b"AuditFailureHeld")
-    return True
 
 
 class Reconciler(LogConsumer):
@@ -179,7 +148,7 @@ class Reconciler(LogConsumer):
             holds: Holds = {}
             begin = 0
             if restored is not None:
-                states = {k: _compact(v) for k, v in restored.states.items()}
+                states = {k: compact(v) for k, v in restored.states.items()}
                 holds, begin = restored.holds, restored.next_offset
             if tp[0] not in held:
                 held[tp[0]] = await self.log.start_offsets(tp[0])
@@ -196,13 +165,13 @@ class Reconciler(LogConsumer):
             async for batch in self.log.read(tp[0], tp[1], begin, None):
                 folded += len(batch)
                 for record in batch:
-                    if record.offset >= start and not _may_be_decision(record):
+                    if record.offset >= start and not may_be_decision(record):
                         continue
                     try:
                         event = decode(record.value)
                     except DecodeError:
                         continue
-                    if record.offset < start or _own_decision(event):
+                    if record.offset < start or own_decision(event):
                         self._fold(states, holds, event)
             self.partitions[tp] = states
             self.holds[tp] = holds
@@ -251,7 +220,7 @@ class Reconciler(LogConsumer):
             )
         new = evolve(current, event)
         if new.exists:
-            states[event.audit_id] = _compact(new)
+            states[event.audit_id] = compact(new)
         if new.held_decision_id is None:
             if current.held_decision_id is not None:
                 holds.pop(event.audit_id, None)
@@ -279,7 +248,7 @@ class Reconciler(LogConsumer):
         """Fold ``event`` into its audit's state; the decision it calls for, folded too."""
         before = states.get(event.audit_id)
         kind = event.type
-        if kind in _FOLDED_ONLY:  # no rule judges these: fold (most events take this path)
+        if kind in FOLDED_ONLY:  # no rule judges these: fold (most events take this path)
             _overturned(before, self._fold(states, holds, event), event)
             return None
         verdict: Verdict | None = None
