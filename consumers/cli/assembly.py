@@ -20,7 +20,7 @@ from consumers.components.retention import Retention
 from consumers.components.telemetry import Telemetry
 from consumers.components.watchdog import Watchdog
 from consumers.operations.backends import Backends
-from consumers.operations.freshness import wait_for_projection
+from consumers.operations.freshness import Freshness
 from consumers.operations.operations import Operations
 from consumers.runtime.component import Component
 from consumers.runtime.names import COMPONENTS, PIPELINE
@@ -74,9 +74,11 @@ def _builder(rt: Backends, name: str) -> Builder:
         return Probe(rt.log, await rt.client())
 
     async def watchdog(built: dict[str, Component]) -> Component:
+        freshness = Freshness(rt.log, rt.store)
+
         async def projection_caught_up() -> bool:
             # Whichever processes run the projector: the table has what the log holds.
-            return await wait_for_projection(rt.log, rt.store, 0.0)
+            return await freshness.wait(0.0)
 
         return Watchdog(
             rt.log,

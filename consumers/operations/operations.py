@@ -23,7 +23,7 @@ from consumers.components.watchdog import Watchdog, probe_requests
 from consumers.eventlog.codec import encode
 from consumers.operations.backends import Backends
 from consumers.operations.braking import brake_status, end_brake
-from consumers.operations.freshness import wait_for_projection
+from consumers.operations.freshness import Freshness
 from consumers.operations.outcomes import Outcome, Summary, await_outcomes
 from consumers.runtime.metrics import SWEEP_DURATION
 from consumers.runtime.names import PIPELINE
@@ -60,6 +60,7 @@ class Operations:
         # Read-your-writes: the last event this process published per audit, so a read that
         # follows a publish waits (bounded) for the projection to have it.
         self._published: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self.freshness = Freshness(runtime.log, runtime.store)
 
     # -- publish ----------------------------------------------------------------------------
 
@@ -123,9 +124,7 @@ class Operations:
         row = await self.rt.store.get(audit_id)
         if row is None and "projector" in await self.rt.live_components(reuse=True):
             # Perhaps just published by another service: once the projection caught up.
-            await wait_for_projection(
-                self.rt.log, self.rt.store, self.rt.settings.on_demand_wait.total_seconds()
-            )
+            await self.freshness.wait(self.rt.settings.on_demand_wait.total_seconds())
             row = await self.rt.store.get(audit_id)
         if row is None:
             raise NotFound(f"unknown audit {audit_id!r}")
@@ -252,9 +251,7 @@ class Operations:
         if not live:
             await self._run_inline()  # catch the projection up before selecting
         else:  # select from a table that has everything published before this sweep
-            await wait_for_projection(
-                self.rt.log, self.rt.store, min(s.sweep_wait.total_seconds(), 30.0)
-            )
+            await self.freshness.wait(min(s.sweep_wait.total_seconds(), 30.0))
         tick = await watchdog.tick()
         if not live and tick.requests:
             await self._run_inline()

@@ -8,7 +8,7 @@ import time
 
 from consumers.components.projector import Projector
 from consumers.components.reconciler import Reconciler
-from consumers.operations.freshness import wait_for_projection
+from consumers.operations.freshness import Freshness, wait_for_projection
 from statemachine.policy import Policy
 from tests.contracts.projection_store import at, observed, progressed, started
 from tests.pipeline import Pipeline, append, run_until_idle
@@ -81,3 +81,37 @@ async def test_transaction_markers_after_the_last_record_are_not_waited_for(
     began = time.monotonic()
     assert await wait_for_projection(pipeline.log, pipeline.store, timeout=5) is True
     assert time.monotonic() - began < 5
+
+
+async def test_a_gap_of_markers_is_read_once_however_often_it_is_asked_about(
+    pipeline: Pipeline,
+) -> None:
+    # given a projected decision written in a transaction, and a little later one more event
+    events = [
+        started("a-1", at(0)),
+        observed("a-1", "errored", at(30), error={"name": "E", "message": "x"}),
+    ]
+    await append(pipeline.log, pipeline.topics.lifecycle, events)
+    async with (
+        Reconciler(pipeline.log, Policy()) as reconciler,
+        Projector(pipeline.log, pipeline.store) as projector,
+    ):
+        await run_until_idle(reconciler, projector)
+    freshness = Freshness(pipeline.log, pipeline.store)
+    marker = pipeline.backend.name == "kafka+postgres"  # only Kafka has commit markers
+
+    # when the process asks ten times whether the projection is fresh
+    answers = [await freshness.wait(timeout=5) for _ in range(10)]
+
+    # then each answer is yes, and the log was read at most once (for the marker)
+    assert answers == [True] * 10
+    assert freshness.reads == (1 if marker else 0)
+
+    # and when a new record arrives unprojected, that is seen at once (not taken for a marker)
+    await append(pipeline.log, pipeline.topics.lifecycle, [started("a-2", at(40))])
+    assert await freshness.wait(timeout=0) is False
+
+    # and once projected, the answer is yes again
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        await run_until_idle(projector)
+    assert await freshness.wait(timeout=5) is True
