@@ -104,10 +104,14 @@ def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
     async def openapi_json() -> JSONResponse:
         return JSONResponse(app.openapi())
 
+    asyncapi: list[dict[str, Any]] = []  # built at the first request, then kept
+
     @documents.get("/asyncapi.json", include_in_schema=False)
     async def asyncapi_json() -> JSONResponse:
         """The AsyncAPI 3 document of this deployment's topics (``auditrec asyncapi``)."""
-        return JSONResponse(asyncapi_for(settings))
+        if not asyncapi:
+            asyncapi.append(asyncapi_for(settings))
+        return JSONResponse(asyncapi[0])
 
     @documents.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:

@@ -82,6 +82,8 @@ def test_every_field_has_a_description_and_an_example(name: str, variant: str) -
         for what in ("description", "examples")
         if not prop.get(what)
     ]
+    # (a description is the field's docstring in statemachine/events.py; an example comes
+    # from the type's example in consumers/operations/contracts/examples.py)
     assert missing == []
 
 
