@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["DeadLetter"]
+__all__ = ["EXAMPLE", "DeadLetter"]
 
 
 class DeadLetter(BaseModel):
