@@ -3,18 +3,16 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import click
 
-from consumers.cli.context import handle_errors, run
+from consumers.cli.context import handle_errors, run, settings_of
 from consumers.cli.output import err, out, print_json
-from statemachine.events import EVENT_TYPES
 from statemachine.machine import mermaid
 
-__all__ = ["demo", "diagram", "schema", "simulate_workflows"]
+__all__ = ["asyncapi", "demo", "diagram", "schema", "simulate_workflows"]
 
 
 @click.command()
@@ -28,18 +26,64 @@ def diagram() -> None:
     "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Write one file per type.",
+    help="Write DIR/public/*.json, DIR/publish/*.json, DIR/internal/*.json and DIR/index.json.",
 )
-def schema(out_dir: Path | None) -> None:
-    """JSON Schemas of all event types."""
-    schemas = {name: cls.model_json_schema() for name, cls in EVENT_TYPES.items()}
+@click.option(
+    "--variant",
+    type=click.Choice(["public", "publish", "internal"]),
+    help="Print only this variant (without --out).",
+)
+def schema(out_dir: Path | None, variant: str | None) -> None:
+    """JSON Schemas of all event types, generated from the models.
+
+    \b
+    public/   the types other services publish, as on the log (Kafka producers)
+    publish/  the same as sent through auditrec (POST /events, publish): event_id,
+              occurred_at, schema_version and producer may be omitted
+    internal/ the types only auditrec writes, as on the log
+    index.json  every type's schema_version, topic, visibility and files
+
+    Each schema's $id is https://auditrec.dev/schemas/v{schema_version}/{variant}/{Type}.json.
+    Without --out, prints {variant: {Type: schema}} as JSON.
+    """
+    from consumers.operations.contracts.schemas import schema_files, write_schemas
+
     if out_dir is None:
-        print_json(schemas)
+        grouped: dict[str, dict[str, object]] = {}
+        for relative, body in schema_files().items():
+            kind, _, file = relative.rpartition("/")
+            if kind and variant in (None, kind):
+                grouped.setdefault(kind, {})[file.removesuffix(".json")] = body
+        print_json(grouped[variant] if variant else grouped)
         return
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, body in schemas.items():
-        (out_dir / f"{name}.schema.json").write_text(json.dumps(body, indent=2) + "\n")
-    out.print(f"wrote {len(schemas)} schemas to {out_dir}")
+    written = write_schemas(out_dir)
+    out.print(f"wrote {len(written)} files to {out_dir}")
+
+
+@click.command()
+@click.option(
+    "--out",
+    "out_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the document to FILE instead of printing it.",
+)
+@click.pass_context
+@handle_errors
+def asyncapi(ctx: click.Context, out_file: Path | None) -> None:
+    """The AsyncAPI 3 document of the topics (JSON), for this configuration's topic prefix,
+    consumer groups and Kafka brokers: every message with its schema, key, headers and
+    examples, and which component sends and receives it."""
+    import json
+
+    from consumers.operations.contracts.asyncapi import asyncapi_for
+
+    document = asyncapi_for(settings_of(ctx))
+    if out_file is None:
+        print_json(document)
+        return
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    out_file.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    out.print(f"wrote {out_file}")
 
 
 @click.command()
