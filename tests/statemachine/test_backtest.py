@@ -42,6 +42,7 @@ def reconciled(
     state: AuditState | None = None
     holds: dict[str, AuditFailureHeld] = {}
     for i, event in enumerate(events):
+        decision: AuditEvent | None
         if isinstance(event, AuditFailureReleased):
             decision = released(state, event, holds.get(str(event.data.held_id)))
         else:
