@@ -9,10 +9,11 @@ PYTEST_ARGS ?=
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e clients/python
 	touch $(STAMP)
 
 demo: venv
@@ -49,6 +50,7 @@ lint: venv
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy statemachine projections consumers
+	$(BIN)/mypy clients/python/auditrec_client
 
 format: venv
 	$(BIN)/ruff format .
