@@ -105,12 +105,15 @@ class ProbeFailureReason(StrEnum):
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Field docstrings become the descriptions of the published JSON Schemas (auditrec schema).
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 class WorkflowError(_Frozen):
     name: ShortText | None = None
+    """The error's class name as the Workflows API reports it."""
     message: ShortText | None = None
+    """The error's message as the Workflows API reports it."""
 
 
 # --- data payloads --------------------------------------------------------------------
@@ -118,86 +121,134 @@ class WorkflowError(_Frozen):
 
 class AuditStartedData(_Frozen):
     project_id: Id
+    """The project the audited site belongs to."""
     organization_id: Name | None = None
+    """The organization that owns the project."""
     started_by_user_id: Name | None = None
+    """The user who started the audit, if a user did."""
     start_url: Url | None = None
+    """The URL the crawl starts from."""
     workflow_instance_id: InstanceId | None = None
+    """The Cloudflare Workflows instance running the audit, when already known (else see
+    `WorkflowInstanceAttached`)."""
     started_at: Timestamp | None = None
+    """When the audit started (RFC 3339 with an offset); defaults to the envelope's
+    `occurred_at`."""
     current_phase: Phase | None = None
+    """The phase the audit starts in; defaults to `discovery`."""
     pages_total: NonNegative | None = None
+    """How many pages the audit expects to crawl, when known."""
 
 
 class WorkflowInstanceAttachedData(_Frozen):
     workflow_instance_id: InstanceId
+    """The Cloudflare Workflows instance now running the audit; later observations of another
+    instance are ignored."""
 
 
 class AuditProgressedData(_Frozen):
     current_phase: Phase | None = None
+    """The phase the audit is in now."""
     pages_crawled: NonNegative | None = None
+    """Pages crawled so far."""
     pages_total: NonNegative | None = None
+    """Pages the audit now expects to crawl."""
 
 
 class AuditCompletedData(_Frozen):
     pages_crawled: NonNegative | None = None
+    """Pages crawled in all."""
     pages_total: NonNegative | None = None
+    """Pages the audit expected to crawl."""
     completed_at: Timestamp | None = None
+    """When the audit completed; defaults to the envelope's `occurred_at`."""
 
 
 class AuditFailedData(_Frozen):
     error_code: ErrorCode
+    """The classified cause: one of auditrec's error codes."""
     error_detail: Detail
+    """What happened, for a human (at most 500 characters)."""
     failed_phase: Phase | None = None
+    """The phase the audit was in when it failed."""
     failed_by: FailedBy
+    """Who decided the failure: the workflow itself, auditrec's reconciler (reserved to auditrec),
+    or an operator."""
     reconciled_by: ReconciledBy | None = None
+    """For a reconciler decision: what asked for the probe behind it."""
     workflow_status: Label | None = None
+    """For a reconciler decision: the workflow status the decision rests on."""
     policy: Policy | None = None
-    # The rule that fired, for a reconciler decision (DESIGN §4); `policy` holds its thresholds.
+    """For a reconciler decision: the thresholds in force and the evidence, so the decision
+    explains itself later."""
     rule: FailureRule | None = None
+    """For a reconciler decision: the rule that fired."""
 
 
 class WorkflowStatusObservedData(_Frozen):
     workflow_instance_id: InstanceId | None = None
+    """The instance that was asked about (none when the audit has no instance)."""
     status: ObservedStatus
+    """What the Workflows API answered, or `not_found` / `not_attached`."""
     error: WorkflowError | ShortText | None = None
+    """The instance's error payload, when it errored."""
     workflow_ended_at: Timestamp | None = None
+    """When the instance ended, when it did."""
     trigger: Trigger
+    """What asked for the probe."""
     observed_at: Timestamp
-    # The watchdog tick that asked, and how many audits it asked about (the brake's scope).
+    """When the status was read: the clock the rules judge by."""
     sweep_id: Tag | None = None
+    """The watchdog tick that asked, if one did."""
     sweep_size: NonNegative | None = None
-    # Where the status was read: the instance itself, or the workflow's instance listing (no
-    # error payload; never a reason to fail an audit).
+    """How many audits that tick asked about (the mass-failure brake's scope)."""
     source: Literal["instance", "listing"] = "instance"
+    """Where the status was read: the instance itself, or the workflow's instance listing (never a
+    reason to fail)."""
 
 
 class WorkflowProbeFailedData(_Frozen):
     workflow_instance_id: InstanceId | None = None
+    """The instance that was asked about."""
     reason: ProbeFailureReason
+    """Why the Workflows API gave no usable answer."""
     http_status: Annotated[int, Field(ge=100, le=599)] | None = None
+    """The HTTP status of the answer, when there was one."""
     detail: ShortText
+    """What went wrong, for a human."""
     trigger: Trigger
+    """What asked for the probe."""
     observed_at: Timestamp
+    """When the probe gave up."""
     sweep_id: Tag | None = None
+    """The watchdog tick that asked, if one did."""
     sweep_size: NonNegative | None = None
+    """How many audits that tick asked about."""
 
 
 class Listed(_Frozen):
     """What the workflow's instance listing said about the instance when a tick read it."""
 
     status: ListedAliveStatus
+    """The alive status the listing showed."""
     at: Timestamp
+    """When the listing was read."""
 
 
 class ProbeRequestedData(_Frozen):
     workflow_instance_id: InstanceId | None = None
+    """The instance to ask about (none: the audit has none, observed as `not_attached`)."""
     trigger: Trigger
+    """What asks for the probe."""
     sweep_id: Tag | None = None
-    # How many audits the sweep asked about; observations carry it to the reconciler.
+    """The watchdog tick asking, if one is."""
     sweep_size: NonNegative | None = None
-    # The requester's bound: a request may wait (e.g. out a 429 pause) until then, no longer.
+    """How many audits that tick asks about."""
     answer_by: Timestamp | None = None
-    # The instance was listed alive: the probe records that without asking for it alone.
+    """The requester's bound: the request may wait (out a 429 pause) until then, no longer."""
     listed: Listed | None = None
+    """Set when the instance was listed alive: the probe records that without asking for it
+    alone."""
 
 
 class AuditFailureHeldData(_Frozen):
@@ -205,16 +256,22 @@ class AuditFailureHeldData(_Frozen):
     have carried, and why it is held."""
 
     decision: AuditFailedData
+    """The `AuditFailed` data the reconciler would have appended."""
     sweep_id: Tag | None = None
+    """The watchdog tick whose decisions the brake holds."""
     reason: ShortText
+    """Why the decision is held."""
 
 
 class HeldRelease(_Frozen):
     """What ends a hold: its id (the ``AuditFailureHeld`` event's), who, and why."""
 
     held_id: uuid.UUID
+    """The `AuditFailureHeld` event this ends."""
     actor: Name
+    """Who ended it: an operator, or the brake's own verdict."""
     reason: ShortText | None = None
+    """Why, as the actor gave it."""
 
 
 # --- envelopes --------------------------------------------------------------------------
@@ -222,37 +279,58 @@ class HeldRelease(_Frozen):
 
 class _Envelope(_Frozen):
     event_id: uuid.UUID
+    """The event's unique id (a UUID); a redelivered event keeps its id, so it is applied once."""
     schema_version: Annotated[int, Field(ge=1, le=1000)] = 1
+    """The version of this event type's schema the event follows; older versions are upcast on
+    read."""
     audit_id: AuditId
+    """The audit the event is about: 1-128 characters of `[A-Za-z0-9._:-]`. The log's key."""
     occurred_at: Timestamp
+    """When the event happened (RFC 3339 with an offset; naive times are invalid)."""
     producer: Producer
+    """The service or component that produced the event."""
     causation_id: uuid.UUID | None = None
+    """The id of the event that caused this one (a probe request for an observation, an observation
+    for a decision)."""
     correlation_id: uuid.UUID | None = None
+    """An id shared by events of one flow, free for producers to set."""
 
 
 class AuditStarted(_Envelope):
+    """An audit began: the only event that creates an audit (a second one is recorded, not
+    applied)."""
+
     type: Literal["AuditStarted"] = "AuditStarted"
     data: AuditStartedData
 
 
 class WorkflowInstanceAttached(_Envelope):
+    """The Workflows instance that runs the audit became known."""
+
     type: Literal["WorkflowInstanceAttached"] = "WorkflowInstanceAttached"
     data: WorkflowInstanceAttachedData
 
 
 class AuditProgressed(_Envelope):
+    """The audit moved on: its phase or page counts (ignored once the audit has ended)."""
+
     type: Literal["AuditProgressed"] = "AuditProgressed"
     data: AuditProgressedData
 
 
 class AuditCompleted(_Envelope):
+    """The audit finished; overturns a failure decided by the reconciler."""
+
     type: Literal["AuditCompleted"] = "AuditCompleted"
     data: AuditCompletedData = AuditCompletedData()
 
 
 class AuditFailed(_Envelope):
+    """The audit failed: reported by its workflow or an operator, or decided by the reconciler."""
+
     type: Literal["AuditFailed"] = "AuditFailed"
     schema_version: Annotated[int, Field(ge=1, le=1000)] = 2
+    """Version 2 names the rule behind a reconciler decision (`rule`); version 1 is upcast."""
     data: AuditFailedData
 
 
@@ -261,6 +339,7 @@ class AuditFailureSimulated(_Envelope):
 
     type: Literal["AuditFailureSimulated"] = "AuditFailureSimulated"
     schema_version: Annotated[int, Field(ge=1, le=1000)] = 2
+    """Version 2 names the rule behind a reconciler decision (`rule`); version 1 is upcast."""
     data: AuditFailedData
 
 
@@ -287,11 +366,15 @@ class AuditFailureDiscarded(_Envelope):
 
 
 class WorkflowStatusObserved(_Envelope):
+    """What the probe read about an audit's workflow instance; the reconciler judges it."""
+
     type: Literal["WorkflowStatusObserved"] = "WorkflowStatusObserved"
     data: WorkflowStatusObservedData
 
 
 class WorkflowProbeFailed(_Envelope):
+    """The probe got no usable answer from the Workflows API; never changes an audit."""
+
     type: Literal["WorkflowProbeFailed"] = "WorkflowProbeFailed"
     data: WorkflowProbeFailedData
 

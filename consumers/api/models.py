@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from consumers.operations.contracts.catalog import OMITTABLE
 from consumers.operations.outcomes import Outcome
 from projections.row import COLUMN_KINDS, COLUMNS, ColumnKind
 from statemachine.events import EVENT_ADAPTER
@@ -197,8 +198,6 @@ class Message(BaseModel):
 
 # --- OpenAPI declarations ----------------------------------------------------------------
 
-_OMITTABLE = ("event_id", "occurred_at", "schema_version", "producer")
-
 
 def event_input_schemas() -> dict[str, Any]:
     """The lifecycle event schemas as OpenAPI components, for what a publisher may send: the
@@ -207,7 +206,7 @@ def event_input_schemas() -> dict[str, Any]:
     defs: dict[str, Any] = schema.pop("$defs")
     for name in schema["discriminator"]["mapping"]:
         envelope = defs[name]
-        required = [f for f in envelope.get("required", []) if f not in _OMITTABLE]
+        required = [f for f in envelope.get("required", []) if f not in OMITTABLE]
         envelope["required"] = ["type", *[f for f in required if f != "type"]]
     defs["EventEnvelope"] = schema
     return defs

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -11,7 +10,6 @@ import click
 
 from consumers.cli.context import handle_errors, run
 from consumers.cli.output import err, out, print_json
-from statemachine.events import EVENT_TYPES
 from statemachine.machine import mermaid
 
 __all__ = ["demo", "diagram", "schema", "simulate_workflows"]
@@ -28,18 +26,38 @@ def diagram() -> None:
     "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Write one file per type.",
+    help="Write DIR/public/*.json, DIR/publish/*.json, DIR/internal/*.json and DIR/index.json.",
 )
-def schema(out_dir: Path | None) -> None:
-    """JSON Schemas of all event types."""
-    schemas = {name: cls.model_json_schema() for name, cls in EVENT_TYPES.items()}
+@click.option(
+    "--variant",
+    type=click.Choice(["public", "publish", "internal"]),
+    help="Print only this variant (without --out).",
+)
+def schema(out_dir: Path | None, variant: str | None) -> None:
+    """JSON Schemas of all event types, generated from the models.
+
+    \b
+    public/   the types other services publish, as on the log (Kafka producers)
+    publish/  the same as sent through auditrec (POST /events, publish): event_id,
+              occurred_at, schema_version and producer may be omitted
+    internal/ the types only auditrec writes, as on the log
+    index.json  every type's schema_version, topic, visibility and files
+
+    Each schema's $id is https://auditrec.dev/schemas/v{schema_version}/{variant}/{Type}.json.
+    Without --out, prints {variant: {Type: schema}} as JSON.
+    """
+    from consumers.operations.contracts.schemas import schema_files, write_schemas
+
     if out_dir is None:
-        print_json(schemas)
+        grouped: dict[str, dict[str, object]] = {}
+        for relative, body in schema_files().items():
+            kind, _, file = relative.rpartition("/")
+            if kind and variant in (None, kind):
+                grouped.setdefault(kind, {})[file.removesuffix(".json")] = body
+        print_json(grouped[variant] if variant else grouped)
         return
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, body in schemas.items():
-        (out_dir / f"{name}.schema.json").write_text(json.dumps(body, indent=2) + "\n")
-    out.print(f"wrote {len(schemas)} schemas to {out_dir}")
+    written = write_schemas(out_dir)
+    out.print(f"wrote {len(written)} files to {out_dir}")
 
 
 @click.command()
