@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast fuzz chaos lint format bench services-up services-down promtool clean
+.PHONY: venv demo test test-typescript test-fast fuzz chaos lint format bench services-up services-down promtool clean
 
 venv: $(STAMP)
 
@@ -23,6 +23,12 @@ demo: venv
 # service fails instead of skipping (and the tests of deploy/ fail without promtool).
 test: venv services-up promtool
 	AUDITREC_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(MAKE) test-typescript
+
+# The TypeScript client's tests (Node >= 20, no npm install): against a real `auditrec serve`
+# from this venv.
+test-typescript: venv
+	cd clients/typescript && AUDITREC=$(CURDIR)/$(BIN)/auditrec node --test test/*.test.mjs
 
 # The fuzz targets with a long profile (`make test` runs a short one).
 FUZZ_EXAMPLES ?= 2000
@@ -44,6 +50,7 @@ chaos: venv services-up
 # Without Kafka/PostgreSQL: their tests skip.
 test-fast: venv
 	$(BIN)/python -m pytest -q -m "not kafka and not postgres and not slow" $(PYTEST_ARGS)
+	$(MAKE) test-typescript
 
 lint: venv
 	$(BIN)/ruff check .
