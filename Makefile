@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-typescript test-fast fuzz chaos lint format bench services-up services-down promtool clean
+.PHONY: venv demo test test-typescript lint-typescript test-fast fuzz chaos lint format bench services-up services-down promtool clean
 
 venv: $(STAMP)
 
@@ -58,6 +58,12 @@ lint: venv
 	$(BIN)/lint-imports
 	$(BIN)/mypy statemachine projections consumers
 	$(BIN)/mypy clients/python/auditrec_client
+	$(MAKE) lint-typescript
+
+# The TypeScript client's declarations, its type-level tests and the example Worker, checked
+# by TypeScript (a dev dependency pinned in clients/typescript/package-lock.json).
+lint-typescript:
+	cd clients/typescript && npm ci --silent --no-audit --no-fund && npx tsc -p .
 
 format: venv
 	$(BIN)/ruff format .
