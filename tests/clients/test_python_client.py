@@ -111,10 +111,12 @@ async def test_the_async_client_retries_a_drop_and_a_refusal_without_a_duplicate
         )
         history = await client.replay(a)
         page = await client.audits(project_id="p", status="running", limit=1000)
+        row = await client.status(a, probe=False)
 
     assert proxy.refused == 1 and len(proxy.dropped) == 1
     assert [e["event_id"] for e in history["events"]] == ids
     assert a in [r["audit_id"] for r in page.audits]
+    assert (row["status"], row["pages_crawled"], row["version"]) == ("running", 1, 2)
 
 
 def test_refusals_beyond_the_attempts_raise_unavailable(serve: Serve, proxy: FaultyProxy) -> None:
