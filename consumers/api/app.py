@@ -14,6 +14,7 @@ Endpoints (OpenAPI at ``/docs``, schema at ``/openapi.json``):
 - ``POST /events``: one envelope or a list; everything is validated before anything is
   published; 202 ``{"accepted": n, "event_ids": [...]}``; 422 ``{"detail": ["item N: …"]}``.
 - ``POST /sweep[?dry_run=true]``: one watchdog tick; the summary once the outcomes are in.
+- ``GET /asyncapi.json``: the AsyncAPI 3 document of the topics (next to ``/openapi.json``).
 - ``GET /healthz`` and ``GET /metrics``: never behind a token (liveness probes and scrapers);
   ``GET /readyz`` reports on the dependencies and is behind the token like everything else.
 
@@ -46,6 +47,7 @@ from consumers.api.health import add_health_routes
 from consumers.api.measure import RequestMetrics
 from consumers.api.models import R401, event_input_schemas
 from consumers.api.shutdown import Closing, Draining
+from consumers.operations.contracts.asyncapi import asyncapi_for
 from consumers.operations.operations import Operations
 
 __all__ = ["ASSETS", "build_app"]
@@ -101,6 +103,15 @@ def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
     @documents.get("/openapi.json", include_in_schema=False)
     async def openapi_json() -> JSONResponse:
         return JSONResponse(app.openapi())
+
+    asyncapi: list[dict[str, Any]] = []  # built at the first request, then kept
+
+    @documents.get("/asyncapi.json", include_in_schema=False)
+    async def asyncapi_json() -> JSONResponse:
+        """The AsyncAPI 3 document of this deployment's topics (``auditrec asyncapi``)."""
+        if not asyncapi:
+            asyncapi.append(asyncapi_for(settings))
+        return JSONResponse(asyncapi[0])
 
     @documents.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:

@@ -1,5 +1,6 @@
-"""The routes that change things: ``POST /events`` (validated as a whole, then published) and
-``POST /sweep`` (one watchdog tick, answered with its outcomes)."""
+"""The routes that change things: ``POST /events`` (plain envelopes or CloudEvents, validated
+as a whole, then published) and ``POST /sweep`` (one watchdog tick, answered with its
+outcomes)."""
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
 
@@ -11,13 +12,50 @@ from fastapi import APIRouter, Query, Request
 
 from consumers.api.guards import read_body
 from consumers.api.models import EVENTS_BODY, R422, R503, Accepted, Message, SweepSummary
+from consumers.operations.contracts.cloudevents import (
+    BATCH,
+    STRUCTURED,
+    is_binary,
+    structured_of_binary,
+    validate_cloudevents,
+)
 from consumers.operations.operations import Operations
 from consumers.operations.publishing import validate_items
 from statemachine.errors import InvalidInput
+from statemachine.events import AuditEvent
 
 __all__ = ["add_command_routes"]
 
 log = structlog.get_logger("auditrec.api")
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+        raise InvalidInput("body is not JSON", [f"body: not valid JSON ({reason})"]) from None
+
+
+def _events_of(request: Request, body: bytes) -> list[AuditEvent]:
+    """The validated events of a ``POST /events`` body: plain envelopes, or CloudEvents in
+    structured, batch or binary mode (by ``Content-Type`` and the ``ce-*`` headers)."""
+    content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if is_binary(request.headers):
+        return validate_cloudevents([structured_of_binary(request.headers, body)])
+    if content_type in (STRUCTURED, BATCH):
+        raw = _json(body)
+        if content_type == BATCH and not isinstance(raw, list):
+            raise InvalidInput("not a batch", ["body: a CloudEvents batch is a JSON array"])
+        items = raw if content_type == BATCH else [raw]
+        if not items:
+            raise InvalidInput("empty batch", ["body: an empty batch; send at least one event"])
+        return validate_cloudevents(items)
+    raw = _json(body)
+    items = raw if isinstance(raw, list) else [raw]
+    if not items:
+        raise InvalidInput("empty list", ["body: an empty list; send at least one event"])
+    return validate_items(items, label="item", producer="auditrec-api")
 
 
 def add_command_routes(private: APIRouter, ops: Operations, max_body: int) -> None:
@@ -31,7 +69,12 @@ def add_command_routes(private: APIRouter, ops: Operations, max_body: int) -> No
             "Every item is validated before anything is published: one invalid item rejects "
             "the submission (422) with one line per problem, `item N: …` (N is the 0-based "
             "index; a single envelope is item 0). `event_id`, `occurred_at`, "
-            "`schema_version` and `producer` may be omitted. "
+            "`schema_version` and `producer` may be omitted. CloudEvents 1.0 are accepted "
+            "too: structured (`application/cloudevents+json`), batch "
+            "(`application/cloudevents-batch+json`) and binary (`ce-*` headers, JSON data); "
+            "`type` is the event type (`AuditStarted` or `dev.auditrec.AuditStarted`), "
+            "`subject` the audit id, `id` the event id, `source` the producer, `time` "
+            "`occurred_at`. "
             f"Bodies above {max_body} bytes are refused (413)."
         ),
         responses={
@@ -43,15 +86,7 @@ def add_command_routes(private: APIRouter, ops: Operations, max_body: int) -> No
     )
     async def post_events(request: Request) -> Accepted:
         body = await read_body(request, max_body)
-        try:
-            raw = json.loads(body)
-        except (ValueError, RecursionError) as exc:
-            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
-            raise InvalidInput("body is not JSON", [f"body: not valid JSON ({reason})"]) from None
-        items = raw if isinstance(raw, list) else [raw]
-        if not items:
-            raise InvalidInput("empty list", ["body: an empty list; send at least one event"])
-        events = validate_items(items, label="item", producer="auditrec-api")
+        events = _events_of(request, body)
         ids = await ops.publish(events)
         log.info("events published", count=len(ids))
         return Accepted(accepted=len(ids), event_ids=ids)

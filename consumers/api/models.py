@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from consumers.operations.contracts.catalog import OMITTABLE
+from consumers.operations.contracts.cloudevents import BATCH, CLOUDEVENT_SCHEMA, STRUCTURED
 from consumers.operations.outcomes import Outcome
 from projections.row import COLUMN_KINDS, COLUMNS, ColumnKind
 from statemachine.events import EVENT_ADAPTER
@@ -209,6 +210,7 @@ def event_input_schemas() -> dict[str, Any]:
         required = [f for f in envelope.get("required", []) if f not in OMITTABLE]
         envelope["required"] = ["type", *[f for f in required if f != "type"]]
     defs["EventEnvelope"] = schema
+    defs["CloudEvent"] = CLOUDEVENT_SCHEMA
     return defs
 
 
@@ -233,7 +235,15 @@ EVENTS_BODY = {
                     "producer": "crawler",
                     "data": {"project_id": "p-1", "workflow_instance_id": "wf-a-123"},
                 },
-            }
+            },
+            STRUCTURED: {"schema": {"$ref": "#/components/schemas/CloudEvent"}},
+            BATCH: {
+                "schema": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {"$ref": "#/components/schemas/CloudEvent"},
+                }
+            },
         },
     }
 }

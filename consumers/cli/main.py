@@ -47,6 +47,7 @@ for command in (
     doctor.doctor,
     tools.diagram,
     tools.schema,
+    tools.asyncapi,
     tools.demo,
     tools.simulate_workflows,
 ):

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 
-from consumers.cli.context import handle_errors, run
+from consumers.cli.context import handle_errors, run, settings_of
 from consumers.cli.output import err, out, print_json
 from statemachine.machine import mermaid
 
-__all__ = ["demo", "diagram", "schema", "simulate_workflows"]
+__all__ = ["asyncapi", "demo", "diagram", "schema", "simulate_workflows"]
 
 
 @click.command()
@@ -58,6 +58,32 @@ def schema(out_dir: Path | None, variant: str | None) -> None:
         return
     written = write_schemas(out_dir)
     out.print(f"wrote {len(written)} files to {out_dir}")
+
+
+@click.command()
+@click.option(
+    "--out",
+    "out_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the document to FILE instead of printing it.",
+)
+@click.pass_context
+@handle_errors
+def asyncapi(ctx: click.Context, out_file: Path | None) -> None:
+    """The AsyncAPI 3 document of the topics (JSON), for this configuration's topic prefix,
+    consumer groups and Kafka brokers: every message with its schema, key, headers and
+    examples, and which component sends and receives it."""
+    import json
+
+    from consumers.operations.contracts.asyncapi import asyncapi_for
+
+    document = asyncapi_for(settings_of(ctx))
+    if out_file is None:
+        print_json(document)
+        return
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    out_file.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    out.print(f"wrote {out_file}")
 
 
 @click.command()

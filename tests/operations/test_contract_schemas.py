@@ -82,6 +82,8 @@ def test_every_field_has_a_description_and_an_example(name: str, variant: str) -
         for what in ("description", "examples")
         if not prop.get(what)
     ]
+    # (a description is the field's docstring in statemachine/events.py; an example comes
+    # from the type's example in consumers/operations/contracts/examples.py)
     assert missing == []
 
 
@@ -170,3 +172,21 @@ def test_schema_out_writes_the_documented_layout(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "schemas" / "publish").iterdir()) == sorted(
         f"{n}.json" for n in PUBLIC_TYPES
     )
+
+
+def test_schema_prints_each_variant_by_type() -> None:
+    printed = subprocess.run(
+        [AUDITREC, "schema"], capture_output=True, text=True, timeout=60, check=True
+    )
+    grouped = json.loads(printed.stdout)
+    assert set(grouped) == {"public", "publish", "internal"}
+    assert set(grouped["publish"]) == set(PUBLIC_TYPES)
+    assert grouped["internal"]["ProbeRequested"] == event_schema("ProbeRequested", "internal")
+    one = subprocess.run(
+        [AUDITREC, "schema", "--variant", "publish"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(one.stdout) == grouped["publish"]

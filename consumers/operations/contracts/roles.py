@@ -1,0 +1,127 @@
+"""Who writes and who reads each topic: the components of ``auditrec serve``, the operator
+commands, and the other services that publish. The AsyncAPI document's operations are drawn
+from this table; the messages each role handles are derived from the models where a role
+handles a whole topic (the lifecycle consumers read every lifecycle type, new ones included).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from consumers.operations.contracts.catalog import PUBLIC_TYPES
+from statemachine.events import LIFECYCLE_TYPES
+
+__all__ = ["ROLES", "Channel", "Role", "Use"]
+
+Channel = Literal["lifecycle", "probe-requests", "dead-letter"]
+
+
+@dataclass(frozen=True, slots=True)
+class Use:
+    """One role's sending or receiving on one topic: which messages, and why."""
+
+    action: Literal["send", "receive"]
+    channel: Channel
+    messages: Callable[[], tuple[str, ...]]
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class Role:
+    name: str
+    description: str
+    # The Kafka consumer group is `<group prefix>-<name>` (DESIGN §5) for a component.
+    component: bool = True
+    uses: tuple[Use, ...] = field(default=())
+
+
+def _lifecycle() -> tuple[str, ...]:
+    return tuple(LIFECYCLE_TYPES)
+
+
+def _public() -> tuple[str, ...]:
+    return PUBLIC_TYPES
+
+
+def _only(*names: str) -> Callable[[], tuple[str, ...]]:
+    return lambda: names
+
+
+_DEAD = Use("send", "dead-letter", _only("DeadLetter"), "records it cannot decode or apply")
+
+ROLES: Final[tuple[Role, ...]] = (
+    Role(
+        "publishers",
+        "Other services (the crawler, its workflows, operators' tools): through POST /events, "
+        "auditrec publish, or the lifecycle topic directly.",
+        component=False,
+        uses=(Use("send", "lifecycle", _public, "the audits' lifecycle"),),
+    ),
+    Role(
+        "projector",
+        "Folds every lifecycle event into the audits table and its history.",
+        uses=(Use("receive", "lifecycle", _lifecycle, "every lifecycle event"), _DEAD),
+    ),
+    Role(
+        "reconciler",
+        "Folds each audit's events and judges observations by the rules; the only writer of "
+        "reconciler decisions.",
+        uses=(
+            Use("receive", "lifecycle", _lifecycle, "every lifecycle event"),
+            Use(
+                "send",
+                "lifecycle",
+                _only("AuditFailed", "AuditFailureSimulated", "AuditFailureHeld"),
+                "its decisions (failures, shadow-mode failures, failures held by the brake)",
+            ),
+            _DEAD,
+        ),
+    ),
+    Role(
+        "probe",
+        "Asks the Workflows API about an instance for each probe request; decides nothing.",
+        uses=(
+            Use("receive", "probe-requests", _only("ProbeRequested"), "probe requests"),
+            Use(
+                "send",
+                "lifecycle",
+                _only("WorkflowStatusObserved", "WorkflowProbeFailed"),
+                "what it observed, or why it could not",
+            ),
+            _DEAD,
+        ),
+    ),
+    Role(
+        "telemetry",
+        "Reports failures found by reconciliation to PostHog (site_audit:complete).",
+        uses=(Use("receive", "lifecycle", _lifecycle, "every lifecycle event"), _DEAD),
+    ),
+    Role(
+        "watchdog",
+        "Each tick, asks for probes of stale running audits; judges a sweep's held failures.",
+        uses=(
+            Use("send", "probe-requests", _only("ProbeRequested"), "the tick's probe requests"),
+            Use(
+                "send",
+                "lifecycle",
+                _only("AuditFailureReleased"),
+                "held failures the sweep's verdict lets through",
+            ),
+        ),
+    ),
+    Role(
+        "api",
+        "The HTTP API and the CLI: on-demand status reads, and operators' brake commands.",
+        uses=(
+            Use("send", "probe-requests", _only("ProbeRequested"), "on-demand probe requests"),
+            Use(
+                "send",
+                "lifecycle",
+                _only("AuditFailureReleased", "AuditFailureDiscarded"),
+                "held failures an operator releases or discards",
+            ),
+        ),
+    ),
+)
