@@ -91,13 +91,14 @@ class FaultyProxy:
     def _refuse(self, client: socket.socket, status: int) -> None:
         with contextlib.suppress(OSError):
             client.recv(65536)  # the request's head, at least
+            # Counted before it is sent: the client may act on it before this thread goes on.
+            self.refused += 1
             body = b'{"detail": "refused by the test proxy"}'
             client.sendall(
                 f"HTTP/1.1 {status} Refused\r\ncontent-type: application/json\r\n"
                 f"retry-after: 0\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
                 + body
             )
-            self.refused += 1
         client.close()
 
 

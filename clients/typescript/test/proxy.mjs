@@ -16,12 +16,12 @@ export async function startProxy(upstreamPort) {
     const fault = faults.shift();
     if (fault?.kind === "refuse") {
       client.once("data", () => {
+        state.refused += 1;
         const body = '{"detail": "refused by the test proxy"}';
         client.end(
           `HTTP/1.1 ${fault.status} Refused\r\ncontent-type: application/json\r\nretry-after: 0\r\n` +
             `content-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`,
         );
-        state.refused += 1;
       });
       return;
     }
