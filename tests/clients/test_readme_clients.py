@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _block(language: str) -> str:
     text = (ROOT / "README.md").read_text()
-    section = text[text.index("### Clients") :]
-    section = section[: section.index("\n## ")]
+    section = text[text.index("\n### Clients\n") + 1 :]
+    section = re.split(r"\n##+ ", section, maxsplit=1)[0]  # up to the next heading
     blocks = re.findall(rf"```{language}\n(.*?)```", section, flags=re.S)
     assert len(blocks) == 1, f"expected one {language} block under ### Clients"
     return str(blocks[0])
