@@ -5,14 +5,15 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast fuzz chaos lint format bench services-up services-down promtool clean
+.PHONY: venv demo test test-typescript lint-typescript test-fast fuzz chaos lint format bench services-up services-down promtool clean
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e clients/python
 	touch $(STAMP)
 
 demo: venv
@@ -22,6 +23,12 @@ demo: venv
 # service fails instead of skipping (and the tests of deploy/ fail without promtool).
 test: venv services-up promtool
 	AUDITREC_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(MAKE) test-typescript
+
+# The TypeScript client's tests (Node >= 20, no npm install): against a real `auditrec serve`
+# from this venv.
+test-typescript: venv
+	cd clients/typescript && AUDITREC=$(CURDIR)/$(BIN)/auditrec node --test test/*.test.mjs
 
 # The fuzz targets with a long profile (`make test` runs a short one).
 FUZZ_EXAMPLES ?= 2000
@@ -43,12 +50,20 @@ chaos: venv services-up
 # Without Kafka/PostgreSQL: their tests skip.
 test-fast: venv
 	$(BIN)/python -m pytest -q -m "not kafka and not postgres and not slow" $(PYTEST_ARGS)
+	$(MAKE) test-typescript
 
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy statemachine projections consumers
+	$(BIN)/mypy clients/python/auditrec_client
+	$(MAKE) lint-typescript
+
+# The TypeScript client's declarations, its type-level tests and the example Worker, checked
+# by TypeScript (a dev dependency pinned in clients/typescript/package-lock.json).
+lint-typescript:
+	cd clients/typescript && npm ci --silent --no-audit --no-fund && npx tsc -p .
 
 format: venv
 	$(BIN)/ruff format .

@@ -98,6 +98,8 @@ def add_audit_routes(private: APIRouter, ops: Operations) -> None:
         responses={**R404, **R422, **R503},
     )
     async def audit_events(audit_id: AuditIdPath) -> dict[str, Any]:
+        # Read-your-writes, as for the status: a history read right after a publish has it.
+        await ops.await_own_writes(audit_id)
         history = await runtime.store.history(audit_id)
         if not history:
             raise NotFound(f"unknown audit {audit_id!r}")

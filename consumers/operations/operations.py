@@ -75,7 +75,9 @@ class Operations:
             self._published.popitem(last=False)
         return [str(e.event_id) for e in events]
 
-    async def _await_own_writes(self, audit_id: str) -> None:
+    async def await_own_writes(self, audit_id: str) -> None:
+        """Wait (up to ``ON_DEMAND_WAIT``) until the projection has the last event this process
+        published for ``audit_id``, so a read that follows a publish sees it."""
         entry = self._published.get(audit_id)
         if entry is None:
             return
@@ -120,7 +122,7 @@ class Operations:
         probed path needs no freshness wait either: its observation follows, in the audit's
         partition, everything published before it, and the projector applies a partition in
         order, so once the outcome is in the table, so is what came before."""
-        await self._await_own_writes(audit_id)
+        await self.await_own_writes(audit_id)
         row = await self.rt.store.get(audit_id)
         if row is None and "projector" in await self.rt.live_components(reuse=True):
             # Perhaps just published by another service: once the projection caught up.

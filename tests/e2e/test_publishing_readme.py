@@ -24,8 +24,10 @@ DOCUMENTED_URL = "http://127.0.0.1:8080"
 
 
 def blocks(language: str) -> list[str]:
-    """The fenced ``language`` blocks under "## Publishing events", in order."""
+    """The fenced ``language`` blocks under "## Publishing events", in order (but those of
+    "### Clients": tests/clients/test_readme_clients.py runs them)."""
     text = README.read_text().split("\n## Publishing events\n", 1)[1].split("\n## ", 1)[0]
+    text = re.sub(r"\n### Clients\n.*?(?=\n### |\Z)", "\n", text, flags=re.DOTALL)
     return re.findall(rf"^```{language}\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
 
 

@@ -1,0 +1,125 @@
+"""The requests the clients make and how their answers are read, without I/O: the synchronous
+and the asyncio client share these and differ only in how they send and wait."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from auditrec_client.errors import ApiError, error_for
+from auditrec_client.events import AUDIT_ID_PATTERN, Event, envelope_of
+
+__all__ = [
+    "RETRIED_ERRORS",
+    "AuditPage",
+    "Call",
+    "audits",
+    "headers",
+    "page",
+    "publish",
+    "published_ids",
+    "read",
+    "replay",
+    "status",
+]
+
+_DURATION = re.compile(r"^\d+(\.\d+)?[smhd]?$")
+# What a request got no answer for, and may be sent again; a malformed URL or an unsupported
+# scheme is not among them (it would fail the same way every time).
+RETRIED_ERRORS = (httpx.NetworkError, httpx.TimeoutException, httpx.RemoteProtocolError)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    method: str
+    path: str
+    params: Mapping[str, str] | None = None
+    json: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditPage:
+    """One page of ``GET /audits``, newest first; pass ``next_cursor`` for the next page."""
+
+    audits: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+def _audit_path(audit_id: str) -> str:
+    if not isinstance(audit_id, str) or not AUDIT_ID_PATTERN.match(audit_id):
+        raise ValueError(f"audit_id: {audit_id!r} must be 1-128 characters of [A-Za-z0-9._:-]")
+    return f"/audits/{audit_id}"
+
+
+def publish(events: Iterable[Event | Mapping[str, Any]], producer: str | None) -> Call:
+    """``POST /events`` with every envelope, their ids fixed before the first attempt."""
+    body = [envelope_of(e, producer) for e in events]
+    if not body:
+        raise ValueError("publish: no events given")
+    return Call("POST", "/events", json=body)
+
+
+def status(audit_id: str, probe: bool) -> Call:
+    return Call("GET", _audit_path(audit_id), params=None if probe else {"probe": "false"})
+
+
+def audits(
+    *,
+    status: str | None,
+    project_id: str | None,
+    error_code: str | None,
+    older_than: str | None,
+    limit: int,
+    cursor: str | None,
+) -> Call:
+    if older_than is not None and not _DURATION.match(older_than):
+        raise ValueError(f"older_than: {older_than!r} is not a duration such as '2h' or '90m'")
+    given = {
+        "status": status,
+        "project_id": project_id,
+        "error_code": error_code,
+        "older_than": older_than,
+        "cursor": cursor,
+        "limit": str(limit),
+    }
+    return Call("GET", "/audits", params={k: v for k, v in given.items() if v is not None})
+
+
+def replay(audit_id: str) -> Call:
+    return Call("GET", f"{_audit_path(audit_id)}/events")
+
+
+def read(response: httpx.Response) -> Any:
+    """The JSON of a successful answer; the :class:`ApiError` for any other."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"detail": response.text[:500] or response.reason_phrase}
+    if response.is_success:
+        return body
+    raise error_for(response.status_code, body)
+
+
+def published_ids(body: Any, sent: Any) -> list[str]:
+    ids = body.get("event_ids") if isinstance(body, dict) else None
+    if not isinstance(ids, list):
+        raise ApiError(202, f"unexpected answer to POST /events: {body!r}"[:500])
+    expected = [e["event_id"] for e in sent]
+    if [str(i) for i in ids] != expected:
+        raise ApiError(202, f"POST /events accepted {ids}, not the ids sent {expected}")
+    return expected
+
+
+def page(body: Any) -> AuditPage:
+    return AuditPage(audits=list(body["audits"]), next_cursor=body.get("next_cursor"))
+
+
+def headers(token: str | None, user_agent: str) -> dict[str, str]:
+    out = {"user-agent": user_agent, "accept": "application/json"}
+    if token:
+        out["authorization"] = f"Bearer {token}"
+    return out

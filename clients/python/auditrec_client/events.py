@@ -1,0 +1,231 @@
+"""The events a publisher sends, as typed builders: ``AuditStarted``, ``WorkflowInstanceAttached``,
+``AuditProgressed``, ``AuditCompleted`` and ``AuditFailed``.
+
+An event's ``event_id`` and ``occurred_at`` are fixed when it is built, not when it is sent:
+auditrec applies each ``event_id`` once, so publishing the same built event again (a retry
+after a dropped connection, or a caller's own second attempt) never records it twice.
+
+The builders check what a publisher most often gets wrong (an audit id auditrec refuses, a
+naive timestamp, an error code or a ``failed_by`` it does not know, a negative count) at
+construction, with a ``ValueError`` naming the field; auditrec validates everything else and
+answers 422 naming each problem (:class:`~auditrec_client.errors.InvalidEvents`). The field
+names and vocabularies mirror auditrec's event models; a test keeps them equal.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Final, Literal, get_args
+
+__all__ = [
+    "ERROR_CODES",
+    "FAILED_BY",
+    "AuditCompleted",
+    "AuditFailed",
+    "AuditProgressed",
+    "AuditStarted",
+    "ErrorCode",
+    "Event",
+    "FailedBy",
+    "WorkflowInstanceAttached",
+    "envelope_of",
+]
+
+AUDIT_ID_PATTERN: Final = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+ErrorCode = Literal[
+    "step_timeout",
+    "oom",
+    "cpu_limit",
+    "db_error",
+    "step_output_too_large",
+    "workflow_internal",
+    "deploy_reset",
+    "instance_lost",
+    "workflow_terminated",
+    "finalize_lost",
+    "unknown",
+]
+ERROR_CODES: Final[tuple[str, ...]] = get_args(ErrorCode)
+# `reconciler` is auditrec's own: a publisher fails an audit as the workflow or an operator.
+FailedBy = Literal["workflow", "operator"]
+FAILED_BY: Final[tuple[str, ...]] = get_args(FailedBy)
+ReconciledBy = Literal["watchdog", "on_demand"]
+
+_ENVELOPE: Final = frozenset(
+    {"audit_id", "event_id", "occurred_at", "producer", "causation_id", "correlation_id"}
+)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _new_id() -> str:
+    return str(uuid.uuid4())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """The envelope every event shares. ``event_id`` and ``occurred_at`` default to a new
+    UUID and the current time, fixed here; ``producer`` defaults to the client's."""
+
+    TYPE: ClassVar[str]
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    audit_id: str
+    event_id: str = field(default_factory=_new_id)
+    occurred_at: datetime = field(default_factory=_now)
+    producer: str | None = None
+    causation_id: str | None = None
+    correlation_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.audit_id, str) or not AUDIT_ID_PATTERN.match(self.audit_id):
+            raise ValueError(
+                f"audit_id: {self.audit_id!r} must be 1-128 characters of [A-Za-z0-9._:-]"
+            )
+        for name in ("event_id", "causation_id", "correlation_id"):
+            value = getattr(self, name)
+            if value is None and name != "event_id":
+                continue
+            try:
+                object.__setattr__(self, name, str(uuid.UUID(str(value))))
+            except ValueError:
+                raise ValueError(f"{name}: {value!r} is not a UUID") from None
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, datetime) and value.utcoffset() is None:
+                raise ValueError(f"{f.name}: {value.isoformat()} has no UTC offset")
+            if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+                raise ValueError(f"{f.name}: {value} must not be negative")
+
+    def data(self) -> dict[str, Any]:
+        """The ``data`` object: every field set on this event but the envelope's."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in _ENVELOPE or value is None:
+                continue
+            out[f.name] = value.isoformat() if isinstance(value, datetime) else value
+        return out
+
+    def envelope(self, producer: str | None = None) -> dict[str, Any]:
+        """The JSON envelope ``POST /events`` takes (``producer`` when the event has none)."""
+        body: dict[str, Any] = {
+            "event_id": self.event_id,
+            "type": self.TYPE,
+            "schema_version": self.SCHEMA_VERSION,
+            "audit_id": self.audit_id,
+            "occurred_at": self.occurred_at.isoformat(),
+            "data": self.data(),
+        }
+        if self.producer or producer:
+            body["producer"] = self.producer or producer
+        if self.causation_id is not None:
+            body["causation_id"] = self.causation_id
+        if self.correlation_id is not None:
+            body["correlation_id"] = self.correlation_id
+        return body
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditStarted(Event):
+    """An audit began (``started_at`` defaults to ``occurred_at`` on the server)."""
+
+    TYPE: ClassVar[str] = "AuditStarted"
+
+    project_id: str
+    organization_id: str | None = None
+    started_by_user_id: str | None = None
+    start_url: str | None = None
+    workflow_instance_id: str | None = None
+    started_at: datetime | None = None
+    current_phase: str | None = None
+    pages_total: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.project_id:
+            raise ValueError("project_id: must not be empty")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkflowInstanceAttached(Event):
+    """The audit's Cloudflare Workflow instance is known (what auditrec probes)."""
+
+    TYPE: ClassVar[str] = "WorkflowInstanceAttached"
+
+    workflow_instance_id: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.workflow_instance_id:
+            raise ValueError("workflow_instance_id: must not be empty")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditProgressed(Event):
+    TYPE: ClassVar[str] = "AuditProgressed"
+
+    current_phase: str | None = None
+    pages_crawled: int | None = None
+    pages_total: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditCompleted(Event):
+    TYPE: ClassVar[str] = "AuditCompleted"
+
+    pages_crawled: int | None = None
+    pages_total: int | None = None
+    completed_at: datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditFailed(Event):
+    """The audit failed, as its workflow saw it (``failed_by="workflow"``) or as an operator
+    decided (``"operator"``). ``error_detail`` is kept to 500 characters."""
+
+    TYPE: ClassVar[str] = "AuditFailed"
+    SCHEMA_VERSION: ClassVar[int] = 2
+
+    error_code: ErrorCode
+    error_detail: str
+    failed_by: FailedBy = "workflow"
+    failed_phase: str | None = None
+    reconciled_by: ReconciledBy | None = None
+    workflow_status: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.error_code not in ERROR_CODES:
+            raise ValueError(
+                f"error_code: {self.error_code!r} is not one of {', '.join(ERROR_CODES)}"
+            )
+        if self.failed_by not in FAILED_BY:
+            raise ValueError(
+                f"failed_by: {self.failed_by!r} must be 'workflow' or 'operator' "
+                "('reconciler' is auditrec's own)"
+            )
+        if len(self.error_detail) > 500:
+            raise ValueError("error_detail: longer than 500 characters")
+
+
+def envelope_of(event: Event | Mapping[str, Any], producer: str | None) -> dict[str, Any]:
+    """The envelope of a builder, or of a raw mapping given an ``event_id`` now if it has none
+    (so that every attempt to publish it carries the same id)."""
+    if isinstance(event, Event):
+        return event.envelope(producer)
+    if not isinstance(event, Mapping):
+        raise TypeError(f"cannot publish {type(event).__name__}: pass an Event or a mapping")
+    body = dict(event)
+    if body.get("event_id") is None:
+        body["event_id"] = _new_id()
+    if producer is not None and body.get("producer") is None:
+        body["producer"] = producer
+    return body

@@ -1,0 +1,156 @@
+// The client's types. The event types are generated from auditrec's JSON Schemas
+// (./generated/events.d.ts); this file declares the hand-written runtime around them.
+import type { DataOf, PublishedEvent, PublishedType } from "./generated/events.js";
+
+export type * from "./generated/events.js";
+export { PUBLISHED_TYPES, SCHEMA_IDS, SCHEMA_VERSIONS } from "./generated/schema.js";
+
+export interface EventOptions {
+  /** Defaults to a random UUID; eventIdFor() gives one that is the same on every run. */
+  eventId?: string;
+  /** Defaults to now. A string must carry an offset (`Z` or `+01:00`). */
+  occurredAt?: Date | string;
+  producer?: string;
+  causationId?: string | null;
+  correlationId?: string | null;
+}
+
+/** A built event: every envelope field the builder fixed is present. */
+export type Built<T extends PublishedType> = Extract<PublishedEvent, { type: T }> & {
+  readonly event_id: string;
+  readonly occurred_at: string;
+  readonly schema_version: number;
+};
+
+export declare function buildEvent<T extends PublishedType>(
+  type: T,
+  auditId: string,
+  data: DataOf[T],
+  options?: EventOptions,
+): Built<T>;
+export declare function auditStarted(
+  auditId: string,
+  data: DataOf["AuditStarted"],
+  options?: EventOptions,
+): Built<"AuditStarted">;
+export declare function workflowInstanceAttached(
+  auditId: string,
+  data: DataOf["WorkflowInstanceAttached"],
+  options?: EventOptions,
+): Built<"WorkflowInstanceAttached">;
+export declare function auditProgressed(
+  auditId: string,
+  data: DataOf["AuditProgressed"],
+  options?: EventOptions,
+): Built<"AuditProgressed">;
+export declare function auditCompleted(
+  auditId: string,
+  data?: DataOf["AuditCompleted"],
+  options?: EventOptions,
+): Built<"AuditCompleted">;
+export declare function auditFailed(
+  auditId: string,
+  data: DataOf["AuditFailed"],
+  options?: EventOptions,
+): Built<"AuditFailed">;
+/** A version 5 UUID of the parts joined by ":": the same parts, the same id. */
+export declare function eventIdFor(...parts: (string | number)[]): Promise<string>;
+
+export type ErrorKind = "unreachable" | "invalid" | "unauthorized" | "not_found" | "unavailable" | "api";
+
+export declare class AuditrecError extends Error {
+  readonly kind: ErrorKind;
+  /** The HTTP status of auditrec's answer; null when there was none. */
+  readonly status: number | null;
+  readonly detail: unknown;
+  readonly retriable: boolean;
+  /** One line per problem auditrec named (422: `item N: …`). */
+  readonly problems: string[];
+}
+
+export interface RetryOptions {
+  /** Attempts in all, the first included (default 5). */
+  attempts?: number;
+  backoffMs?: number;
+  maxBackoffMs?: number;
+  maxRetryAfterMs?: number;
+}
+
+export interface ClientOptions {
+  baseUrl: string;
+  token?: string;
+  producer?: string;
+  retry?: RetryOptions;
+  timeoutMs?: number;
+  fetch?: typeof fetch;
+}
+
+/** One row of auditrec's `audits` table. */
+export interface Audit {
+  audit_id: string;
+  status: "running" | "completed" | "failed";
+  project_id: string | null;
+  workflow_instance_id: string | null;
+  current_phase: string | null;
+  pages_crawled: number | null;
+  pages_total: number | null;
+  started_at: string | null;
+  completed_at: string | null;
+  error_code: string | null;
+  error_detail: string | null;
+  failed_by: string | null;
+  overturned: boolean;
+  version: number;
+  [column: string]: unknown;
+}
+
+export interface AuditStatus extends Audit {
+  /** What an on-demand probe found, when this read probed. */
+  reconciliation: Record<string, unknown> | null;
+  note: string | null;
+}
+
+export interface AuditPage {
+  audits: Audit[];
+  next_cursor: string | null;
+}
+
+export interface HistoryStep {
+  event_id: string;
+  type: string;
+  occurred_at: string;
+  producer: string;
+  causation_id: string | null;
+  before: string;
+  after: string;
+  rule: string;
+  reason: string;
+  data: Record<string, unknown>;
+}
+
+export interface AuditHistory {
+  audit_id: string;
+  status: string | null;
+  events: HistoryStep[];
+}
+
+export interface AuditFilter {
+  status?: "running" | "completed" | "failed";
+  projectId?: string;
+  errorCode?: string;
+  /** Started longer ago than this duration ("2h", "90m"). */
+  olderThan?: string;
+  limit?: number;
+  cursor?: string;
+}
+
+export declare class AuditrecClient {
+  constructor(options: ClientOptions);
+  readonly producer: string | undefined;
+  readonly retry: Required<RetryOptions>;
+  /** Publishes in one request (all or nothing); resolves to the events' ids. */
+  publish(...events: (PublishedEvent | Built<PublishedType>)[]): Promise<string[]>;
+  status(auditId: string, options?: { probe?: boolean }): Promise<AuditStatus>;
+  audits(filter?: AuditFilter): Promise<AuditPage>;
+  replay(auditId: string): Promise<AuditHistory>;
+}
