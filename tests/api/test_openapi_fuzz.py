@@ -65,9 +65,19 @@ OPERATIONS = [
     ("GET", "/brake"),
     ("POST", "/brake/release"),
     ("POST", "/brake/discard"),
+    ("POST", "/audits/{audit_id}/fail"),
+    ("POST", "/audits/{audit_id}/restore"),
+    ("POST", "/audits/{audit_id}/probe"),
+    ("POST", "/audits/fail"),
+    ("POST", "/audits/restore"),
 ]
 # The others have nothing a negative case could break.
-WITH_INPUT = [*OPERATIONS[:4], ("POST", "/brake/release"), ("POST", "/brake/discard")]
+WITH_INPUT = [
+    *OPERATIONS[:4],
+    ("POST", "/brake/release"),
+    ("POST", "/brake/discard"),
+    *OPERATIONS[-5:],
+]
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
