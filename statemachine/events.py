@@ -60,6 +60,7 @@ __all__ = [
     "AuditFailureSimulated",
     "AuditId",
     "AuditProgressed",
+    "AuditRestored",
     "AuditStarted",
     "FailedBy",
     "HeldRelease",
@@ -183,6 +184,8 @@ class AuditFailedData(_Frozen):
     explains itself later."""
     rule: FailureRule | None = None
     """For a reconciler decision: the rule that fired."""
+    actor: Name | None = None
+    """Who failed it, for an operator's failure: an API token's name, or `cli:<os user>`."""
 
 
 class WorkflowStatusObservedData(_Frozen):
@@ -205,6 +208,8 @@ class WorkflowStatusObservedData(_Frozen):
     source: Literal["instance", "listing"] = "instance"
     """Where the status was read: the instance itself, or the workflow's instance listing (never a
     reason to fail)."""
+    actor: Name | None = None
+    """Who asked, for an operator's (manual) probe: an API token's name, or `cli:<os user>`."""
 
 
 class WorkflowProbeFailedData(_Frozen):
@@ -224,6 +229,8 @@ class WorkflowProbeFailedData(_Frozen):
     """The watchdog tick that asked, if one did."""
     sweep_size: NonNegative | None = None
     """How many audits that tick asked about."""
+    actor: Name | None = None
+    """Who asked, for an operator's (manual) probe: an API token's name, or `cli:<os user>`."""
 
 
 class Listed(_Frozen):
@@ -249,6 +256,8 @@ class ProbeRequestedData(_Frozen):
     listed: Listed | None = None
     """Set when the instance was listed alive: the probe records that without asking for it
     alone."""
+    actor: Name | None = None
+    """Who asked, for an operator's (manual) probe: an API token's name, or `cli:<os user>`."""
 
 
 class AuditFailureHeldData(_Frozen):
@@ -272,6 +281,28 @@ class HeldRelease(_Frozen):
     """Who ended it: an operator, or the brake's own verdict."""
     reason: ShortText | None = None
     """Why, as the actor gave it."""
+
+
+class AuditRestoredData(_Frozen):
+    """An operator undoing a failure (``failure_id``, by the reconciler or an operator): the
+    audit runs again. ``resume`` (and ``pages_crawled``) are the facts a running audit is
+    judged and reported on, for consumers that keep no state of failed audits."""
+
+    reason: ShortText
+    """Why the failure is undone, in the operator's words."""
+    actor: Name
+    """Who restored it: an API token's name, or `cli:<os user>`."""
+    failure_id: uuid.UUID
+    """The event id of the `AuditFailed` this undoes."""
+    failed_by: FailedBy
+    """Who made that failure: `reconciler` or `operator` (a workflow's is never restored)."""
+    error_code: ErrorCode
+    """The error code of the failure undone."""
+    resume: AuditStartedData
+    """The audit's facts as started, so a consumer without state of failed audits can judge and
+    report it again."""
+    pages_crawled: NonNegative | None = None
+    """Pages crawled when it failed, if known."""
 
 
 # --- envelopes --------------------------------------------------------------------------
@@ -365,6 +396,13 @@ class AuditFailureDiscarded(_Envelope):
     data: HeldRelease
 
 
+class AuditRestored(_Envelope):
+    """A failure undone by an operator: failed → running (never a workflow's failure)."""
+
+    type: Literal["AuditRestored"] = "AuditRestored"
+    data: AuditRestoredData
+
+
 class WorkflowStatusObserved(_Envelope):
     """What the probe read about an audit's workflow instance; the reconciler judges it."""
 
@@ -396,6 +434,7 @@ AuditEvent: TypeAlias = Annotated[
     | AuditFailureHeld
     | AuditFailureReleased
     | AuditFailureDiscarded
+    | AuditRestored
     | WorkflowStatusObserved
     | WorkflowProbeFailed,
     Field(discriminator="type"),
@@ -416,6 +455,7 @@ LIFECYCLE_TYPES: dict[str, type[_Envelope]] = {
         AuditFailureHeld,
         AuditFailureReleased,
         AuditFailureDiscarded,
+        AuditRestored,
         WorkflowStatusObserved,
         WorkflowProbeFailed,
     )

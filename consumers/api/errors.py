@@ -1,5 +1,6 @@
-"""How errors become HTTP answers: 422 naming each problem, 404, 503 for what may pass (the
-event log, the database, no serve running), 413, and never a credential in a message."""
+"""How errors become HTTP answers: 422 naming each problem, 404, 409 (wrong state), 503 for
+what may pass (the event log, the database, no serve running), 413, and never a credential in
+a message."""
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
 
@@ -7,8 +8,10 @@ import re
 
 import structlog
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
 
 from consumers.api.guards import BodyTooLarge, too_large
 from statemachine.errors import (
@@ -18,6 +21,7 @@ from statemachine.errors import (
     NoServer,
     NotFound,
     StoreError,
+    WrongState,
 )
 
 __all__ = ["install_error_handlers", "safe"]
@@ -42,6 +46,14 @@ def install_error_handlers(app: FastAPI, max_body: int) -> None:
             problems.append(f"{loc}: {err.get('msg', 'invalid')}")
         return JSONResponse({"detail": problems}, status_code=422)
 
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException) -> Response:
+        # A JSON body that does not parse is bad input like any other (422, not 400).
+        if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
+            problems = ["body: not valid JSON"]
+            return JSONResponse({"detail": problems, "message": "invalid body"}, 422)
+        return await http_exception_handler(request, exc)
+
     @app.exception_handler(InvalidInput)
     async def _invalid_input(request: Request, exc: InvalidInput) -> JSONResponse:
         return JSONResponse({"detail": exc.problems, "message": str(exc)}, status_code=422)
@@ -49,6 +61,10 @@ def install_error_handlers(app: FastAPI, max_body: int) -> None:
     @app.exception_handler(NotFound)
     async def _not_found(request: Request, exc: NotFound) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(WrongState)
+    async def _wrong_state(request: Request, exc: WrongState) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
 
     @app.exception_handler(NoServer)
     async def _no_server(request: Request, exc: NoServer) -> JSONResponse:

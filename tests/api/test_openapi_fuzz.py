@@ -69,6 +69,11 @@ OPERATIONS = [
     ("GET", "/dead-letters/{position}"),
     ("POST", "/dead-letters/{position}/replay"),
     ("GET", "/backtest"),
+    ("POST", "/audits/{audit_id}/fail"),
+    ("POST", "/audits/{audit_id}/restore"),
+    ("POST", "/audits/{audit_id}/probe"),
+    ("POST", "/audits/fail"),
+    ("POST", "/audits/restore"),
 ]
 # The others have nothing a negative case could break.
 WITH_INPUT = [
@@ -76,6 +81,7 @@ WITH_INPUT = [
     ("POST", "/brake/release"),
     ("POST", "/brake/discard"),
     *OPERATIONS[11:15],
+    *OPERATIONS[-5:],
 ]
 CHECKS = [
     not_a_server_error,

@@ -51,8 +51,9 @@ BUILT: dict[str, Any] = {
         workflow_status="errored",
     ),
 }
-# What the models carry that a publisher never sends: the reconciler's own evidence.
-RECONCILER_ONLY = {"AuditFailed": {"policy", "rule"}}
+# What the models carry that a publisher never sends: the reconciler's own evidence, and the
+# operator who failed an audit by hand.
+RECONCILER_ONLY = {"AuditFailed": {"policy", "rule", "actor"}}
 
 
 def _data_model(name: str) -> type[Any]:

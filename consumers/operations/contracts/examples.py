@@ -71,14 +71,25 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
         "AuditCompleted",
         {"pages_crawled": 250, "pages_total": 250, "completed_at": "2026-11-30T08:42:00Z"},
     ),
-    "AuditFailed": _envelope("AuditFailed", _DECISION, schema_version=2, producer="reconciler"),
+    # (an operator's failure names its `actor`; the rest of a decision is the reconciler's)
+    "AuditFailed": _envelope(
+        "AuditFailed", {**_DECISION, "actor": "ops-team"}, schema_version=2, producer="reconciler"
+    ),
     "AuditFailureSimulated": _envelope(
-        "AuditFailureSimulated", _DECISION, schema_version=2, producer="reconciler"
+        "AuditFailureSimulated",
+        {**_DECISION, "actor": "ops-team"},
+        schema_version=2,
+        producer="reconciler",
     ),
     "AuditFailureHeld": _envelope(
         "AuditFailureHeld",
         {
-            "decision": {**_DECISION, "error_code": "instance_lost", "rule": "instance_lost"},
+            "decision": {
+                **_DECISION,
+                "error_code": "instance_lost",
+                "rule": "instance_lost",
+                "actor": "ops-team",
+            },
             "sweep_id": "sweep-2026-11-30T08:30:00Z",
             "reason": "the mass-failure brake is engaged",
         },
@@ -102,6 +113,28 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
         },
         producer="auditrec-api",
     ),
+    "AuditRestored": _envelope(
+        "AuditRestored",
+        {
+            "reason": "the crawl was alive after all: its instance was renamed",
+            "actor": "ops-team",
+            "failure_id": "7f6e5d4c-3b2a-4190-8f7e-6d5c4b3a2910",
+            "failed_by": "reconciler",
+            "error_code": "instance_lost",
+            "resume": {
+                "project_id": "p-1",
+                "organization_id": "org-7",
+                "started_by_user_id": "u-42",
+                "start_url": "https://example.com/",
+                "workflow_instance_id": _INSTANCE,
+                "started_at": "2026-11-30T08:00:00Z",
+                "current_phase": "crawl",
+                "pages_total": 250,
+            },
+            "pages_crawled": 120,
+        },
+        producer="auditrec-api",
+    ),
     "WorkflowStatusObserved": _envelope(
         "WorkflowStatusObserved",
         {
@@ -113,6 +146,7 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
             "observed_at": "2026-11-30T08:30:00Z",
             "sweep_id": "sweep-2026-11-30T08:30:00Z",
             "sweep_size": 12,
+            "actor": "ops-team",
             "source": "instance",
         },
         producer="probe",
@@ -128,6 +162,7 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
             "observed_at": "2026-11-30T08:30:00Z",
             "sweep_id": "sweep-2026-11-30T08:30:00Z",
             "sweep_size": 12,
+            "actor": "ops-team",
         },
         producer="probe",
     ),
@@ -138,6 +173,7 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
             "trigger": "watchdog",
             "sweep_id": "sweep-2026-11-30T08:30:00Z",
             "sweep_size": 12,
+            "actor": "ops-team",
             "answer_by": "2026-11-30T08:31:00Z",
             "listed": {"status": "running", "at": "2026-11-30T08:30:00Z"},
         },

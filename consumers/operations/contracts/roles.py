@@ -113,14 +113,17 @@ ROLES: Final[tuple[Role, ...]] = (
     ),
     Role(
         "api",
-        "The HTTP API and the CLI: on-demand status reads, and operators' brake commands.",
+        "The HTTP API and the CLI: on-demand status reads, and operators' actions (fail, restore, "
+        "probe, brake commands).",
         uses=(
             Use("send", "probe-requests", _only("ProbeRequested"), "on-demand probe requests"),
             Use(
                 "send",
                 "lifecycle",
-                _only("AuditFailureReleased", "AuditFailureDiscarded"),
-                "held failures an operator releases or discards",
+                _only(
+                    "AuditFailed", "AuditRestored", "AuditFailureReleased", "AuditFailureDiscarded"
+                ),
+                "operators' actions: failures, restores, held failures released or discarded",
             ),
         ),
     ),

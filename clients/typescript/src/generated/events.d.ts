@@ -255,7 +255,7 @@ export interface AuditFailed {
   type: "AuditFailed";
   /**
    * What the `AuditFailed` event says.
-   * @example {"error_code":"oom","error_detail":"Error: Exceeded Memory Limit","failed_phase":"crawl","failed_by":"reconciler","reconciled_by":"watchdog","workflow_status":"errored","policy":{"stale_running_after_s":900,"instance_lost_grace_s":600,"finalize_grace_s":600,"observed_status":"errored"},"rule":"errored"}
+   * @example {"error_code":"oom","error_detail":"Error: Exceeded Memory Limit","failed_phase":"crawl","failed_by":"reconciler","reconciled_by":"watchdog","workflow_status":"errored","policy":{"stale_running_after_s":900,"instance_lost_grace_s":600,"finalize_grace_s":600,"observed_status":"errored"},"rule":"errored","actor":"ops-team"}
    */
   data: AuditFailedData;
 }
@@ -390,6 +390,11 @@ export interface AuditFailedData {
    * @example "errored"
    */
   rule?: ("errored" | "terminated" | "instance_lost" | "never_attached" | "finalize_lost") | null;
+  /**
+   * Who failed it, for an operator's failure: an API token's name, or `cli:<os user>`.
+   * @example "ops-team"
+   */
+  actor?: string | null;
 }
 
 export type FailedBy = "workflow" | "reconciler" | "operator";
