@@ -8,10 +8,11 @@ import json
 from typing import Annotated, Any
 
 import structlog
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 
-from consumers.api.guards import read_body
+from consumers.api.guards import acting_token, read_body
 from consumers.api.models import EVENTS_BODY, R422, R503, Accepted, Message, SweepSummary
+from consumers.operations.contracts.catalog import PUBLIC_TYPES
 from consumers.operations.contracts.cloudevents import (
     BATCH,
     STRUCTURED,
@@ -22,7 +23,7 @@ from consumers.operations.contracts.cloudevents import (
 from consumers.operations.operations import Operations
 from consumers.operations.publishing import validate_items
 from statemachine.errors import InvalidInput
-from statemachine.events import AuditEvent
+from statemachine.events import AuditEvent, AuditFailed, FailedBy
 
 __all__ = ["add_command_routes"]
 
@@ -35,6 +36,25 @@ def _json(body: bytes) -> Any:
     except (ValueError, RecursionError) as exc:
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
         raise InvalidInput("body is not JSON", [f"body: not valid JSON ({reason})"]) from None
+
+
+def _publishable(request: Request, events: list[AuditEvent]) -> None:
+    """A token below ``operate`` publishes what services report, nothing an operator or
+    auditrec itself decides: the public types, and failures only as the workflow's (403
+    otherwise, naming the item). Without tokens, the API is open as before."""
+    token = acting_token(request)
+    if token is None or token.allows("operate"):
+        return
+    for index, event in enumerate(events):
+        if event.type not in PUBLIC_TYPES or (
+            isinstance(event, AuditFailed) and event.data.failed_by != FailedBy.WORKFLOW
+        ):
+            what = event.type if event.type not in PUBLIC_TYPES else "AuditFailed not by workflow"
+            raise HTTPException(
+                403,
+                f"item {index}: {what} needs scope operate; token {token.name!r} has scope "
+                f"{token.scope} (it may publish {', '.join(PUBLIC_TYPES)}, failures by workflow)",
+            )
 
 
 def _events_of(request: Request, body: bytes) -> list[AuditEvent]:
@@ -87,6 +107,7 @@ def add_command_routes(private: APIRouter, ops: Operations, max_body: int) -> No
     async def post_events(request: Request) -> Accepted:
         body = await read_body(request, max_body)
         events = _events_of(request, body)
+        _publishable(request, events)
         ids = await ops.publish(events)
         log.info("events published", count=len(ids))
         return Accepted(accepted=len(ids), event_ids=ids)

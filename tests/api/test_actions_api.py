@@ -235,3 +235,31 @@ def test_bulk_actions_are_dry_runs_unless_told(ops: httpx.Client) -> None:
 
     bad = ops.post("/audits/fail", json={**body, "older_than": "soon"})
     assert bad.status_code == 422 and "older_than" in " ".join(bad.json()["detail"])
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_publish_token_publishes_what_services_report_and_nothing_an_operator_decides(
+    server: LiveServer,
+) -> None:
+    audit_id = unique("publisher")
+    failure = {"error_code": "oom", "error_detail": "x", "failed_phase": "crawl"}
+    by_operator = envelope("AuditFailed", audit_id, {**failure, "failed_by": "operator"})
+    release = envelope(
+        "AuditFailureReleased",
+        audit_id,
+        {"held_id": "3e2d1c0b-9a8f-4e7d-8c6b-5a4f3e2d1c0b", "actor": "ci", "reason": "r"},
+    )
+    by_workflow = envelope("AuditFailed", audit_id, {**failure, "failed_by": "workflow"})
+    with server.client("tok-pub") as ci:
+        # an operator's failure, or a brake decision, is refused as a whole, naming the item
+        for body in ([started(audit_id), by_operator], [release]):
+            refused = ci.post("/events", json=body)
+            assert refused.status_code == 403, refused.text
+            assert "needs scope operate" in refused.json()["detail"]
+            assert f"item {len(body) - 1}:" in refused.json()["detail"]
+        # a service's own lifecycle, its workflow's failure included, is published
+        accepted = ci.post("/events", json=[started(audit_id), by_workflow])
+        assert accepted.status_code == 202, accepted.text
+    # and an operate token may still publish a brake decision (today's full access)
+    with server.client("tok-op") as ops:
+        assert ops.post("/events", json=[release]).status_code == 202
