@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast fuzz chaos lint format bench services-up services-down promtool clean
+.PHONY: venv demo test test-fast fuzz chaos lint format bench services-up services-down promtool browser clean
 
 venv: $(STAMP)
 
@@ -19,8 +19,9 @@ demo: venv
 	$(BIN)/auditrec demo
 
 # The whole suite against real Kafka and PostgreSQL; a service test that cannot reach its
-# service fails instead of skipping (and the tests of deploy/ fail without promtool).
-test: venv services-up promtool
+# service fails instead of skipping (and the tests of deploy/ fail without promtool, the
+# console's browser tests without chromium).
+test: venv services-up promtool browser
 	AUDITREC_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # The fuzz targets with a long profile (`make test` runs a short one).
@@ -75,6 +76,10 @@ services-down:
 # missing; the package's server is not started).
 promtool:
 	bash scripts/services.sh promtool
+
+# Debian's chromium and chromedriver, for the console's browser tests (apt-get when missing).
+browser:
+	bash scripts/services.sh browser
 
 clean:
 	rm -rf .auditrec .pytest_cache .mypy_cache .ruff_cache .hypothesis

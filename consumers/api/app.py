@@ -46,6 +46,7 @@ from consumers.api.health import add_health_routes
 from consumers.api.measure import RequestMetrics
 from consumers.api.models import R401, event_input_schemas
 from consumers.api.shutdown import Closing, Draining
+from consumers.api.ui import add_console
 from consumers.operations.operations import Operations
 
 __all__ = ["ASSETS", "build_app"]
@@ -114,6 +115,7 @@ def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
 
     app.include_router(public)
     app.include_router(private)
+    add_console(app, ops)  # /ui: the operator console (its own sign-in over the same tokens)
 
     base_openapi = app.openapi
 
