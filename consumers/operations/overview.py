@@ -38,7 +38,7 @@ class Overview:
     stale: list[AuditRow]
     brake: dict[str, Any]
     components: dict[str, tuple[str, int]]  # this process: name -> (state, lag)
-    live: dict[str, list[str]]  # every process with a recent heartbeat: process -> components
+    live: dict[str, list[str]]  # component -> the processes running it (recent heartbeats)
 
     def failure_codes(self, window: str) -> list[tuple[str, int]]:
         """Failures in ``window`` by error code, most first."""

@@ -31,13 +31,11 @@ def age(span: timedelta | None) -> str:
     days, rest = divmod(seconds, 86400)
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{sign}{days}d {hours}h"
-    if hours:
-        return f"{sign}{hours}h {minutes}m"
-    if minutes:
-        return f"{sign}{minutes}m {secs}s"
-    return f"{sign}{secs}s"
+    units = [(days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")]
+    while len(units) > 1 and units[0][0] == 0:
+        units.pop(0)
+    shown = [f"{n}{unit}" for n, unit in units[:2] if n or unit == units[0][1]]
+    return sign + " ".join(shown)
 
 
 def when(value: datetime | str | None) -> str:

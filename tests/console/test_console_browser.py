@@ -1,0 +1,285 @@
+"""The console in a real browser against a real ``auditrec serve``, on both backend pairs:
+sign-in, the overview's figures for a known data set, finding stuck audits, the brake's release
+with its preview, the timeline that follows, and what is refused (a read-only token, a form
+without the session or with another CSRF token, no token at all)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from consumers.workflows.simulator.server import SimulatorServer
+from tests.console.conftest import Serve, screenshot
+from tests.e2e.test_cli_e2e import AUDITREC, envelope
+from tests.eventually import eventually_sync
+
+LOST = [f"a-lost-{i}" for i in range(4)]
+
+
+def publish_known_data_set(serve: Serve, simulator: SimulatorServer) -> None:
+    """Ten audits; after one sweep: 6 running (4 of them held by the brake), 3 failed in the
+    last 24 h (oom and workflow_terminated found by the watchdog, db_error by the workflow),
+    1 completed; 5 running past the stale threshold."""
+    now = datetime.now(UTC)
+    old = now - timedelta(hours=2)
+    sim = simulator.sim
+    sim.set_instance(
+        "wf-oom", "errored", error={"name": "Error", "message": "Worker exceeded memory limit"}
+    )
+    sim.set_instance("wf-term", "terminated")
+    sim.set_instance("wf-stuck", "running")
+    lines = [
+        envelope("AuditStarted", "a-oom", old, project_id="p1", workflow_instance_id="wf-oom"),
+        envelope("AuditStarted", "a-term", old, project_id="p1", workflow_instance_id="wf-term"),
+        envelope(
+            "AuditStarted",
+            "a-stuck",
+            now - timedelta(hours=3),
+            project_id="p2",
+            workflow_instance_id="wf-stuck",
+        ),
+        *(
+            envelope("AuditStarted", a, old, project_id="p2", workflow_instance_id=f"wf-{a}")
+            for a in LOST
+        ),
+        envelope(
+            "AuditStarted",
+            "a-young",
+            now - timedelta(minutes=2),
+            project_id="p1",
+            workflow_instance_id="wf-young",
+        ),
+        envelope("AuditStarted", "a-done", old, project_id="p1", workflow_instance_id="wf-done"),
+        envelope("AuditCompleted", "a-done", old + timedelta(minutes=30)),
+        envelope("AuditStarted", "a-d1", old, project_id="p1", workflow_instance_id="wf-d1"),
+        envelope(
+            "AuditFailed",
+            "a-d1",
+            old + timedelta(minutes=5),
+            error_code="db_error",
+            error_detail="D1_ERROR",
+            failed_by="workflow",
+        ),
+    ]
+    published = subprocess.run(
+        [AUDITREC, "publish", "-"],
+        env=serve.env,
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert published.returncode == 0, published.stderr
+
+    def projected() -> list[dict[str, Any]]:
+        out = subprocess.run(
+            [AUDITREC, "audits", "--json", "--limit", "100"],
+            env=serve.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        rows: list[dict[str, Any]] = json.loads(out.stdout)
+        return rows
+
+    eventually_sync(
+        projected,
+        until=lambda rows: len(rows) == 10,
+        timeout=60,
+        interval=0.3,
+        message="the 10 audits to be projected",
+    )
+    swept = subprocess.run(
+        [AUDITREC, "sweep", "--json"], env=serve.env, capture_output=True, text=True, timeout=180
+    )
+    assert swept.returncode == 0, swept.stderr + serve.log.read_text()[-2000:]
+    summary = json.loads(swept.stdout)
+    assert summary["failed"] == {"oom": 1, "workflow_terminated": 1}, summary
+    assert summary["held"] == 4, summary
+
+
+def text_of(driver: Any, css: str) -> str:
+    return str(driver.find_element("css selector", css).text)
+
+
+def sign_in(driver: Any, serve: Serve, token: str, then: str = "/ui") -> None:
+    driver.get(f"{serve.url}{then}")
+    assert "/ui/login" in driver.current_url  # no session: the login form, coming back after
+    driver.find_element("id", "token").send_keys(token)
+    driver.find_element("css selector", "#login button").click()
+    eventually_sync(lambda: driver.current_url, until=lambda u: "/ui/login" not in u, timeout=15)
+
+
+def sign_out(driver: Any) -> None:
+    driver.find_element("css selector", "form.logout button").click()
+    eventually_sync(lambda: driver.current_url, until=lambda u: "/ui/login" in u, timeout=15)
+
+
+def figures(driver: Any) -> dict[str, str]:
+    cards = driver.find_elements("css selector", "#by-status .card")
+    return {
+        c.get_attribute("data-status"): c.find_element("css selector", ".figure").text
+        for c in cards
+    }
+
+
+def table(driver: Any, css: str, key: str) -> dict[str, str]:
+    rows = driver.find_elements("css selector", f"{css} tbody tr[{key}]")
+    return {r.get_attribute(key): r.find_element("css selector", "td.n").text for r in rows}
+
+
+def test_the_console_end_to_end_in_chromium(
+    serve: Serve, simulator: SimulatorServer, browser: Any, tmp_path: Path
+) -> None:
+    driver = browser
+    publish_known_data_set(serve, simulator)
+
+    # no session: the login form; a wrong token is refused on it
+    driver.get(f"{serve.url}/ui/audits")
+    assert "/ui/login" in driver.current_url
+    driver.find_element("id", "token").send_keys("not-a-token")
+    driver.find_element("css selector", "#login button").click()
+    assert text_of(driver, "#login-error") == "unknown token"
+
+    # a read-only token reads the overview but may not release the brake (403 page)
+    sign_in(driver, serve, "viewer-secret-2")
+    assert text_of(driver, "#who") == "signed in as viewer"
+    assert figures(driver)["running"] == "6"
+    driver.find_element("id", "brake-release").click()
+    assert text_of(driver, "#refused") == "Refused"
+    assert "has no operate scope" in text_of(driver, "#why")
+    driver.get(f"{serve.url}/ui")
+    assert text_of(driver, "#brake-state") == "engaged"  # nothing happened
+    sign_out(driver)
+    driver.get(f"{serve.url}/ui")
+    assert "/ui/login" in driver.current_url  # the session is gone with the cookie
+
+    # an operator signs in: the cookie is HTTP-only, SameSite=Strict, and holds no token
+    sign_in(driver, serve, "admin-secret-1")
+    [cookie] = driver.get_cookies()
+    assert cookie["httpOnly"] is True and cookie["sameSite"] == "Strict"
+    assert "admin-secret-1" not in cookie["value"]
+
+    # the overview's figures of the known data set
+    assert figures(driver) == {"running": "6", "completed": "1", "failed": "3", "stale": "5"}
+    for window in ("24 h", "7 d"):
+        scope = f'.window[data-window="{window}"]'
+        assert table(driver, f"{scope} table.by-code", "data-code") == {
+            "oom": "1",
+            "workflow_terminated": "1",
+            "db_error": "1",
+        }
+        assert table(driver, f"{scope} table.by-finder", "data-by") == {"watchdog": "2", "-": "1"}
+    stale = [
+        r.get_attribute("data-audit")
+        for r in driver.find_elements("css selector", "#stale tbody tr[data-audit]")
+    ]
+    assert stale == ["a-stuck", *sorted(LOST)]  # oldest first
+    assert text_of(driver, "#brake-state") == "engaged"
+    assert text_of(driver, "#held-count") == "4"
+    held = {
+        r.get_attribute("data-held") for r in driver.find_elements("css selector", "tr[data-held]")
+    }
+    assert held == set(LOST)
+    components = {
+        r.get_attribute("data-component"): r.find_elements("css selector", "td")[1].text
+        for r in driver.find_elements("css selector", "tr[data-component]")
+    }
+    assert components.keys() >= {"api", "projector", "reconciler", "probe", "watchdog"}
+    assert components["reconciler"] == "ok"
+    screenshot(driver, tmp_path, "overview")
+
+    # find the stuck audit: running longer than 2h30m, in project p2
+    driver.get(f"{serve.url}/ui/audits")
+    driver.find_element("name", "project").send_keys("p2")
+    driver.find_element("name", "running_longer_than").send_keys("150m")
+    driver.find_element("id", "apply-filters").click()
+    found = [
+        r.get_attribute("data-audit")
+        for r in driver.find_elements("css selector", "#audits tbody tr[data-audit]")
+    ]
+    assert found == ["a-stuck"]
+    driver.find_element("link text", "a-stuck").click()
+    assert text_of(driver, "#current-status") == "running"
+    rules = [
+        r.get_attribute("data-rule")
+        for r in driver.find_elements("css selector", "#timeline tr.step")
+    ]
+    assert rules == ["transition", "healthy"]  # started; observed running by the sweep
+    assert (
+        driver.find_element("css selector", "svg .state.current").get_attribute("data-state")
+        == "running"
+    )
+
+    # release the brake: a preview first (nothing changes), then the confirmation
+    driver.get(f"{serve.url}/ui")
+    driver.find_element(
+        "css selector", 'form[action="/ui/brake/release"] input[name="reason"]'
+    ).send_keys("provider blip over")
+    driver.find_element("id", "brake-release").click()
+    assert text_of(driver, "#preview-count") == "4"
+    assert set(LOST) <= {a.text for a in driver.find_elements("css selector", "table a")}
+    driver.find_element("id", "confirm").click()
+    assert text_of(driver, "#done") == "Brake released"
+
+    # the timeline of a released audit shows the hold, its release, and the failure
+    def released_timeline() -> list[str]:
+        driver.get(f"{serve.url}/ui/audits/{LOST[0]}")
+        return [
+            r.get_attribute("data-type")
+            for r in driver.find_elements("css selector", "#timeline tr.step")
+        ]
+
+    types = eventually_sync(
+        released_timeline,
+        until=lambda t: "AuditFailed" in t,
+        timeout=60,
+        interval=0.5,
+        message="the released failure to reach the timeline",
+    )
+    assert types == [
+        "AuditStarted",
+        "WorkflowStatusObserved",
+        "AuditFailureHeld",
+        "AuditFailureReleased",
+        "AuditFailed",
+    ]
+    assert text_of(driver, "#current-status") == "failed"
+    last = driver.find_elements("css selector", "#timeline tr.step")[-1]
+    assert "running → failed" in last.text and "reconciled_by=watchdog" in last.text
+    assert (
+        driver.find_element("css selector", "svg .state.current").get_attribute("data-state")
+        == "failed"
+    )
+    screenshot(driver, tmp_path, "audit")
+    driver.get(f"{serve.url}/ui")
+    assert text_of(driver, "#brake-state") == "not engaged"
+    assert figures(driver)["failed"] == "7"
+
+    # a form without the session cookie, or with another session's CSRF token, is refused
+    csrf_of_admin = driver.find_element(
+        "css selector", 'form.logout input[name="csrf"]'
+    ).get_attribute("value")
+    cookie_of_admin = driver.get_cookies()[0]["value"]
+    with httpx.Client(base_url=serve.url) as client:
+        bare = client.post("/ui/brake/discard", data={"csrf": csrf_of_admin, "confirm": "yes"})
+        assert bare.status_code == 403 and "no valid session" in bare.text
+        viewer = client.post("/ui/login", data={"token": "viewer-secret-2"})
+        assert viewer.status_code == 303
+        assert "viewer-secret-2" not in viewer.headers["set-cookie"]
+        crossed = client.post("/ui/brake/discard", data={"csrf": csrf_of_admin, "confirm": "yes"})
+        assert crossed.status_code == 403 and "CSRF" in crossed.text
+        client.cookies.clear()
+        client.cookies.set("auditrec_console", cookie_of_admin, path="/ui")
+        no_csrf = client.post("/ui/brake/discard", data={"confirm": "yes"})
+        assert no_csrf.status_code == 403 and "CSRF" in no_csrf.text
+        forged = client.post(
+            "/ui/brake/discard", data={"csrf": csrf_of_admin + "x", "confirm": "yes"}
+        )
+        assert forged.status_code == 403
