@@ -38,8 +38,10 @@ from fastapi.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path
 
 from consumers.api.audits import add_audit_routes
+from consumers.api.backtest import add_backtest_routes
 from consumers.api.brake import add_brake_routes
 from consumers.api.commands import add_command_routes
+from consumers.api.deadletters import add_dead_letter_routes
 from consumers.api.errors import install_error_handlers
 from consumers.api.guards import BodyLimit, token_check
 from consumers.api.health import add_health_routes
@@ -93,6 +95,8 @@ def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
     add_audit_routes(private, ops)
     add_command_routes(private, ops, max_body)
     add_brake_routes(private, ops)
+    add_dead_letter_routes(private, ops, max_body)
+    add_backtest_routes(private, ops)
 
     # -- docs: behind the token unless AUDITREC_API_PUBLIC_DOCS; Swagger UI served from here --
 

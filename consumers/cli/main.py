@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from consumers.cli import auditing, braking, doctor, serving, tools
+from consumers.cli import auditing, backtest, braking, deadletters, doctor, serving, tools
 from consumers.runtime.logs import configure_logging
 
 __all__ = ["main"]
@@ -43,6 +43,8 @@ for command in (
     auditing.sweep,
     auditing.replay,
     braking.brake,
+    deadletters.dead_letters,
+    backtest.backtest,
     serving.rebuild,
     doctor.doctor,
     tools.diagram,

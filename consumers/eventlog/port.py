@@ -194,6 +194,43 @@ class EventLog(LongLived, ABC):
         """Batches of records of one partition from ``start`` up to ``end`` (exclusive;
         ``None``: the end at the time of the call), outside any consumer group."""
 
+    async def record_at(self, topic: str, partition: int, offset: int) -> Record | None:
+        """The record of ``partition`` at ``offset``; ``None`` when there is none (never
+        written, trimmed, or an offset Kafka gave a transaction marker). Looking a record up
+        by its position is how an operator names one (a dead letter)."""
+        if partition not in await self.end_offsets(topic) or offset < 0:
+            return None
+        async for batch in self.read(topic, partition, offset, offset + 1):
+            for record in batch:
+                if record.offset == offset:
+                    return record
+        return None
+
+    async def read_before(
+        self, topic: str, partition: int, before: int | None, limit: int
+    ) -> list[Record]:
+        """Up to ``limit`` records of one partition before offset ``before`` (``None``: the
+        end), newest first: reading a topic backwards, a window at a time, so the newest few
+        of a long partition cost what they hold, not what the partition holds."""
+        if limit <= 0:
+            return []
+        ends = await self.end_offsets(topic)
+        if partition not in ends:
+            return []
+        first = (await self.start_offsets(topic)).get(partition, 0)
+        end = ends[partition] if before is None else min(before, ends[partition])
+        found: list[Record] = []
+        window = limit
+        while end > first and len(found) < limit:
+            start = max(first, end - window)
+            batch: list[Record] = []
+            async for records in self.read(topic, partition, start, end):
+                batch.extend(records)
+            found.extend(reversed(batch))
+            end = start
+            window *= 2  # gaps (Kafka's transaction markers) make a window hold fewer
+        return found[:limit]
+
     @abstractmethod
     async def group_offsets(self, group: str, topic: str) -> dict[int, int]:
         """The committed next offsets of ``group`` for ``topic``: never older than a commit

@@ -42,6 +42,7 @@ from tests.contracts.eventlog import (
     records,
     until_assigned,
 )
+from tests.contracts.eventlog_positions import PositionReadsContract
 from tests.eventually import eventually
 from tests.services import kafka_bootstrap
 
@@ -86,7 +87,7 @@ async def make_log() -> AsyncIterator[LogFactory]:
         await admin.close()
 
 
-class TestKafkaEventLog(EventLogContract):
+class TestKafkaEventLog(EventLogContract, PositionReadsContract):
     @pytest.fixture
     def make_log(self, make_log: LogFactory) -> LogFactory:
         return make_log

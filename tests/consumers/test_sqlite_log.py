@@ -14,9 +14,10 @@ from consumers.eventlog.port import EventLog, Topics
 from consumers.eventlog.sqlite.log import SQLiteEventLog
 from statemachine.errors import EventLogError
 from tests.contracts.eventlog import EventLogContract, LogFactory, drain, next_offsets, records
+from tests.contracts.eventlog_positions import PositionReadsContract
 
 
-class TestSQLiteEventLog(EventLogContract):
+class TestSQLiteEventLog(EventLogContract, PositionReadsContract):
     @pytest.fixture
     def make_log(self, tmp_path: Path) -> LogFactory:
         url = f"sqlite:///{tmp_path}/events.db"

@@ -1,0 +1,78 @@
+"""Dead letters over HTTP: ``GET /dead-letters``, ``GET /dead-letters/{position}`` and
+``POST /dead-letters/{position}/replay`` (the same as ``auditrec dead-letters``)."""
+
+# No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query, Request
+
+from consumers.api.brake import API_ACTOR
+from consumers.api.guards import read_body
+from consumers.api.models import R422, R503, Message, Responses
+from consumers.operations.deadletters import (
+    MAX_LIMIT,
+    list_dead_letters,
+    replay_dead_letter,
+    show_dead_letter,
+)
+from consumers.operations.operations import Operations
+
+__all__ = ["add_dead_letter_routes"]
+
+_Position = Annotated[
+    str,
+    Path(
+        pattern=r"^\d+(:\d+)?$",
+        description="PARTITION:OFFSET on the dead-letter topic (as the list shows it).",
+    ),
+]
+R404: Responses = {404: {"model": Message, "description": "No dead letter at that position."}}
+
+
+def add_dead_letter_routes(private: APIRouter, ops: Operations, max_body: int) -> None:
+    log = ops.rt.log
+
+    @private.get(
+        "/dead-letters",
+        tags=["dead letters"],
+        summary="Records set aside by a consumer, with the reason",
+        responses={**R422, **R503},
+    )
+    async def dead_letters(
+        limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
+        consumer: Annotated[str | None, Query(max_length=200)] = None,
+        order: Literal["newest", "position"] = "newest",
+    ) -> dict[str, Any]:
+        return await list_dead_letters(log, limit=limit, consumer=consumer, order=order)
+
+    @private.get(
+        "/dead-letters/{position}",
+        tags=["dead letters"],
+        summary="One dead letter: the reason, the original bytes, what they decode to today",
+        responses={**R404, **R422, **R503},
+    )
+    async def dead_letter(position: _Position) -> dict[str, Any]:
+        return await show_dead_letter(log, position)
+
+    @private.post(
+        "/dead-letters/{position}/replay",
+        tags=["dead letters"],
+        summary="Publish the record to its original topic again, once it decodes",
+        description=(
+            "Validated with today's codec (older versions upcast); refused (422) with the "
+            "reason when it still does not decode. A body, when given, is a corrected "
+            "envelope published instead of the original. Once per original record: a second "
+            "replay publishes nothing (`published: false`) and says when it was replayed."
+        ),
+        responses={**R404, **R422, **R503},
+    )
+    async def replay(
+        position: _Position,
+        request: Request,
+        dry_run: Annotated[bool, Query(description="Validate only; publish nothing.")] = False,
+    ) -> dict[str, Any]:
+        body = await read_body(request, max_body)
+        return await replay_dead_letter(
+            log, position, actor=API_ACTOR, body=body or None, dry_run=dry_run
+        )

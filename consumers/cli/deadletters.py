@@ -1,0 +1,176 @@
+"""``auditrec dead-letters``: the records the consumers set aside, and replaying one once it
+is valid (the same operations as ``/dead-letters``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from consumers.cli.braking import cli_actor
+from consumers.cli.context import handle_errors, run, settings_of, with_backends
+from consumers.cli.output import out, print_json
+from consumers.operations.deadletters import (
+    MAX_LIMIT,
+    list_dead_letters,
+    replay_dead_letter,
+    show_dead_letter,
+)
+
+__all__ = ["dead_letters"]
+
+_json = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def _origin(item: dict[str, Any]) -> str:
+    o = item["origin"]
+    return "unknown" if o["topic"] is None else f"{o['topic']}/{o['partition']}@{o['offset']}"
+
+
+def _one_line(text: str, width: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+@click.group("dead-letters")
+def dead_letters() -> None:
+    """Records a consumer could not decode or apply, set aside on the dead-letter topic
+    with the reason: list them, show one, replay one to its original topic."""
+
+
+@dead_letters.command("list")
+@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=50, show_default=True)
+@click.option("--consumer", help="Only those set aside by this consumer group.")
+@click.option(
+    "--order",
+    type=click.Choice(["newest", "position"]),
+    default="newest",
+    show_default=True,
+    help="Newest first, or by position (partition, then offset).",
+)
+@_json
+@click.pass_context
+@handle_errors
+def list_(ctx: click.Context, limit: int, consumer: str | None, order: str, as_json: bool) -> None:
+    """One line per dead letter: position, when, consumer, origin, reason."""
+    data = run(
+        with_backends(
+            settings_of(ctx),
+            lambda rt: list_dead_letters(
+                rt.log,
+                limit=limit,
+                consumer=consumer,
+                order="newest" if order == "newest" else "position",
+            ),
+            store=False,
+            init=False,
+        )
+    )
+    if as_json:
+        print_json(data)
+        return
+    if not data["dead_letters"]:
+        out.print("no dead letters", markup=False)
+    for item in data["dead_letters"]:
+        replayed = " [replayed]" if item["replayed"] else ""
+        out.print(
+            f"{item['position']}  {item['at']}  {item['consumer']}  {_origin(item)}  "
+            f"{_one_line(item['reason'])}{replayed}",
+            markup=False,
+        )
+
+
+@dead_letters.command()
+@click.argument("position")
+@_json
+@click.pass_context
+@handle_errors
+def show(ctx: click.Context, position: str, as_json: bool) -> None:
+    """The dead letter at POSITION (PARTITION:OFFSET): the reason, the original bytes (as
+    text when UTF-8, else base64), and the envelope it decodes to today."""
+    data = run(
+        with_backends(
+            settings_of(ctx),
+            lambda rt: show_dead_letter(rt.log, position),
+            store=False,
+            init=False,
+        )
+    )
+    if as_json:
+        print_json(data)
+        return
+    lines = [
+        f"position: {data['position']}",
+        f"at:       {data['at']}",
+        f"consumer: {data['consumer']}",
+        f"origin:   {_origin(data)}",
+        f"key:      {data['key']}",
+        f"reason:   {data['reason']}",
+        f"original ({data['original']['encoding']}, {data['original_size']} bytes"
+        f"{', truncated' if data['original_truncated'] else ''}):",
+        f"  {data['original']['value']}",
+    ]
+    if data["decodes"]:
+        lines += ["decodes today as:", json.dumps(data["decoded"], indent=2)]
+    else:
+        lines.append(f"still does not decode: {data['decode_error']}")
+    mark = data["replayed"]
+    if mark:
+        lines.append(
+            f"replayed {mark['at']} by {mark['actor']} as event {mark['event_id']} "
+            f"(from dead letter {mark['dead_letter']})"
+        )
+    for line in lines:
+        out.print(line, markup=False)
+
+
+@dead_letters.command()
+@click.argument("position")
+@click.option(
+    "--body",
+    "body_file",
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),
+    help="A corrected envelope (JSON) to publish instead of the original; - for stdin.",
+)
+@click.option("--dry-run", is_flag=True, help="Validate and say what would be published.")
+@_json
+@click.pass_context
+@handle_errors
+def replay(
+    ctx: click.Context, position: str, body_file: Path | None, dry_run: bool, as_json: bool
+) -> None:
+    """Publish the record of the dead letter at POSITION to its original topic again, once
+    it decodes with today's codec (older versions are upcast); once per original record."""
+    body: bytes | None = None
+    if body_file is not None:
+        body = sys.stdin.buffer.read() if str(body_file) == "-" else body_file.read_bytes()
+    data = run(
+        with_backends(
+            settings_of(ctx),
+            lambda rt: replay_dead_letter(
+                rt.log, position, actor=cli_actor(), body=body, dry_run=dry_run
+            ),
+            store=False,
+        )
+    )
+    if as_json:
+        print_json(data)
+        return
+    target = data["origin"]["topic"]
+    if data["published"]:
+        out.print(f"replayed {position} to {target} as event {data['event_id']}", markup=False)
+    elif data["dry_run"]:
+        out.print(
+            f"would replay {position} to {target} as {data['type']} {data['event_id']}",
+            markup=False,
+        )
+    else:
+        mark = data["replayed"]
+        out.print(
+            f"already replayed {mark['at']} by {mark['actor']} as event {mark['event_id']}"
+            " (nothing published)",
+            markup=False,
+        )
