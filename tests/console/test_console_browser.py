@@ -5,14 +5,18 @@ without the session or with another CSRF token, no token at all)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from consumers.eventlog.factory import open_event_log
+from consumers.eventlog.port import OutRecord, Topics
 from consumers.workflows.simulator.server import SimulatorServer
 from tests.console.conftest import Serve, screenshot
 from tests.e2e.test_cli_e2e import AUDITREC, envelope
@@ -104,6 +108,27 @@ def publish_known_data_set(serve: Serve, simulator: SimulatorServer) -> None:
     assert summary["held"] == 4, summary
 
 
+async def append_poison(serve: Serve) -> None:
+    """An envelope with a field no event has, straight onto the log (``publish`` would refuse
+    it): the consumers set it aside as a dead letter."""
+    body = {
+        "event_id": str(uuid.uuid4()),
+        "type": "AuditStarted",
+        "schema_version": 1,
+        "audit_id": "a-poison",
+        "occurred_at": datetime.now(UTC).isoformat(),
+        "producer": "crawler",
+        "data": {"project_id": "p1", "colour": "blue"},
+    }
+    topics = Topics(serve.env["AUDITREC_TOPIC_PREFIX"])
+    log = open_event_log(serve.env["AUDITREC_EVENT_LOG_URL"], topics)
+    await log.start()
+    try:
+        await log.append([OutRecord(topics.lifecycle, "a-poison", json.dumps(body).encode())])
+    finally:
+        await log.stop()
+
+
 def text_of(driver: Any, css: str) -> str:
     return str(driver.find_element("css selector", css).text)
 
@@ -138,6 +163,7 @@ def test_the_console_end_to_end_in_chromium(
     serve: Serve, simulator: SimulatorServer, browser: Any, tmp_path: Path
 ) -> None:
     driver = browser
+    asyncio.run(append_poison(serve))
     publish_known_data_set(serve, simulator)
 
     # no session: the login form; a wrong token is refused on it
@@ -261,6 +287,29 @@ def test_the_console_end_to_end_in_chromium(
     driver.get(f"{serve.url}/ui")
     assert text_of(driver, "#brake-state") == "not engaged"
     assert figures(driver)["failed"] == "7"
+
+    # the dead letters: the poison record, its reason and original bytes; a replay is refused
+    # because it still does not decode
+    driver.get(f"{serve.url}/ui/dead-letters")
+    rows = driver.find_elements("css selector", "#dead-letters tbody tr[data-position]")
+    assert rows, "no dead letter listed"
+    assert all("colour" in r.find_element("css selector", "td.reason").text for r in rows)
+    screenshot(driver, tmp_path, "dead-letters")
+    rows[0].find_element("css selector", "a").click()
+    assert '"audit_id": "a-poison"' in text_of(driver, "#original")
+    assert "colour" in text_of(driver, "#reason")
+    driver.find_element("id", "replay").click()
+    assert "still does not decode" in text_of(driver, "#why")
+
+    # the backtest: with a 5 h grace the four lost audits (2 h old) would not have failed
+    driver.get(f"{serve.url}/ui/backtest")
+    driver.find_element("name", "set").send_keys("INSTANCE_LOST_GRACE=5h")
+    driver.find_element("id", "run-backtest").click()
+    kinds = {
+        r.get_attribute("data-audit"): r.get_attribute("data-kind")
+        for r in driver.find_elements("css selector", "#differences tr[data-audit]")
+    }
+    assert kinds == dict.fromkeys(LOST, "not_failed")
 
     # a form without the session cookie, or with another session's CSRF token, is refused
     csrf_of_admin = driver.find_element(

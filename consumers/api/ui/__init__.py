@@ -5,7 +5,7 @@ as the API, readable without JavaScript, with its stylesheet served from the pac
   session cookie; :mod:`~consumers.api.ui.session`: login, logout, the checks of pages and forms.
 - :mod:`~consumers.api.ui.pages`: overview, audits, one audit (with
   :mod:`~consumers.api.ui.diagram`, the state diagram); :mod:`~consumers.api.ui.actions`: the
-  forms that change something.
+  forms that change something; :mod:`~consumers.api.ui.tools`: dead letters and the backtest.
 """
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
@@ -19,6 +19,7 @@ from consumers.api.ui.actions import add_action_routes
 from consumers.api.ui.pages import add_read_pages
 from consumers.api.ui.render import STATIC, page
 from consumers.api.ui.session import Forbidden, LoginRequired, add_session_routes, login_redirect
+from consumers.api.ui.tools import add_tool_pages
 from consumers.operations.operations import Operations
 
 __all__ = ["STATIC_PATH", "add_console"]
@@ -34,6 +35,7 @@ def add_console(app: FastAPI, ops: Operations) -> None:
     add_session_routes(router)
     add_read_pages(router, ops)
     add_action_routes(router, ops)
+    add_tool_pages(router, ops)
     app.mount(STATIC_PATH, StaticFiles(directory=STATIC), name="console-static")
     app.include_router(router)
 
