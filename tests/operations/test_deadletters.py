@@ -1,0 +1,191 @@
+"""Dead letters on each backend pair, with the real projector and reconciler: a hostile
+record is set aside, listed, shown, refused while it still fails, replayed once it is valid —
+and replayed once however often it is asked, a crash between publish and bookkeeping
+included."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from consumers.components.projector import Projector
+from consumers.components.reconciler import Reconciler
+from consumers.eventlog.codec import dead_letter, decode, encode
+from consumers.eventlog.port import OutRecord, Record
+from consumers.operations.deadletters import (
+    list_dead_letters,
+    replay_dead_letter,
+    show_dead_letter,
+)
+from statemachine.errors import InvalidInput, NotFound
+from statemachine.policy import Policy
+from tests.contracts.projection_store import at, started
+from tests.pipeline import Pipeline, append, read_topic, run_until_idle
+
+HOSTILE = b'{"type": "AuditStarted", "audit_id": "a-dl", "data": {"project_id": "p-1"'
+
+
+def corrected(audit_id: str = "a-dl") -> bytes:
+    return json.dumps(
+        {
+            "type": "AuditStarted",
+            "audit_id": audit_id,
+            "occurred_at": at(0).isoformat(),
+            "data": {"project_id": "p-1", "workflow_instance_id": f"wf-{audit_id}"},
+        }
+    ).encode()
+
+
+async def project(pipeline: Pipeline, *, reconciler: bool = False) -> None:
+    components: list[Any] = [Projector(pipeline.log, pipeline.store)]
+    if reconciler:
+        components.append(Reconciler(pipeline.log, Policy()))
+    for c in components:
+        await c.start()
+    try:
+        await run_until_idle(*components)
+    finally:
+        for c in components:
+            await c.stop()
+
+
+async def lifecycle(pipeline: Pipeline) -> list[Record]:
+    return await read_topic(pipeline.log, pipeline.topics.lifecycle)
+
+
+async def test_a_hostile_record_is_listed_shown_refused_then_replayed_once(
+    pipeline: Pipeline,
+) -> None:
+    log, topics = pipeline.log, pipeline.topics
+    # given a record cut short, read by the projector and the reconciler
+    await log.append([OutRecord(topics.lifecycle, "a-dl", HOSTILE)])
+    await project(pipeline, reconciler=True)
+
+    # then both set it aside, and the list names each, newest first
+    listed = (await list_dead_letters(log))["dead_letters"]
+    assert sorted(item["consumer"] for item in listed) == [
+        topics.group("projector"),
+        topics.group("reconciler"),
+    ]
+    assert all(item["origin"]["topic"] == topics.lifecycle for item in listed)
+    assert all(item["reason"].startswith("not valid JSON") for item in listed)
+    assert listed[0]["at"] >= listed[1]["at"] and listed[0]["replayed"] is None
+    mine = await list_dead_letters(log, consumer=topics.group("projector"))
+    (letter,) = mine["dead_letters"]
+    by_position = await list_dead_letters(log, order="position", limit=1)
+    assert len(by_position["dead_letters"]) == 1
+
+    # and show gives the reason and the original as text, which still does not decode
+    shown = await show_dead_letter(log, letter["position"])
+    assert shown["original"] == {"encoding": "text", "value": HOSTILE.decode()}
+    assert shown["decodes"] is False and "not valid JSON" in shown["decode_error"]
+
+    # when it is replayed as it is: refused with the reason, nothing published
+    before = len(await lifecycle(pipeline))
+    with pytest.raises(InvalidInput, match="still does not decode: not valid JSON"):
+        await replay_dead_letter(log, letter["position"], actor="test")
+    # and a corrected body that is still invalid is refused too
+    with pytest.raises(InvalidInput, match="corrected body still does not decode"):
+        await replay_dead_letter(log, letter["position"], actor="test", body=b'{"type": "Nope"}')
+    dry = await replay_dead_letter(
+        log, letter["position"], actor="test", body=corrected(), dry_run=True
+    )
+    assert dry["published"] is False and dry["type"] == "AuditStarted"
+    assert len(await lifecycle(pipeline)) == before
+
+    # when it is replayed with a corrected body
+    done = await replay_dead_letter(log, letter["position"], actor="test", body=corrected())
+    assert done["published"] is True and done["event_id"] == dry["event_id"]
+    await project(pipeline)
+    row = await pipeline.store.get("a-dl")
+    assert row is not None and row.status == "running"
+    assert str(row.last_event_id) == done["event_id"]
+
+    # then replaying it again — from either dead letter of that record — publishes nothing
+    for item in listed:
+        again = await replay_dead_letter(log, item["position"], actor="test", body=corrected())
+        assert again["published"] is False
+        assert again["replayed"]["event_id"] == done["event_id"]
+        assert again["replayed"]["dead_letter"] == letter["position"]
+    assert len(await lifecycle(pipeline)) == before + 1
+    listed_after = (await list_dead_letters(log))["dead_letters"]
+    assert len(listed_after) == 2  # replay marks are no dead letters
+    assert all(item["replayed"] is not None for item in listed_after)
+
+
+async def test_a_record_set_aside_that_now_decodes_is_replayed_as_it_is(
+    pipeline: Pipeline,
+) -> None:
+    log, topics = pipeline.log, pipeline.topics
+    # given a running audit, and a version 1 failure an older release set aside (it had no
+    # upcaster for it); the current codec upcasts it
+    await append(log, topics.lifecycle, [started("a-old", at(0))])
+    v1 = {
+        "type": "AuditFailed",
+        "schema_version": 1,
+        "event_id": str(uuid.uuid4()),
+        "audit_id": "a-old",
+        "occurred_at": at(5).isoformat(),
+        "producer": "crawler",
+        "data": {"error_code": "oom", "error_detail": "out of memory", "failed_by": "workflow"},
+    }
+    original = Record(topics.lifecycle, 0, 41, "a-old", json.dumps(v1).encode())
+    await log.append([dead_letter(topics, original, "old-projector", "unknown schema_version 1")])
+    (item,) = (await list_dead_letters(log))["dead_letters"]
+
+    shown = await show_dead_letter(log, item["position"])
+    assert shown["decodes"] is True and shown["decoded"]["schema_version"] == 2
+
+    # when it is replayed twice
+    first = await replay_dead_letter(log, item["position"], actor="test")
+    second = await replay_dead_letter(log, item["position"], actor="test")
+
+    # then it is published once, as the event it was (its id), and projected
+    assert (first["published"], second["published"]) == (True, False)
+    assert first["event_id"] == v1["event_id"] == second["event_id"]
+    await project(pipeline)
+    row = await pipeline.store.get("a-old")
+    assert row is not None and (row.status, row.state.error_code) == ("failed", "oom")
+    replayed = [decode(r.value) for r in await lifecycle(pipeline)]
+    assert [str(e.event_id) for e in replayed].count(v1["event_id"]) == 1
+
+
+async def test_a_crash_between_publish_and_mark_leaves_one_event(pipeline: Pipeline) -> None:
+    log, topics = pipeline.log, pipeline.topics
+    await log.append([OutRecord(topics.lifecycle, "a-dl", HOSTILE)])
+    await project(pipeline)
+    (item,) = (await list_dead_letters(log))["dead_letters"]
+    # given a replay that published its event and died before marking it (simulated: the
+    # event a replay of this body publishes, appended alone)
+    dry = await replay_dead_letter(log, item["position"], actor="t", body=corrected(), dry_run=True)
+    event = decode(dry_body := corrected_with_id(dry["event_id"]))
+    assert str(event.event_id) == dry["event_id"], dry_body
+    await log.append([encode(topics.lifecycle, event)])
+
+    # when the operator replays it again
+    done = await replay_dead_letter(log, item["position"], actor="t", body=corrected())
+
+    # then the same event is published again, and the projection holds it once
+    assert done["published"] is True and done["event_id"] == dry["event_id"]
+    await project(pipeline)
+    history = await pipeline.store.history("a-dl")
+    assert [str(h.event.event_id) for h in history] == [dry["event_id"]]
+
+
+def corrected_with_id(event_id: str) -> bytes:
+    raw = json.loads(corrected())
+    raw.update(event_id=event_id, producer="auditrec-dead-letters", schema_version=1)
+    return json.dumps(raw).encode()
+
+
+async def test_positions_that_hold_no_dead_letter_are_named(pipeline: Pipeline) -> None:
+    with pytest.raises(InvalidInput, match="invalid dead-letter position 'x'"):
+        await show_dead_letter(pipeline.log, "x")
+    with pytest.raises(NotFound, match="no dead letter at 0:99"):
+        await replay_dead_letter(pipeline.log, "0:99", actor="t")
+    with pytest.raises(InvalidInput, match="invalid limit 0"):
+        await list_dead_letters(pipeline.log, limit=0)
+    assert (await list_dead_letters(pipeline.log))["dead_letters"] == []
