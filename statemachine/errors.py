@@ -5,6 +5,7 @@
     ├── InvalidInput           an event, file or request failed validation (exit code 2)
     │   └── DecodeError        a record read from the log is not a valid event
     ├── NotFound               an audit id the projection does not know
+    ├── WrongState             an action the audit's state does not allow (HTTP 409)
     ├── NoServer               no `auditrec serve` is running the needed components
     └── InfrastructureError    the event log, the database or an API failed (``retriable``)
         ├── EventLogError
@@ -28,6 +29,7 @@ __all__ = [
     "NotFound",
     "StoreError",
     "WorkflowsApiError",
+    "WrongState",
 ]
 
 
@@ -54,6 +56,11 @@ class DecodeError(InvalidInput):
 
 class NotFound(AuditrecError):
     pass
+
+
+class WrongState(AuditrecError):
+    """The audit is not in a state the action applies to (failing an audit that is not
+    running, restoring a workflow's failure); the message says which state and why."""
 
 
 class NoServer(AuditrecError):

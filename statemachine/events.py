@@ -60,6 +60,7 @@ __all__ = [
     "AuditFailureSimulated",
     "AuditId",
     "AuditProgressed",
+    "AuditRestored",
     "AuditStarted",
     "FailedBy",
     "HeldRelease",
@@ -153,6 +154,8 @@ class AuditFailedData(_Frozen):
     policy: Policy | None = None
     # The rule that fired, for a reconciler decision (DESIGN §4); `policy` holds its thresholds.
     rule: FailureRule | None = None
+    # Who failed it, for an operator's failure (an API token's name, `cli:<os user>`).
+    actor: Name | None = None
 
 
 class WorkflowStatusObservedData(_Frozen):
@@ -215,6 +218,20 @@ class HeldRelease(_Frozen):
     held_id: uuid.UUID
     actor: Name
     reason: ShortText | None = None
+
+
+class AuditRestoredData(_Frozen):
+    """An operator undoing a failure (``failure_id``, by the reconciler or an operator): the
+    audit runs again. ``resume`` (and ``pages_crawled``) are the facts a running audit is
+    judged and reported on, for consumers that keep no state of failed audits."""
+
+    reason: ShortText
+    actor: Name
+    failure_id: uuid.UUID
+    failed_by: FailedBy
+    error_code: ErrorCode
+    resume: AuditStartedData
+    pages_crawled: NonNegative | None = None
 
 
 # --- envelopes --------------------------------------------------------------------------
@@ -286,6 +303,13 @@ class AuditFailureDiscarded(_Envelope):
     data: HeldRelease
 
 
+class AuditRestored(_Envelope):
+    """A failure undone by an operator: failed → running (never a workflow's failure)."""
+
+    type: Literal["AuditRestored"] = "AuditRestored"
+    data: AuditRestoredData
+
+
 class WorkflowStatusObserved(_Envelope):
     type: Literal["WorkflowStatusObserved"] = "WorkflowStatusObserved"
     data: WorkflowStatusObservedData
@@ -313,6 +337,7 @@ AuditEvent: TypeAlias = Annotated[
     | AuditFailureHeld
     | AuditFailureReleased
     | AuditFailureDiscarded
+    | AuditRestored
     | WorkflowStatusObserved
     | WorkflowProbeFailed,
     Field(discriminator="type"),
@@ -333,6 +358,7 @@ LIFECYCLE_TYPES: dict[str, type[_Envelope]] = {
         AuditFailureHeld,
         AuditFailureReleased,
         AuditFailureDiscarded,
+        AuditRestored,
         WorkflowStatusObserved,
         WorkflowProbeFailed,
     )

@@ -19,6 +19,7 @@ from statemachine.events import (
     AuditFailureHeld,
     AuditFailureReleased,
     AuditFailureSimulated,
+    AuditRestored,
     AuditStarted,
 )
 from statemachine.machine import INITIAL, next_status
@@ -98,6 +99,13 @@ def explain_one(
         rule = "recorded"
         if isinstance(event, AuditStarted) and current.exists:
             reason = "second AuditStarted for a known audit → recorded, not applied"
+        elif isinstance(event, AuditRestored) and current.exists:
+            rule = "restore_refused"
+            reason = (
+                f"restore by {event.data.actor} refused: the audit is {current.status}"
+                + (f" by {current.failed_by}" if current.status == "failed" else "")
+                + " (only a failure by the reconciler or an operator is restored) → recorded"
+            )
         elif not current.exists:
             reason = f"{event.type} before AuditStarted → recorded, not applied"
         else:
@@ -109,7 +117,10 @@ def explain_one(
             d = event.data
             rule = d.rule or rule
             done = "would fail" if isinstance(event, AuditFailureSimulated) else "failed"
-            reason = f"{done} {d.error_code} by {d.failed_by.value}: {d.error_detail}"
+            by = f"{d.failed_by.value} {d.actor}" if d.actor else d.failed_by.value
+            reason = f"{done} {d.error_code} by {by}: {d.error_detail}"
+            if d.failed_by.value == "operator":
+                rule = "operator_failed"
             released_by = (d.policy or {}).get("released_by")
             if released_by is not None:
                 reason += f" (held, then released by {released_by})"
@@ -127,6 +138,13 @@ def explain_one(
                 reason = f"held decision {verb} by {event.data.actor}{why}"
             else:
                 reason = f"no such hold pending → nothing {verb} ({event.data.actor}{why})"
+        elif isinstance(event, AuditRestored):
+            undone = event.data
+            rule = "restored"
+            reason = (
+                f"failure {undone.error_code} by {undone.failed_by.value} undone by "
+                f"{undone.actor}: {undone.reason} → running again [{row.guard}]"
+            )
         elif row.guard:
             reason = f"{row.note} [{row.guard}]"
     before = current.status if current.exists else INITIAL

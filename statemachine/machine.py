@@ -45,6 +45,7 @@ TRIGGERS: Final = (
     "AuditFailureHeld",
     "AuditFailureReleased",
     "AuditFailureDiscarded",
+    "AuditRestored",
     "WorkflowStatusObserved",
     "WorkflowProbeFailed",
 )
@@ -60,6 +61,8 @@ class Facts(Protocol):
 # Conditions are named predicates on the audit, referred to by name in the table.
 CONDITIONS: Final[Mapping[str, Callable[[Facts], bool]]] = {
     "failed_by_reconciler": lambda audit: audit.failed_by == "reconciler",
+    # A failure auditrec made (a decision, an operator's): never one the workflow reported.
+    "failed_by_reconciler_or_operator": lambda audit: audit.failed_by in ("reconciler", "operator"),
 }
 
 
@@ -98,6 +101,13 @@ TRANSITIONS: Final[tuple[TableRow, ...]] = (
         "dest": "completed",
         "conditions": ["failed_by_reconciler"],
         "note": "the workflow finished after all: the reconciler's failure is overturned",
+    },
+    {
+        "trigger": "AuditRestored",
+        "source": "failed",
+        "dest": "running",
+        "conditions": ["failed_by_reconciler_or_operator"],
+        "note": "an operator undid the failure: the audit runs again",
     },
     {
         "trigger": "WorkflowStatusObserved",

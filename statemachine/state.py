@@ -25,6 +25,7 @@ from statemachine.events import (
     AuditFailureHeld,
     AuditFailureReleased,
     AuditProgressed,
+    AuditRestored,
     AuditStarted,
     WorkflowInstanceAttached,
     WorkflowProbeFailed,
@@ -226,6 +227,8 @@ def evolve_by(state: AuditState, event: AuditEvent, row: Row | None) -> AuditSta
             completed_at=event.occurred_at,
             **_UNHELD,
         )
+    if type(event) is AuditRestored:
+        return _restored(state, event, row.dest)
     if type(event) is AuditFailureHeld:
         if state.held_decision_id is not None:
             return state  # one hold at a time: the first stands until it ends
@@ -236,6 +239,37 @@ def evolve_by(state: AuditState, event: AuditEvent, row: Row | None) -> AuditSta
         return replace(state, **_UNHELD)
     # Observations, probe failures and simulated failures: the table keeps the status.
     return _observed(state, event)
+
+
+def _restored(state: AuditState, event: AuditRestored, status: str | None) -> AuditState:
+    """Running again, the failure cleared. A state that kept no facts of the failed audit
+    (a consumer's compact one: no ``started_at``) takes them from the restore."""
+    facts: dict[str, Any] = {}
+    if state.started_at is None:
+        r = event.data.resume
+        facts = {
+            "project_id": r.project_id,
+            "organization_id": r.organization_id,
+            "started_by_user_id": r.started_by_user_id,
+            "start_url": r.start_url,
+            "workflow_instance_id": r.workflow_instance_id,
+            "started_at": r.started_at or event.occurred_at,
+            "current_phase": _intern(r.current_phase or "discovery"),
+            "pages_total": r.pages_total,
+            "pages_crawled": event.data.pages_crawled,
+        }
+    return replace(
+        state,
+        status=status,
+        completed_at=None,
+        error_code=None,
+        error_detail=None,
+        failed_phase=None,
+        failed_by=None,
+        reconciled_by=None,
+        **_UNHELD,
+        **facts,
+    )
 
 
 def fold(events: Iterable[AuditEvent], state: AuditState | None = None) -> AuditState | None:

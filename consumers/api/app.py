@@ -18,7 +18,8 @@ Endpoints (OpenAPI at ``/docs``, schema at ``/openapi.json``):
   ``GET /readyz`` reports on the dependencies and is behind the token like everything else.
 
 With ``AUDITREC_API_TOKENS`` set, every other route — ``/docs`` and ``/openapi.json``
-included — needs ``Authorization: Bearer <token>`` (401 otherwise). Tokens are compared in
+included — needs ``Authorization: Bearer <token>`` (401 otherwise) of a scope that allows it
+(403 otherwise; :mod:`consumers.api.guards`). Tokens are compared in
 constant time against every configured token and never logged. Request bodies larger than
 ``AUDITREC_API_MAX_BODY_BYTES`` are refused with 413, by ``Content-Length`` before anything
 is read, and while streaming otherwise. Every error body is ``{"detail": ...}``: a list of
@@ -37,6 +38,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path
 
+from consumers.api.actions import add_action_routes
 from consumers.api.audits import add_audit_routes
 from consumers.api.backtest import add_backtest_routes
 from consumers.api.brake import add_brake_routes
@@ -46,7 +48,7 @@ from consumers.api.errors import install_error_handlers
 from consumers.api.guards import BodyLimit, token_check
 from consumers.api.health import add_health_routes
 from consumers.api.measure import RequestMetrics
-from consumers.api.models import R401, event_input_schemas
+from consumers.api.models import R401, R403, event_input_schemas
 from consumers.api.shutdown import Closing, Draining
 from consumers.api.ui import add_console
 from consumers.operations.operations import Operations
@@ -62,7 +64,7 @@ def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
     runtime = ops.rt
     settings = runtime.settings
     max_body = settings.api_max_body_bytes
-    tokens = settings.api_token_list()
+    tokens = settings.api_token_specs()
 
     app = FastAPI(
         title="auditrec",
@@ -88,7 +90,7 @@ def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
 
     guarded = [Depends(token_check(tokens))] if tokens else []
     public = APIRouter(tags=["operations"])
-    private = APIRouter(dependencies=guarded, responses=R401 if tokens else None)
+    private = APIRouter(dependencies=guarded, responses={**R401, **R403} if tokens else None)
 
     install_error_handlers(app, max_body)
     add_health_routes(public, private, runtime)
@@ -97,6 +99,7 @@ def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
     add_brake_routes(private, ops)
     add_dead_letter_routes(private, ops, max_body)
     add_backtest_routes(private, ops)
+    add_action_routes(private, ops)
 
     # -- docs: behind the token unless AUDITREC_API_PUBLIC_DOCS; Swagger UI served from here --
 

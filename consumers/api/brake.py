@@ -5,15 +5,14 @@
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
+from consumers.api.guards import API_ACTOR, actor_of
 from consumers.api.models import R422, BrakeAction, BrakeStatus
 from consumers.operations.operations import Operations
 from statemachine.values import ShortText
 
 __all__ = ["API_ACTOR", "add_brake_routes"]
-
-API_ACTOR = "api"  # who acts through the HTTP API (tokens carry no names yet)
 
 _Reason = Annotated[
     ShortText | None, Query(max_length=2000, description="Why (recorded with each event).")
@@ -38,8 +37,10 @@ def add_brake_routes(private: APIRouter, ops: Operations) -> None:
         summary="Let every held failure take effect, and disengage the brake",
         responses={**R422},
     )
-    async def release(reason: _Reason = None, dry_run: _DryRun = False) -> dict[str, Any]:
-        return await ops.end_brake("released", API_ACTOR, reason, dry_run=dry_run)
+    async def release(
+        request: Request, reason: _Reason = None, dry_run: _DryRun = False
+    ) -> dict[str, Any]:
+        return await ops.end_brake("released", actor_of(request), reason, dry_run=dry_run)
 
     @private.post(
         "/brake/discard",
@@ -48,5 +49,7 @@ def add_brake_routes(private: APIRouter, ops: Operations) -> None:
         summary="Drop every held failure (the audits keep running), and disengage the brake",
         responses={**R422},
     )
-    async def discard(reason: _Reason = None, dry_run: _DryRun = False) -> dict[str, Any]:
-        return await ops.end_brake("discarded", API_ACTOR, reason, dry_run=dry_run)
+    async def discard(
+        request: Request, reason: _Reason = None, dry_run: _DryRun = False
+    ) -> dict[str, Any]:
+        return await ops.end_brake("discarded", actor_of(request), reason, dry_run=dry_run)

@@ -1,5 +1,6 @@
-"""How errors become HTTP answers: 422 naming each problem, 404, 503 for what may pass (the
-event log, the database, no serve running), 413, and never a credential in a message."""
+"""How errors become HTTP answers: 422 naming each problem, 404, 409 (wrong state), 503 for
+what may pass (the event log, the database, no serve running), 413, and never a credential in
+a message."""
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
 
@@ -18,6 +19,7 @@ from statemachine.errors import (
     NoServer,
     NotFound,
     StoreError,
+    WrongState,
 )
 
 __all__ = ["install_error_handlers", "safe"]
@@ -49,6 +51,10 @@ def install_error_handlers(app: FastAPI, max_body: int) -> None:
     @app.exception_handler(NotFound)
     async def _not_found(request: Request, exc: NotFound) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(WrongState)
+    async def _wrong_state(request: Request, exc: WrongState) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
 
     @app.exception_handler(NoServer)
     async def _no_server(request: Request, exc: NoServer) -> JSONResponse:

@@ -1,13 +1,17 @@
-"""What the HTTP API checks before a handler runs: bearer tokens and body size.
+"""What the HTTP API checks before a handler runs: bearer tokens, their scopes, and body size.
 
-Tokens are compared in constant time against every configured token and never logged. A body
+Tokens are compared in constant time against every configured token and never logged
+(:mod:`consumers.runtime.tokens`). What a request needs follows from the route
+(:func:`needed_scope`): ``read`` for GET, ``publish`` for ``POST /events``, ``operate`` for
+every other change. No token or an unknown one is a 401; a token whose scope is too small a
+403 naming the scope needed. The token that matched is kept on the request
+(:func:`acting_token`), so a handler records who acted (:func:`actor_of`). A body
 larger than the limit is refused with 413: by ``Content-Length`` before anything is read
 (:class:`BodyLimit`), and while streaming otherwise (:func:`read_body`).
 """
 
 # No `from __future__ import annotations`: FastAPI evaluates the dependency's annotations.
 
-import hmac
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated
 
@@ -16,7 +20,22 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["BodyLimit", "BodyTooLarge", "read_body", "token_check", "too_large"]
+from consumers.runtime.tokens import ApiToken, match
+from consumers.runtime.tokens import Scope as TokenScope
+
+__all__ = [
+    "API_ACTOR",
+    "BodyLimit",
+    "BodyTooLarge",
+    "acting_token",
+    "actor_of",
+    "needed_scope",
+    "read_body",
+    "token_check",
+    "too_large",
+]
+
+API_ACTOR = "api"  # who acts over HTTP when no tokens are configured
 
 
 class BodyTooLarge(Exception):
@@ -63,22 +82,50 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def token_check(tokens: Sequence[str]) -> Callable[..., Awaitable[None]]:
-    expected = [t.encode() for t in tokens]
+def needed_scope(method: str, path: str) -> TokenScope:
+    """The scope a request needs: reading is ``read``, publishing events ``publish``, any
+    other change (operator actions, the brake, sweeps) ``operate``."""
+    if method in ("GET", "HEAD", "OPTIONS"):
+        return "read"
+    if path.rstrip("/") == "/events":
+        return "publish"
+    return "operate"
+
+
+def acting_token(request: Request) -> ApiToken | None:
+    """The token the request was let in with (``None`` when the API has no tokens)."""
+    token: ApiToken | None = getattr(request.state, "api_token", None)
+    return token
+
+
+def actor_of(request: Request) -> str:
+    """Who acts: the token's name, or ``api`` when the API has no tokens."""
+    token = acting_token(request)
+    return token.name if token is not None else API_ACTOR
+
+
+def token_check(tokens: Sequence[ApiToken]) -> Callable[..., Awaitable[None]]:
+    configured = tuple(tokens)
     bearer = HTTPBearer(auto_error=False, description="One of the tokens in AUDITREC_API_TOKENS.")
 
     async def require_token(
+        request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> None:
-        given = credentials.credentials.encode() if credentials is not None else b""
-        matched = False
-        for token in expected:  # every token, so timing says nothing about which matched
-            matched |= hmac.compare_digest(given, token)
-        if not matched:
+        token = match(configured, credentials.credentials if credentials is not None else None)
+        if token is None:
             raise HTTPException(
                 401,
                 "missing or invalid bearer token (Authorization: Bearer <token>)",
                 headers={"WWW-Authenticate": "Bearer"},
             )
+        needed = needed_scope(request.method, request.url.path)
+        if not token.allows(needed):
+            raise HTTPException(
+                403,
+                f"{request.method} {request.url.path} needs scope {needed}; token "
+                f"{token.name!r} has scope {token.scope}",
+            )
+        request.state.api_token = token
 
     return require_token

@@ -15,6 +15,7 @@ from statemachine.events import EVENT_ADAPTER
 __all__ = [
     "EVENTS_BODY",
     "R401",
+    "R403",
     "R404",
     "R422",
     "R503",
@@ -240,6 +241,9 @@ EVENTS_BODY = {
 }
 
 R401: Responses = {401: {"model": Message, "description": "Missing or invalid bearer token."}}
+R403: Responses = {
+    403: {"model": Message, "description": "The token's scope does not allow this route."}
+}
 R404: Responses = {404: {"model": Message, "description": "Unknown audit."}}
 R422: Responses = {422: {"model": Problems, "description": "Invalid input; each problem is named."}}
 R503: Responses = {

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import click
 
-from consumers.cli import auditing, backtest, braking, deadletters, doctor, serving, tools
+from consumers.cli import (
+    acting,
+    auditing,
+    backtest,
+    braking,
+    deadletters,
+    doctor,
+    serving,
+    tools,
+)
 from consumers.runtime.logs import configure_logging
 
 __all__ = ["main"]
@@ -45,6 +54,9 @@ for command in (
     braking.brake,
     deadletters.dead_letters,
     backtest.backtest,
+    acting.fail,
+    acting.restore,
+    acting.probe,
     serving.rebuild,
     doctor.doctor,
     tools.diagram,

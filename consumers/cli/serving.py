@@ -66,6 +66,8 @@ def serve(
     names = parse_components(only)
     if until_idle:
         names = [n for n in names if n != "api"]
+    if "api" in names:
+        settings.api_token_specs()  # a malformed AUDITREC_API_TOKENS: refused before starting
 
     async def work() -> int:
         tune_gc()

@@ -29,7 +29,13 @@ def compact(state: AuditState) -> AuditState:
 
 # Event types no rule judges and that are no decision: the reconciler only folds them.
 FOLDED_ONLY: Final = frozenset(
-    {"AuditStarted", "AuditProgressed", "AuditCompleted", "WorkflowInstanceAttached"}
+    {
+        "AuditStarted",
+        "AuditProgressed",
+        "AuditCompleted",
+        "WorkflowInstanceAttached",
+        "AuditRestored",
+    }
 )
 
 

@@ -12,7 +12,10 @@ is not reported; shadow mode's ``AuditFailureSimulated`` is never reported), the
 ``evolve`` as everywhere), rebuilding its partitions from the log on assignment exactly like the
 reconciler, instead of reading the projection at send time: the projector may lag behind (or
 not run in this process), and the row may already show later events (an overturn). Folding
-gives the state at the failure itself. Only running audits are kept in memory, and they are
+gives the state at the failure itself. An audit whose failure an operator undoes
+(``AuditRestored``) is followed again only when that failure was an operator's: one the
+reconciler made was reported already, and PostHog hears of an audit's reconciliation failure
+once, whatever restores and failures follow. Only running audits are kept in memory, and they are
 checkpointed (:mod:`consumers.components.checkpoints`) whenever a partition's offsets catch up
 with what was consumed (nothing waits in the outbox), so an assignment folds only what follows
 the latest checkpoint.
@@ -52,7 +55,7 @@ from consumers.runtime.metrics import TELEMETRY
 from consumers.runtime.settings import Settings
 from projections.store import ProjectionStore
 from statemachine.errors import ConfigError, DecodeError
-from statemachine.events import AuditEvent, AuditFailed, FailedBy
+from statemachine.events import AuditEvent, AuditFailed, AuditRestored, FailedBy
 from statemachine.machine import TERMINAL
 from statemachine.state import AuditState, evolve
 
@@ -173,6 +176,12 @@ class Telemetry(LogConsumer):
     @staticmethod
     def _fold(states: dict[str, AuditState], event: AuditEvent) -> tuple[AuditState, AuditState]:
         before = states.get(event.audit_id) or AuditState(audit_id=event.audit_id)
+        if (
+            isinstance(event, AuditRestored)
+            and not before.exists
+            and event.data.failed_by is FailedBy.OPERATOR
+        ):  # never reported: followed again, with the facts the restore carries
+            before = AuditState(audit_id=event.audit_id, status="failed", failed_by="operator")
         after = evolve(before, event)
         if after.exists and after.status not in TERMINAL:
             states[event.audit_id] = after

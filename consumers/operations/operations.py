@@ -159,7 +159,14 @@ class Operations:
         for audit_id in [a for a, at in self._requested.items() if at < cutoff]:
             del self._requested[audit_id]
 
-    async def _probe_now(self, row: AuditRow, inline: bool) -> StatusResult:
+    async def probe(self, row: AuditRow, *, inline: bool = False) -> StatusResult:
+        """Probe a running audit now, whenever it was last observed (an operator's ``manual``
+        probe), and wait for the outcome as a status read does."""
+        return await self._probe_now(row, inline, Trigger.MANUAL)
+
+    async def _probe_now(
+        self, row: AuditRow, inline: bool, trigger: Trigger = Trigger.ON_DEMAND
+    ) -> StatusResult:
         live = await self.pipeline_live(reuse=True)
         if not live and not inline:
             missing = ", ".join(await self._missing())
@@ -172,7 +179,7 @@ class Operations:
         now = self.rt.now()
         request = probe_requests(
             [row],
-            Trigger.ON_DEMAND,
+            trigger,
             now,
             producer="auditrec-api",
             answer_by=now + self.rt.settings.on_demand_wait,

@@ -52,6 +52,11 @@ def _validate(raw: Any, producer: str) -> AuditEvent:
         raise InvalidInput("expected a JSON object (an event envelope)")
     if raw.get("type") in ("ProbeRequested", "AuditFailureSimulated"):
         raise InvalidInput(f"type: {raw['type']} is written by auditrec itself, not published")
+    if raw.get("type") == "AuditRestored":
+        raise InvalidInput(
+            "type: AuditRestored is an operator action (`auditrec restore`, "
+            "POST /audits/{id}/restore), not published"
+        )
     data = raw.get("data")
     reserved = isinstance(data, dict) and data.get("failed_by") == "reconciler"
     if raw.get("type") == "AuditFailed" and reserved:

@@ -13,6 +13,7 @@ import structlog
 from pydantic import BeforeValidator, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from consumers.runtime.tokens import ApiToken, parse_tokens
 from statemachine.errors import ConfigError
 from statemachine.policy import Policy, parse_duration
 
@@ -166,9 +167,15 @@ class Settings(BaseSettings):
         )
 
     def api_token_list(self) -> list[str]:
+        """The configured secrets (see :meth:`api_token_specs` for names and scopes)."""
+        return [t.secret for t in self.api_token_specs()]
+
+    def api_token_specs(self) -> tuple[ApiToken, ...]:
+        """``AUDITREC_API_TOKENS`` parsed (:mod:`consumers.runtime.tokens`); a malformed entry
+        is a :class:`ConfigError` naming it."""
         if self.api_tokens is None:
-            return []
-        return [t.strip() for t in self.api_tokens.get_secret_value().split(",") if t.strip()]
+            return ()
+        return parse_tokens(self.api_tokens.get_secret_value())
 
 
 # AUDITREC_* variables that are not settings: the simulator's, and the project's own tooling's

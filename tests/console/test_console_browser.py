@@ -129,6 +129,16 @@ async def append_poison(serve: Serve) -> None:
         await log.stop()
 
 
+def submit(driver: Any, button_id: str) -> None:
+    """Click a form's button and wait for the page it leads to (the old one goes stale)."""
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = driver.find_element("tag name", "html")
+    driver.find_element("id", button_id).click()
+    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(old))
+
+
 def text_of(driver: Any, css: str) -> str:
     return str(driver.find_element("css selector", css).text)
 
@@ -177,11 +187,16 @@ def test_the_console_end_to_end_in_chromium(
     sign_in(driver, serve, "viewer-secret-2")
     assert text_of(driver, "#who") == "signed in as viewer"
     assert figures(driver)["running"] == "6"
-    driver.find_element("id", "brake-release").click()
+    submit(driver, "brake-release")
     assert text_of(driver, "#refused") == "Refused"
+    assert "has no operate scope" in text_of(driver, "#why")
+    driver.get(f"{serve.url}/ui/audits/a-stuck")
+    driver.find_element("css selector", '#fail-form input[name="reason"]').send_keys("looks stuck")
+    driver.find_element("id", "fail").click()
     assert "has no operate scope" in text_of(driver, "#why")
     driver.get(f"{serve.url}/ui")
     assert text_of(driver, "#brake-state") == "engaged"  # nothing happened
+    assert figures(driver)["failed"] == "3"
     sign_out(driver)
     driver.get(f"{serve.url}/ui")
     assert "/ui/login" in driver.current_url  # the session is gone with the cookie
@@ -225,7 +240,7 @@ def test_the_console_end_to_end_in_chromium(
     driver.get(f"{serve.url}/ui/audits")
     driver.find_element("name", "project").send_keys("p2")
     driver.find_element("name", "running_longer_than").send_keys("150m")
-    driver.find_element("id", "apply-filters").click()
+    submit(driver, "apply-filters")
     found = [
         r.get_attribute("data-audit")
         for r in driver.find_elements("css selector", "#audits tbody tr[data-audit]")
@@ -237,7 +252,40 @@ def test_the_console_end_to_end_in_chromium(
         r.get_attribute("data-rule")
         for r in driver.find_elements("css selector", "#timeline tr.step")
     ]
-    assert rules == ["transition", "healthy"]  # started; observed running by the sweep
+    assert rules[0] == "transition" and set(rules[1:]) == {"healthy"}  # observed running
+    assert (
+        driver.find_element("css selector", "svg .state.current").get_attribute("data-state")
+        == "running"
+    )
+
+    # fail the stuck audit, then restore it: the timeline shows both, naming the operator
+    Select = __import__("selenium.webdriver.support.select", fromlist=["Select"]).Select
+    Select(driver.find_element("css selector", '#fail-form select[name="code"]')).select_by_value(
+        "workflow_internal"
+    )
+    driver.find_element("css selector", '#fail-form input[name="reason"]').send_keys(
+        "stuck for 3 h"
+    )
+    submit(driver, "fail")
+    assert text_of(driver, "#current-status") == "failed"
+    assert text_of(driver, "#done").startswith("fail")
+    assert text_of(driver, '#row tr[data-column="error_code"] td') == "workflow_internal"
+    last = driver.find_elements("css selector", "#timeline tr.step")[-1]
+    assert last.get_attribute("data-type") == "AuditFailed"
+    assert "running → failed" in last.text and "actor=admin" in last.text
+    driver.find_element("css selector", '#restore-form input[name="reason"]').send_keys(
+        "it was alive"
+    )
+    submit(driver, "restore")
+    assert text_of(driver, "#current-status") == "running"
+    types = [
+        r.get_attribute("data-type")
+        for r in driver.find_elements("css selector", "#timeline tr.step")
+    ]
+    assert types[-2:] == ["AuditFailed", "AuditRestored"]
+    assert set(types[:-2]) == {"AuditStarted", "WorkflowStatusObserved"}
+    last = driver.find_elements("css selector", "#timeline tr.step")[-1]
+    assert "failed → running" in last.text and "actor=admin" in last.text
     assert (
         driver.find_element("css selector", "svg .state.current").get_attribute("data-state")
         == "running"
@@ -248,10 +296,10 @@ def test_the_console_end_to_end_in_chromium(
     driver.find_element(
         "css selector", 'form[action="/ui/brake/release"] input[name="reason"]'
     ).send_keys("provider blip over")
-    driver.find_element("id", "brake-release").click()
+    submit(driver, "brake-release")
     assert text_of(driver, "#preview-count") == "4"
     assert set(LOST) <= {a.text for a in driver.find_elements("css selector", "table a")}
-    driver.find_element("id", "confirm").click()
+    submit(driver, "confirm")
     assert text_of(driver, "#done") == "Brake released"
 
     # the timeline of a released audit shows the hold, its release, and the failure
@@ -269,13 +317,9 @@ def test_the_console_end_to_end_in_chromium(
         interval=0.5,
         message="the released failure to reach the timeline",
     )
-    assert types == [
-        "AuditStarted",
-        "WorkflowStatusObserved",
-        "AuditFailureHeld",
-        "AuditFailureReleased",
-        "AuditFailed",
-    ]
+    assert types[0] == "AuditStarted" and types[-1] == "AuditFailed"
+    order = [types.index(t) for t in ("AuditFailureHeld", "AuditFailureReleased", "AuditFailed")]
+    assert order == sorted(order)
     assert text_of(driver, "#current-status") == "failed"
     last = driver.find_elements("css selector", "#timeline tr.step")[-1]
     assert "running → failed" in last.text and "reconciled_by=watchdog" in last.text
@@ -298,18 +342,38 @@ def test_the_console_end_to_end_in_chromium(
     rows[0].find_element("css selector", "a").click()
     assert '"audit_id": "a-poison"' in text_of(driver, "#original")
     assert "colour" in text_of(driver, "#reason")
-    driver.find_element("id", "replay").click()
+    submit(driver, "replay")
     assert "still does not decode" in text_of(driver, "#why")
 
     # the backtest: with a 5 h grace the four lost audits (2 h old) would not have failed
     driver.get(f"{serve.url}/ui/backtest")
     driver.find_element("name", "set").send_keys("INSTANCE_LOST_GRACE=5h")
-    driver.find_element("id", "run-backtest").click()
+    submit(driver, "run-backtest")
     kinds = {
         r.get_attribute("data-audit"): r.get_attribute("data-kind")
         for r in driver.find_elements("css selector", "#differences tr[data-audit]")
     }
     assert kinds == dict.fromkeys(LOST, "not_failed")
+
+    # bulk restore over a filter: the four instance_lost failures, previewed, then confirmed
+    driver.get(f"{serve.url}/ui/audits?status=failed&code=instance_lost")
+    driver.find_element("css selector", "#bulk summary").click()
+    driver.find_element(
+        "css selector", 'form[action="/ui/bulk/restore"] input[name="reason"]'
+    ).send_keys("provider outage, not lost")
+    submit(driver, "bulk-restore")
+    assert text_of(driver, "#preview-count") == "4"
+    driver.get(f"{serve.url}/ui")
+    assert figures(driver)["failed"] == "7"  # a preview changes nothing
+    driver.back()
+    submit(driver, "confirm")
+    assert text_of(driver, "#done") == "Bulk restore: 4 audit(s)"
+
+    def failed_now() -> str:
+        driver.get(f"{serve.url}/ui")
+        return figures(driver)["failed"]
+
+    eventually_sync(failed_now, until=lambda n: n == "3", timeout=30, interval=0.3)
 
     # a form without the session cookie, or with another session's CSRF token, is refused
     csrf_of_admin = driver.find_element(

@@ -75,6 +75,15 @@ DATA: dict[str, dict[str, Any]] = {
         "held_id": "5b1f8c3e-0d55-5a7e-9a43-2f0e7c0d1a7e",
         "actor": "ops-token",
     },
+    "AuditRestored": {
+        "reason": "the workflow was alive after all",
+        "actor": "ops-token",
+        "failure_id": "5b1f8c3e-0d55-5a7e-9a43-2f0e7c0d1a7e",
+        "failed_by": "reconciler",
+        "error_code": "instance_lost",
+        "resume": {"project_id": "p-1", "workflow_instance_id": "wf-1", "started_at": WHEN},
+        "pages_crawled": 3,
+    },
     "WorkflowStatusObserved": {
         "workflow_instance_id": "wf-1",
         "status": "errored",

@@ -383,11 +383,20 @@ def expected_dest(status: str, trigger: str, failed_by: str | None) -> str | Non
     if status == INITIAL:
         return "running" if trigger == "AuditStarted" else None
     if status == "running":
-        return {"AuditStarted": None, "AuditCompleted": "completed", "AuditFailed": "failed"}.get(
-            trigger, "running"
-        )
+        return {
+            "AuditStarted": None,
+            "AuditCompleted": "completed",
+            "AuditFailed": "failed",
+            "AuditRestored": None,
+        }.get(trigger, "running")
     if status == "failed" and trigger == "AuditCompleted" and failed_by == "reconciler":
         return "completed"
+    if (
+        status == "failed"
+        and trigger == "AuditRestored"
+        and failed_by in ("reconciler", "operator")
+    ):
+        return "running"  # §9: an operator undoes a failure auditrec made
     return None
 
 
@@ -423,11 +432,17 @@ def test_the_table_covers_every_event_type_and_only_known_states() -> None:
     assert {"completed", "failed"} == TERMINAL
 
 
-def test_a_terminal_state_is_left_only_under_a_condition_and_never_back_to_running() -> None:
+def test_a_terminal_state_is_left_only_under_a_condition_and_back_to_running_only_by_restore() -> (
+    None
+):
     leaving = [row for row in TRANSITIONS if row["source"] in TERMINAL]
 
     assert leaving == [row for row in TRANSITIONS if row.get("conditions")]
-    assert all(row["dest"] in TERMINAL for row in leaving)
+    back = [row for row in leaving if row["dest"] not in TERMINAL]
+    assert [(r["trigger"], r["source"], r["dest"]) for r in back] == [
+        ("AuditRestored", "failed", "running")
+    ]
+    assert back[0].get("conditions") == ["failed_by_reconciler_or_operator"]
 
 
 def test_the_lookup_index_holds_each_row_of_the_table_once() -> None:

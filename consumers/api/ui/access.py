@@ -1,17 +1,17 @@
 """Who may use the console, and the cookie that remembers them.
 
-Credentials come from ``AUDITREC_API_TOKENS``: ``name:token:scope`` entries (scope ``read``,
-``publish`` or ``operate``), or a bare ``token`` with full access (named ``token-N`` by its
-position). ``operate`` and ``publish`` include ``read``. With no tokens configured the console
-is open: one anonymous credential with full access, as the API is then open too.
+Credentials are the API's tokens (``AUDITREC_API_TOKENS``, parsed and matched by
+:mod:`consumers.runtime.tokens`: names, nested scopes ``read`` ⊂ ``publish`` ⊂ ``operate``). With
+no tokens configured the console is open: one anonymous credential with full access, as the API
+is then open too.
 
 The session cookie is *signed*, not stored: ``payload.signature`` where the payload names the
-credential, an expiry and a random nonce, and the signature is an HMAC keyed by a hash of that
-credential's token. It holds no token, so a leaked cookie does not leak a token; any number of
-API processes accept it without sharing state; and removing a token from the configuration
-ends every session made with it. The CSRF token of a form is an HMAC of the nonce under the
-same key: bound to that session, useless with another. The open console signs with a key
-drawn when the process starts (its sessions end with the process).
+token, an expiry and a random nonce, and the signature is an HMAC keyed by a hash of that
+token's secret. It holds no token, so a leaked cookie does not leak a token; any number of API
+processes accept it without sharing state; and removing (or changing) a token in the
+configuration ends every session made with it. The CSRF token of a form is an HMAC of the nonce
+under the same key: bound to that session, useless with another. The open console signs with a
+key drawn when the process starts (its sessions end with the process).
 """
 
 from __future__ import annotations
@@ -23,32 +23,28 @@ import json
 import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-__all__ = [
-    "OPEN",
-    "SCOPES",
-    "SESSION_SECONDS",
-    "Credential",
-    "Credentials",
-    "Session",
-]
+from consumers.runtime.tokens import ApiToken, Scope, match
 
-SCOPES = ("read", "publish", "operate")
+__all__ = ["OPEN", "SESSION_SECONDS", "Credential", "Credentials", "Session"]
+
+_KEY_TAG = b"auditrec-console-session:"
 SESSION_SECONDS = 8 * 3600  # a working day; then the console asks for the token again
-OPEN = "console"  # the anonymous credential's name when no token is configured
-_IMPLIED = {"read": {"read"}, "publish": {"read", "publish"}, "operate": {"read", "operate"}}
+OPEN = "console"  # the anonymous credential's name (the actor) when no token is configured
 
 
 @dataclass(frozen=True)
 class Credential:
-    name: str
-    key: bytes  # the HMAC key of its sessions: a hash of the token, never the token itself
-    token_digest: bytes  # what a typed token is compared with (constant time)
-    scopes: frozenset[str]
+    token: ApiToken | None  # None: the open console's anonymous credential
+    key: bytes = field(repr=False)  # the HMAC key of its sessions: a hash, never the secret
 
-    def can(self, scope: str) -> bool:
-        return scope in self.scopes
+    @property
+    def name(self) -> str:
+        return self.token.name if self.token is not None else OPEN
+
+    def can(self, scope: Scope) -> bool:
+        return self.token is None or self.token.allows(scope)
 
 
 @dataclass(frozen=True)
@@ -61,7 +57,7 @@ class Session:
     def name(self) -> str:
         return self.credential.name
 
-    def can(self, scope: str) -> bool:
+    def can(self, scope: Scope) -> bool:
         return self.credential.can(scope)
 
     def csrf(self) -> str:
@@ -72,40 +68,28 @@ class Session:
         return hmac.compare_digest(given.encode(), self.csrf().encode())
 
 
-def _digest(token: str) -> bytes:
-    return hashlib.sha256(token.encode()).digest()
-
-
 def _sign(key: bytes, text: str) -> str:
     mac = hmac.new(key, text.encode(), hashlib.sha256).digest()
     return base64.urlsafe_b64encode(mac).decode().rstrip("=")
 
 
 class Credentials:
-    """The configured credentials; :attr:`open` when there are none."""
+    """The configured tokens as console credentials; :attr:`open` when there are none."""
 
-    def __init__(self, entries: Sequence[str]) -> None:
-        self._by_name: dict[str, Credential] = {}
-        for position, entry in enumerate(entries, 1):
-            name, token, scopes = _parse(entry, position)
-            if name in self._by_name:
-                raise ValueError(f"AUDITREC_API_TOKENS: the name {name!r} is used twice")
-            digest = _digest(token)
-            key = hashlib.sha256(b"auditrec-console-session:" + digest).digest()
-            self._by_name[name] = Credential(name, key, digest, scopes)
-        self.open = not self._by_name
+    def __init__(self, tokens: Sequence[ApiToken]) -> None:
+        self._tokens = tuple(tokens)
+        self._by_name: dict[str, Credential] = {
+            t.name: Credential(t, hashlib.sha256(_KEY_TAG + t.secret.encode()).digest())
+            for t in self._tokens
+        }
+        self.open = not self._tokens
         if self.open:
-            key = secrets.token_bytes(32)
-            self._by_name[OPEN] = Credential(OPEN, key, b"", frozenset(SCOPES))
+            self._by_name[OPEN] = Credential(None, secrets.token_bytes(32))
 
-    def match(self, token: str) -> Credential | None:
-        """The credential of a typed token, compared in constant time with every one."""
-        given = _digest(token)
-        found = None
-        for credential in self._by_name.values():
-            if hmac.compare_digest(given, credential.token_digest) and not self.open:
-                found = credential
-        return found
+    def match(self, given: str) -> Credential | None:
+        """The credential of a typed token (compared in constant time with every one)."""
+        token = match(self._tokens, given)
+        return self._by_name[token.name] if token is not None else None
 
     def open_session(self, credential: Credential, now: float | None = None) -> tuple[str, Session]:
         """A new session for ``credential``: the cookie's value and the session."""
@@ -137,20 +121,3 @@ class Credentials:
         if expires < (now if now is not None else time.time()):
             return None
         return Session(credential, nonce, expires)
-
-
-def _parse(entry: str, position: int) -> tuple[str, str, frozenset[str]]:
-    parts = entry.split(":")
-    if len(parts) == 1:
-        return f"token-{position}", entry, frozenset(SCOPES)
-    if len(parts) != 3 or not all(parts):
-        raise ValueError(
-            f"AUDITREC_API_TOKENS entry {position}: expected name:token:scope or a bare token"
-        )
-    name, token, scope = parts
-    if scope not in _IMPLIED:
-        raise ValueError(
-            f"AUDITREC_API_TOKENS entry {position}: unknown scope {scope!r} "
-            f"(one of {', '.join(SCOPES)})"
-        )
-    return name, token, frozenset(_IMPLIED[scope])

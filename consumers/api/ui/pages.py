@@ -17,14 +17,14 @@ from consumers.api.ui.session import viewer
 from consumers.operations.listing import AuditFilter, list_page
 from consumers.operations.operations import Operations
 from consumers.operations.overview import WINDOWS, gather_overview
-from projections.row import row_dict
+from projections.row import AuditRow, row_dict
 from statemachine.errors import InvalidInput, NotFound
 from statemachine.events import AuditEvent
 from statemachine.explain import Step
 from statemachine.policy import parse_duration
 from statemachine.vocabulary import AUDIT_ID_PATTERN, ERROR_CODES
 
-__all__ = ["PAGE_SIZE", "add_read_pages"]
+__all__ = ["PAGE_SIZE", "add_read_pages", "audit_filter"]
 
 PAGE_SIZE = 50
 STATUSES = ("running", "completed", "failed")
@@ -52,7 +52,7 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
         cursor: str = "",
     ) -> HTMLResponse:
         problems: list[str] = []
-        where = _filter(project, status, code, running_longer_than, shadow, problems)
+        where = audit_filter(project, status, code, running_longer_than, shadow, problems)
         rows: list[Any] = []
         next_cursor = None
         if not problems:
@@ -85,10 +85,15 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
         )
 
     @router.get("/ui/audits/{audit_id}", response_class=HTMLResponse, include_in_schema=False)
-    async def audit(request: Request, session: Viewer, audit_id: str) -> HTMLResponse:
+    async def audit(
+        request: Request, session: Viewer, audit_id: str, done: str = "", message: str = ""
+    ) -> HTMLResponse:
         if not AUDIT_ID.match(audit_id):
             return page(request, "error.html", status_code=422, why="not an audit id")
-        row = await runtime.store.get(audit_id)
+        try:  # no probe; after an action of this process, once the projection has it
+            row: AuditRow | None = (await ops.status(audit_id, probe=False)).row
+        except NotFound:
+            row = None
         try:
             steps = await ops.replay(audit_id)
         except NotFound:
@@ -107,10 +112,14 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
             diagram=state_svg(current),
             transitions=transition_rows(current),
             current=current,
+            restorable=row is not None and row.state.failed_by in ("reconciler", "operator"),
+            codes=ERROR_CODES,
+            done=done[:20],
+            message=message[:300],
         )
 
 
-def _filter(
+def audit_filter(
     project: str,
     status: str,
     code: str,

@@ -1,0 +1,309 @@
+"""Operator actions: fail a running audit, restore a failure auditrec made, probe an audit now
+— one audit at a time or over a filter. The CLI (``auditrec fail|restore|probe``), the HTTP API
+(``POST /audits/{id}/fail|restore|probe``, ``POST /audits/fail|restore``) and the console all
+call :class:`Actions`.
+
+Every action is an event in the lifecycle log that names the operator (``actor``): an API
+token's name, or ``cli:<os user>``. Whether an action applies is the transition table's call
+(:func:`statemachine.machine.next_status`) on the audit as the projection has it, so an action
+refused here would also be recorded-not-applied by every consumer:
+
+- **fail** appends ``AuditFailed`` (``failed_by = "operator"``, the code given, the reason as
+  its detail) to a ``running`` audit;
+- **restore** appends ``AuditRestored`` to a ``failed`` audit whose failure the reconciler or
+  an operator made (a workflow's own failure is never undone); it names the failure it undoes
+  and carries the audit's facts, so consumers that keep no state of failed audits resume it;
+- **probe** asks the Workflows API about a ``running`` audit now (trigger ``manual``) and
+  answers with the reconciler's outcome, as a status read does.
+
+``dry_run`` says what would happen and publishes nothing. Bulk forms (:meth:`Actions.fail_many`,
+:meth:`Actions.restore_many`) select with the listing's filter
+(:class:`~consumers.operations.listing.AuditFilter`), skip (and name) the audits an action does
+not apply to, and publish the rest in one append. Refusals are errors: :class:`NotFound` (404),
+:class:`WrongState` (409), :class:`InvalidInput` (422).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final, Literal
+
+from consumers.operations.action_input import check_code, check_reason, last_failure
+from consumers.operations.freshness import wait_for_projection
+from consumers.operations.listing import AuditFilter
+from consumers.operations.operations import Operations
+from projections.row import AuditRow
+from statemachine.errors import NoServer, NotFound, WrongState
+from statemachine.events import (
+    AuditEvent,
+    AuditFailed,
+    AuditFailedData,
+    AuditRestored,
+    AuditRestoredData,
+    AuditStartedData,
+    FailedBy,
+)
+from statemachine.machine import next_status
+from statemachine.state import evolve
+
+__all__ = ["PRODUCER", "ActionResult", "Actions", "BulkResult"]
+
+PRODUCER: Final = "auditrec-operator"
+BULK_LIMIT: Final = 10_000  # audits one bulk action looks at
+_PAGE: Final = 500
+
+Action = Literal["fail", "restore", "probe"]
+
+
+@dataclass(frozen=True, slots=True)
+class ActionResult:
+    """What an action did (or, ``dry_run``, would do) to one audit."""
+
+    audit_id: str
+    action: Action
+    dry_run: bool
+    before: str  # status before
+    after: str  # status after (as the transition table has it)
+    event_id: str | None  # the event published (None: dry run, or probe)
+    actor: str
+    message: str
+    outcome: dict[str, Any] | None = None  # a probe's outcome
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class BulkResult:
+    """A bulk action: the audits it touched (or would), and those it skipped, with why."""
+
+    action: Action
+    dry_run: bool
+    matched: int
+    results: list[ActionResult] = field(default_factory=list)
+    skipped: list[ActionResult] = field(default_factory=list)
+    truncated: bool = False  # more audits matched than one bulk action looks at
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "dry_run": self.dry_run,
+            "matched": self.matched,
+            "acted": len(self.results),
+            "truncated": self.truncated,
+            "results": [r.as_dict() for r in self.results],
+            "skipped": [r.as_dict() for r in self.skipped],
+        }
+
+
+class Actions:
+    """Operator actions on behalf of ``actor`` (an API token's name, ``cli:<user>``)."""
+
+    def __init__(self, ops: Operations, actor: str) -> None:
+        self.ops = ops
+        self.rt = ops.rt
+        self.actor = check_reason(actor, "actor", 200)
+
+    # -- one audit ----------------------------------------------------------------------------
+
+    async def fail(
+        self, audit_id: str, code: str, reason: str, *, dry_run: bool = False
+    ) -> ActionResult:
+        """Fail a running audit with ``code`` (an error code) for ``reason``."""
+        row = await self._row(audit_id)
+        return (await self._apply("fail", [(row, self._failure(row, code, reason))], dry_run))[0]
+
+    async def restore(self, audit_id: str, reason: str, *, dry_run: bool = False) -> ActionResult:
+        """Undo the failure of a failed audit (by the reconciler or an operator)."""
+        row = await self._row(audit_id)
+        event = await self._restoration(row, check_reason(reason))
+        return (await self._apply("restore", [(row, event)], dry_run))[0]
+
+    async def probe(self, audit_id: str, *, inline: bool = False) -> ActionResult:
+        """Probe a running audit now; the answer carries the reconciler's outcome."""
+        row = await self._row(audit_id)
+        if row.status != "running":
+            raise WrongState(f"audit {audit_id!r} is {row.status}: only a running audit is probed")
+        result = await self.ops.probe(row, inline=inline)
+        if not result.probed:
+            raise NoServer(result.note or "not probed: no running `auditrec serve`")
+        outcome = result.outcome.as_dict() if result.outcome is not None else None
+        message = (result.outcome.reason if result.outcome else None) or result.note or ""
+        return ActionResult(
+            audit_id,
+            "probe",
+            False,
+            row.status,
+            result.row.status,
+            None,
+            self.actor,
+            message,
+            outcome,
+        )
+
+    # -- over a filter ------------------------------------------------------------------------
+
+    async def fail_many(
+        self, where: AuditFilter, code: str, reason: str, *, dry_run: bool = True
+    ) -> BulkResult:
+        """Fail every running audit ``where`` selects (``dry_run``: list them)."""
+        code, reason = check_code(code), check_reason(reason)
+        rows, truncated = await self._select(where)
+        chosen: list[tuple[AuditRow, AuditEvent]] = []
+        skipped: list[ActionResult] = []
+        for row in rows:
+            try:
+                chosen.append((row, self._failure(row, code, reason)))
+            except WrongState as exc:
+                skipped.append(self._skip("fail", row, str(exc), dry_run))
+        results = await self._apply("fail", chosen, dry_run)
+        return BulkResult("fail", dry_run, len(rows), results, skipped, truncated)
+
+    async def restore_many(
+        self, where: AuditFilter, reason: str, *, dry_run: bool = True
+    ) -> BulkResult:
+        """Restore every failure auditrec made among the audits ``where`` selects."""
+        reason = check_reason(reason)
+        rows, truncated = await self._select(where)
+        chosen: list[tuple[AuditRow, AuditEvent]] = []
+        skipped: list[ActionResult] = []
+        for row in rows:
+            try:
+                chosen.append((row, await self._restoration(row, reason)))
+            except WrongState as exc:
+                skipped.append(self._skip("restore", row, str(exc), dry_run))
+        results = await self._apply("restore", chosen, dry_run)
+        return BulkResult("restore", dry_run, len(rows), results, skipped, truncated)
+
+    # -- the events ---------------------------------------------------------------------------
+
+    def _failure(self, row: AuditRow, code: str, reason: str) -> AuditFailed:
+        code, reason = check_code(code), check_reason(reason)
+        if next_status(row.status, "AuditFailed", row.state) is None:
+            raise WrongState(
+                f"audit {row.audit_id!r} is {row.status}: only a running audit can be failed"
+            )
+        return AuditFailed(
+            **self._envelope(row.audit_id),
+            data=AuditFailedData(
+                error_code=code,
+                error_detail=reason,
+                failed_phase=row.state.current_phase,
+                failed_by=FailedBy.OPERATOR,
+                actor=self.actor,
+            ),
+        )
+
+    async def _restoration(self, row: AuditRow, reason: str) -> AuditRestored:
+        s = row.state
+        if next_status(s.status, "AuditRestored", s) is None:
+            if s.status == "failed":
+                raise WrongState(
+                    f"audit {row.audit_id!r} failed by {s.failed_by}: only a failure by the "
+                    "reconciler or an operator is restored (a workflow's own failure never is)"
+                )
+            raise WrongState(
+                f"audit {row.audit_id!r} is {s.status}: only a failed audit can be restored"
+            )
+        history = await self.rt.store.history(row.audit_id)
+        failure = last_failure([h.event for h in history])
+        if failure is None:
+            raise WrongState(f"audit {row.audit_id!r}: its failure is not in its history")
+        return AuditRestored(
+            **self._envelope(row.audit_id),
+            data=AuditRestoredData(
+                reason=reason,
+                actor=self.actor,
+                failure_id=failure.event_id,
+                failed_by=failure.data.failed_by,
+                error_code=failure.data.error_code,
+                resume=AuditStartedData(
+                    project_id=s.project_id or "unknown",
+                    organization_id=s.organization_id,
+                    started_by_user_id=s.started_by_user_id,
+                    start_url=s.start_url,
+                    workflow_instance_id=s.workflow_instance_id,
+                    started_at=s.started_at,
+                    current_phase=s.current_phase,
+                    pages_total=s.pages_total,
+                ),
+                pages_crawled=s.pages_crawled,
+            ),
+        )
+
+    def _envelope(self, audit_id: str) -> dict[str, Any]:
+        return {
+            "event_id": uuid.uuid4(),
+            "audit_id": audit_id,
+            "occurred_at": self.rt.now(),
+            "producer": PRODUCER,
+        }
+
+    # -- reading and publishing ---------------------------------------------------------------
+
+    async def _caught_up(self) -> None:
+        """With a projector running, the projection first takes in what the log holds (an
+        action is judged on the audit as it is, not as it was a moment ago)."""
+        if "projector" in await self.rt.live_components(reuse=True):
+            await wait_for_projection(
+                self.rt.log, self.rt.store, self.rt.settings.on_demand_wait.total_seconds()
+            )
+
+    async def _row(self, audit_id: str) -> AuditRow:
+        await self._caught_up()
+        row = await self.rt.store.get(audit_id)
+        if row is None:
+            raise NotFound(f"unknown audit {audit_id!r}")
+        return row
+
+    async def _select(self, where: AuditFilter) -> tuple[list[AuditRow], bool]:
+        await self._caught_up()
+        now = self.rt.now()
+        before = now - where.older_than if where.older_than is not None else None
+        rows: list[AuditRow] = []
+        after: tuple[Any, str] | None = None
+        while len(rows) <= BULK_LIMIT:
+            page = await self.rt.store.list_audits(
+                status=where.status,
+                project=where.project,
+                code=where.code,
+                started_before=before,
+                limit=_PAGE,
+                after=after,
+                shadow=where.shadow,
+            )
+            rows.extend(page)
+            if len(page) < _PAGE or page[-1].state.started_at is None:
+                break
+            after = (page[-1].state.started_at, page[-1].audit_id)
+        return rows[:BULK_LIMIT], len(rows) > BULK_LIMIT
+
+    async def _apply(
+        self, action: Action, chosen: Sequence[tuple[AuditRow, AuditEvent]], dry_run: bool
+    ) -> list[ActionResult]:
+        if not dry_run and chosen:
+            await self.ops.publish([event for _, event in chosen])
+        results = []
+        for row, event in chosen:
+            after = evolve(row.state, event).status
+            verb = "would " + action if dry_run else action.removesuffix("e") + "ed"
+            results.append(
+                ActionResult(
+                    row.audit_id,
+                    action,
+                    dry_run,
+                    row.status,
+                    after,
+                    None if dry_run else str(event.event_id),
+                    self.actor,
+                    f"{verb} {row.audit_id}: {row.status} → {after}",
+                )
+            )
+        return results
+
+    def _skip(self, action: Action, row: AuditRow, why: str, dry_run: bool) -> ActionResult:
+        return ActionResult(
+            row.audit_id, action, dry_run, row.status, row.status, None, self.actor, why
+        )
