@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast fuzz chaos lint format bench services-up services-down promtool browser clean
+.PHONY: venv demo test test-fast fuzz chaos lint format bench services-up services-down promtool browser screenshots clean
 
 venv: $(STAMP)
 
@@ -80,6 +80,11 @@ promtool:
 # Debian's chromium and chromedriver, for the console's browser tests (apt-get when missing).
 browser:
 	bash scripts/services.sh browser
+
+# The console's screenshots in docs/screenshots, taken by its browser test (embedded backends).
+screenshots: venv browser
+	AUDITREC_REQUIRE_SERVICES=1 AUDITREC_SCREENSHOTS_DIR=docs/screenshots \
+	$(BIN)/python -m pytest -q -p no:randomly "tests/console/test_console_browser.py::test_the_console_end_to_end_in_chromium[sqlite]"
 
 clean:
 	rm -rf .auditrec .pytest_cache .mypy_cache .ruff_cache .hypothesis
