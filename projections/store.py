@@ -191,6 +191,12 @@ class ProjectionStore(LongLived, ABC):
     async def history(self, audit_id: str) -> list[HistoryEntry]:
         """The audit's events in log order."""
 
+    async def histories(self, audit_ids: Sequence[str]) -> dict[str, list[HistoryEntry]]:
+        """The histories of several audits (each in log order; an unknown audit has none), for
+        reads over many audits (a backtest). This default asks for each in turn; the adapters
+        read a few hundred audits a query."""
+        return {audit_id: await self.history(audit_id) for audit_id in audit_ids}
+
     @abstractmethod
     async def caused_by(self, causation_ids: Iterable[str]) -> list[AuditEvent]:
         """Recorded events whose ``causation_id`` is one of ``causation_ids``."""

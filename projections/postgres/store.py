@@ -40,6 +40,7 @@ from projections.postgres.changes import ChangeFeed, channel_of
 from projections.postgres.checkpoints import PostgresCheckpoints
 from projections.postgres.coordination import PostgresCoordination, advisory_key, event_uuids
 from projections.postgres.errors import DRIVER_ERRORS, describe_url, redact, translate
+from projections.postgres.histories import fetch_histories
 from projections.postgres.kept import PostgresKeptHistory
 from projections.postgres.limits import PostgresLimits
 from projections.postgres.rows import SELECT_ROWS, decode_row, init_connection
@@ -293,6 +294,10 @@ class PostgresStore(
             )
             for body, t, p, o, rec in recs
         ]
+
+    async def histories(self, audit_ids: Sequence[str]) -> dict[str, list[HistoryEntry]]:
+        with self._errors("histories of audits"):
+            return await fetch_histories(self.pool, audit_ids)
 
     async def caused_by(self, causation_ids: Iterable[str]) -> list[AuditEvent]:
         ids = event_uuids(causation_ids)

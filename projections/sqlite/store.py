@@ -22,6 +22,7 @@ from projections.sqlite.batch import apply_batch
 from projections.sqlite.brake import SQLiteBrake
 from projections.sqlite.checkpoints import SQLiteCheckpoints
 from projections.sqlite.connection import SQLiteDB, sqlite_path
+from projections.sqlite.histories import read_histories
 from projections.sqlite.kept import SQLiteKeptHistory
 from projections.sqlite.limits import SQLiteLimits
 from projections.sqlite.rows import SELECT_ROWS, chunks, decode_row, from_micros, to_micros
@@ -180,6 +181,9 @@ class SQLiteStore(SQLiteLimits, SQLiteBrake, SQLiteCheckpoints, SQLiteKeptHistor
             ]
 
         return await self.db.run(work)
+
+    async def histories(self, audit_ids: Sequence[str]) -> dict[str, list[HistoryEntry]]:
+        return await self.db.run(read_histories, self.db.conn, audit_ids)
 
     async def caused_by(self, causation_ids: Iterable[str]) -> list[AuditEvent]:
         ids = list(causation_ids)

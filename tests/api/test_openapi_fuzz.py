@@ -65,9 +65,18 @@ OPERATIONS = [
     ("GET", "/brake"),
     ("POST", "/brake/release"),
     ("POST", "/brake/discard"),
+    ("GET", "/dead-letters"),
+    ("GET", "/dead-letters/{position}"),
+    ("POST", "/dead-letters/{position}/replay"),
+    ("GET", "/backtest"),
 ]
 # The others have nothing a negative case could break.
-WITH_INPUT = [*OPERATIONS[:4], ("POST", "/brake/release"), ("POST", "/brake/discard")]
+WITH_INPUT = [
+    *OPERATIONS[:4],
+    ("POST", "/brake/release"),
+    ("POST", "/brake/discard"),
+    *OPERATIONS[11:15],
+]
 CHECKS = [
     not_a_server_error,
     status_code_conformance,

@@ -13,7 +13,7 @@ import pytest
 
 from consumers.components.projector import Projector
 from consumers.components.reconciler import Reconciler
-from consumers.eventlog.codec import dead_letter, decode, encode
+from consumers.eventlog.codec import dead_letter, decode, decode_probe, encode
 from consumers.eventlog.port import OutRecord, Record
 from consumers.operations.deadletters import (
     list_dead_letters,
@@ -23,7 +23,7 @@ from consumers.operations.deadletters import (
 from statemachine.errors import InvalidInput, NotFound
 from statemachine.policy import Policy
 from tests.contracts.projection_store import at, started
-from tests.pipeline import Pipeline, append, read_topic, run_until_idle
+from tests.pipeline import Pipeline, append, probe_request, read_topic, run_until_idle
 
 HOSTILE = b'{"type": "AuditStarted", "audit_id": "a-dl", "data": {"project_id": "p-1"'
 
@@ -189,3 +189,22 @@ async def test_positions_that_hold_no_dead_letter_are_named(pipeline: Pipeline) 
     with pytest.raises(InvalidInput, match="invalid limit 0"):
         await list_dead_letters(pipeline.log, limit=0)
     assert (await list_dead_letters(pipeline.log))["dead_letters"] == []
+
+
+async def test_a_probe_request_set_aside_is_replayed_to_the_probe_requests_topic(
+    pipeline: Pipeline,
+) -> None:
+    log, topics = pipeline.log, pipeline.topics
+    request = probe_request("a-pr", "wf-a-pr", at(0))
+    original = encode(topics.probe_requests, request)
+    where = Record(topics.probe_requests, 0, 7, original.key, original.value)
+    await log.append([dead_letter(topics, where, topics.group("probe"), "Workflows API down")])
+    (item,) = (await list_dead_letters(log))["dead_letters"]
+    assert item["origin"] == {"topic": topics.probe_requests, "partition": 0, "offset": 7}
+
+    done = await replay_dead_letter(log, item["position"], actor="t")
+
+    assert done["published"] is True and done["type"] == "ProbeRequested"
+    (replayed,) = await read_topic(log, topics.probe_requests)
+    assert decode_probe(replayed.value) == request
+    assert await read_topic(log, topics.lifecycle) == []

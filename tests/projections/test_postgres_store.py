@@ -20,6 +20,7 @@ from projections.postgres.store import SCHEMA_VERSION, PostgresStore
 from projections.store import ProjectionStore
 from statemachine.errors import StoreError
 from statemachine.events import AuditEvent
+from tests.contracts.projection_histories import HistoriesContract
 from tests.contracts.projection_store import (
     CONSUMER,
     MakeStore,
@@ -56,7 +57,7 @@ async def schema(pg_url: str) -> AsyncIterator[str]:
         await conn.close()
 
 
-class TestPostgresStore(ProjectionStoreContract):
+class TestPostgresStore(ProjectionStoreContract, HistoriesContract):
     @pytest.fixture
     def make_store(self, pg_url: str, schema: str) -> MakeStore:
         return lambda: open_store(pg_url, schema=schema, max_size=4)

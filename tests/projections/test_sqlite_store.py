@@ -11,6 +11,7 @@ from projections.factory import open_store
 from projections.sqlite.schema import SCHEMA_VERSION
 from projections.sqlite.store import SQLiteStore
 from projections.store import ProjectionStore
+from tests.contracts.projection_histories import HistoriesContract
 from tests.contracts.projection_store import (
     MakeStore,
     ProjectionStoreContract,
@@ -20,7 +21,7 @@ from tests.contracts.projection_store import (
 )
 
 
-class TestSQLiteStore(ProjectionStoreContract):
+class TestSQLiteStore(ProjectionStoreContract, HistoriesContract):
     @pytest.fixture
     def make_store(self, tmp_path: Path) -> MakeStore:
         url = f"sqlite:///{tmp_path / 'projection.db'}"

@@ -1,0 +1,145 @@
+"""``auditrec dead-letters`` and ``auditrec backtest`` as an operator runs them, through the
+real entry point, on both backend pairs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from consumers.eventlog.factory import open_event_log
+from consumers.eventlog.port import OutRecord, Topics
+from tests.conftest import Backend
+from tests.e2e.test_cli_e2e import envelope, run
+
+HOSTILE = b'{"type": "AuditStarted", "audit_id": "a-dl", "data": {"project_id": "p-1"'
+
+
+@pytest.fixture
+def env(backend: Backend) -> dict[str, str]:
+    return backend.environ(AUDITREC_LOG_FORMAT="json")
+
+
+def write_raw(backend: Backend, record: OutRecord) -> None:
+    """A record written to the lifecycle topic directly, as another service might."""
+
+    async def write() -> None:
+        async with open_event_log(backend.event_log_url, Topics(backend.topic_prefix)) as log:
+            await log.append([record])
+
+    asyncio.run(write())
+
+
+def test_a_hostile_record_is_listed_shown_and_replayed_once_corrected(
+    backend: Backend, env: dict[str, str], tmp_path: Path
+) -> None:
+    assert run(backend, "init", env=env).returncode == 0
+    lifecycle = f"{backend.topic_prefix}.lifecycle.v1"
+    write_raw(backend, OutRecord(lifecycle, "a-dl", HOSTILE))
+    drained = run(backend, "serve", "--only", "projector", "--until-idle", env=env)
+    assert drained.returncode == 0, drained.stderr
+
+    # the projector set it aside: listed with its consumer, origin and reason
+    listed = run(backend, "dead-letters", "list", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    (item,) = json.loads(listed.stdout)["dead_letters"]
+    position = item["position"]
+    assert item["consumer"] == f"{backend.topic_prefix}-projector"
+    assert item["origin"]["topic"] == lifecycle and item["reason"].startswith("not valid JSON")
+    text = run(backend, "dead-letters", "list", env=env).stdout
+    assert text.startswith(f"{position}  ") and f"{lifecycle}/" in text and "not valid JSON" in text
+
+    shown = run(backend, "dead-letters", "show", position, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "reason:   not valid JSON" in shown.stdout
+    assert HOSTILE.decode() in shown.stdout and "still does not decode" in shown.stdout
+
+    # as it is, it is refused with the reason
+    refused = run(backend, "dead-letters", "replay", position, env=env)
+    assert refused.returncode == 2
+    assert "still does not decode: not valid JSON" in refused.stderr
+
+    # corrected, it is replayed; asked again, nothing more is published
+    body = tmp_path / "fixed.json"
+    body.write_text(envelope("AuditStarted", "a-dl", datetime.now(UTC), project_id="p-1"))
+    done = run(backend, "dead-letters", "replay", position, "--body", str(body), env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"replayed {position} to {lifecycle} as event ")
+    again = run(backend, "dead-letters", "replay", position, "--body", str(body), "--json", env=env)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["published"] is False
+    assert run(backend, "serve", "--only", "projector", "--until-idle", env=env).returncode == 0
+    rows = json.loads(run(backend, "audits", "--json", env=env).stdout)
+    assert [(r["audit_id"], r["status"], r["version"]) for r in rows] == [("a-dl", "running", 1)]
+    assert "[replayed]" in run(backend, "dead-letters", "list", env=env).stdout
+
+    # positions that hold nothing are named
+    bad = run(backend, "dead-letters", "show", "nowhere", env=env)
+    assert bad.returncode == 2 and "invalid dead-letter position 'nowhere'" in bad.stderr
+    missing = run(backend, "dead-letters", "show", "0:999", env=env)
+    assert missing.returncode == 1 and "no dead letter at 0:999" in missing.stderr
+
+
+def observation(audit_id: str, status: str, when: datetime) -> str:
+    return json.dumps(
+        {
+            "type": "WorkflowStatusObserved",
+            "audit_id": audit_id,
+            "occurred_at": when.isoformat(),
+            "producer": "auditrec-probe",
+            "data": {
+                "workflow_instance_id": f"wf-{audit_id}",
+                "status": status,
+                "trigger": "watchdog",
+                "observed_at": when.isoformat(),
+            },
+        }
+    )
+
+
+def test_backtest_reports_the_audits_a_shorter_grace_would_have_failed(
+    backend: Backend, env: dict[str, str]
+) -> None:
+    t0 = datetime.now(UTC) - timedelta(hours=3)
+    lines = []
+    for audit_id, age in [("a-3m", 3), ("a-7m", 7), ("a-12m", 12)]:
+        lines.append(
+            envelope(
+                "AuditStarted", audit_id, t0, project_id="p", workflow_instance_id=f"wf-{audit_id}"
+            )
+        )
+        lines.append(observation(audit_id, "not_found", t0 + timedelta(minutes=age)))
+    assert run(backend, "init", env=env).returncode == 0
+    assert run(backend, "publish", "-", env=env, input="\n".join(lines)).returncode == 0
+    drained = run(backend, "serve", "--only", "reconciler,projector", "--until-idle", env=env)
+    assert drained.returncode == 0, drained.stderr
+    rows = {
+        r["audit_id"]: r["status"]
+        for r in json.loads(run(backend, "audits", "--json", env=env).stdout)
+    }
+    assert rows == {"a-3m": "running", "a-7m": "running", "a-12m": "failed"}
+
+    # under the policy in force: no difference
+    same = run(backend, "backtest", "--json", env=env)
+    assert same.returncode == 0, same.stderr
+    assert json.loads(same.stdout)["differences"] == []
+
+    # with a 5 minute grace: the audit observed at 7m would have failed then
+    tested = run(backend, "backtest", "--set", "INSTANCE_LOST_GRACE=5m", "--json", env=env)
+    assert tested.returncode == 0, tested.stderr
+    data = json.loads(tested.stdout)
+    assert [(d["audit_id"], d["kind"]) for d in data["differences"]] == [("a-7m", "failed")]
+    assert data["summary"] == {"instance_lost": {"failed": 1}}
+    text = run(backend, "backtest", "--set", "auditrec_instance_lost_grace=5m", env=env).stdout
+    assert "instance_lost_grace_s 600.0 → 300.0" in text
+    assert "a-7m  failed  [instance_lost]  would fail instance_lost at" in text
+    assert "instance_lost: failed 1" in text
+
+    # an unknown setting or a bad value is named
+    unknown = run(backend, "backtest", "--set", "LOST_GRACE=5m", env=env)
+    assert unknown.returncode == 2 and "LOST_GRACE: not a policy setting" in unknown.stderr
+    bad = run(backend, "backtest", "--set", "FINALIZE_GRACE=soon", env=env)
+    assert bad.returncode == 2 and "FINALIZE_GRACE=soon: not a duration" in bad.stderr
