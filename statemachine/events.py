@@ -171,6 +171,7 @@ class WorkflowStatusObservedData(_Frozen):
     # Where the status was read: the instance itself, or the workflow's instance listing (no
     # error payload; never a reason to fail an audit).
     source: Literal["instance", "listing"] = "instance"
+    actor: Name | None = None  # who asked, for an operator's (manual) probe
 
 
 class WorkflowProbeFailedData(_Frozen):
@@ -182,6 +183,7 @@ class WorkflowProbeFailedData(_Frozen):
     observed_at: Timestamp
     sweep_id: Tag | None = None
     sweep_size: NonNegative | None = None
+    actor: Name | None = None  # who asked, for an operator's (manual) probe
 
 
 class Listed(_Frozen):
@@ -201,6 +203,7 @@ class ProbeRequestedData(_Frozen):
     answer_by: Timestamp | None = None
     # The instance was listed alive: the probe records that without asking for it alone.
     listed: Listed | None = None
+    actor: Name | None = None  # who asked, for an operator's (manual) probe
 
 
 class AuditFailureHeldData(_Frozen):

@@ -91,6 +91,9 @@ def explain_one(
     row = next_status(current.status, event.type, current)
     if verdict is not None:
         rule, reason = verdict.rule, verdict.reason
+        asked_by = getattr(event.data, "actor", None)
+        if asked_by is not None:
+            reason += f" (manual probe by {asked_by})"
         if verdict.failure is not None and decision is None and current.status == "running":
             reason += " (under today's policy; no decision was recorded)"
         elif isinstance(decision, AuditFailureHeld):

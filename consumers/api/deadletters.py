@@ -7,8 +7,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 
-from consumers.api.brake import API_ACTOR
-from consumers.api.guards import read_body
+from consumers.api.guards import actor_of, read_body
 from consumers.api.models import R422, R503, Message, Responses
 from consumers.operations.deadletters import (
     MAX_LIMIT,
@@ -74,5 +73,5 @@ def add_dead_letter_routes(private: APIRouter, ops: Operations, max_body: int) -
     ) -> dict[str, Any]:
         body = await read_body(request, max_body)
         return await replay_dead_letter(
-            log, position, actor=API_ACTOR, body=body or None, dry_run=dry_run
+            log, position, actor=actor_of(request), body=body or None, dry_run=dry_run
         )

@@ -8,8 +8,10 @@ import re
 
 import structlog
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
 
 from consumers.api.guards import BodyTooLarge, too_large
 from statemachine.errors import (
@@ -43,6 +45,14 @@ def install_error_handlers(app: FastAPI, max_body: int) -> None:
             loc = ".".join(str(p) for p in err.get("loc", ())) or "request"
             problems.append(f"{loc}: {err.get('msg', 'invalid')}")
         return JSONResponse({"detail": problems}, status_code=422)
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException) -> Response:
+        # A JSON body that does not parse is bad input like any other (422, not 400).
+        if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
+            problems = ["body: not valid JSON"]
+            return JSONResponse({"detail": problems, "message": "invalid body"}, 422)
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(InvalidInput)
     async def _invalid_input(request: Request, exc: InvalidInput) -> JSONResponse:

@@ -227,6 +227,7 @@ class Probe(LogConsumer):
                     sweep_id=request.data.sweep_id,
                     sweep_size=request.data.sweep_size,
                     source=source,
+                    actor=request.data.actor,
                 ),
             )
         return WorkflowProbeFailed(
@@ -240,5 +241,6 @@ class Probe(LogConsumer):
                 observed_at=observed_at,
                 sweep_id=request.data.sweep_id,
                 sweep_size=request.data.sweep_size,
+                actor=request.data.actor,
             ),
         )

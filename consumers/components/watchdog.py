@@ -77,6 +77,7 @@ def probe_requests(
     producer: str = PRODUCER,
     answer_by: datetime | None = None,
     listing: Listing | None = None,
+    actor: str | None = None,
 ) -> list[ProbeRequested]:
     size = len(rows) if sweep_id is not None else None
 
@@ -98,6 +99,7 @@ def probe_requests(
                 sweep_size=size,
                 answer_by=answer_by,
                 listed=listed(row.state.workflow_instance_id),
+                actor=actor,
             ),
         )
         for row in rows

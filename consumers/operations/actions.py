@@ -126,7 +126,7 @@ class Actions:
         row = await self._row(audit_id)
         if row.status != "running":
             raise WrongState(f"audit {audit_id!r} is {row.status}: only a running audit is probed")
-        result = await self.ops.probe(row, inline=inline)
+        result = await self.ops.probe(row, actor=self.actor, inline=inline)
         if not result.probed:
             raise NoServer(result.note or "not probed: no running `auditrec serve`")
         outcome = result.outcome.as_dict() if result.outcome is not None else None

@@ -159,13 +159,19 @@ class Operations:
         for audit_id in [a for a, at in self._requested.items() if at < cutoff]:
             del self._requested[audit_id]
 
-    async def probe(self, row: AuditRow, *, inline: bool = False) -> StatusResult:
+    async def probe(
+        self, row: AuditRow, *, actor: str | None = None, inline: bool = False
+    ) -> StatusResult:
         """Probe a running audit now, whenever it was last observed (an operator's ``manual``
-        probe), and wait for the outcome as a status read does."""
-        return await self._probe_now(row, inline, Trigger.MANUAL)
+        probe, asked by ``actor``), and wait for the outcome as a status read does."""
+        return await self._probe_now(row, inline, Trigger.MANUAL, actor)
 
     async def _probe_now(
-        self, row: AuditRow, inline: bool, trigger: Trigger = Trigger.ON_DEMAND
+        self,
+        row: AuditRow,
+        inline: bool,
+        trigger: Trigger = Trigger.ON_DEMAND,
+        actor: str | None = None,
     ) -> StatusResult:
         live = await self.pipeline_live(reuse=True)
         if not live and not inline:
@@ -183,6 +189,7 @@ class Operations:
             now,
             producer="auditrec-api",
             answer_by=now + self.rt.settings.on_demand_wait,
+            actor=actor,
         )
         self._requested[row.audit_id] = time.monotonic()
         await self.rt.log.append([encode(self.rt.topics.probe_requests, r) for r in request])

@@ -174,6 +174,13 @@ def test_an_operator_fails_restores_and_probes_an_audit(
     assert probed.status_code == 200, probed.text
     assert probed.json()["outcome"]["result"] == "healthy"
     assert probed.json()["outcome"]["observed_status"] == "running"
+    seen = events_of(ops, alive)[-1]
+    assert (seen["type"], seen["data"]["trigger"], seen["data"]["actor"]) == (
+        "WorkflowStatusObserved",
+        "manual",
+        "ops",
+    )
+    assert "(manual probe by ops)" in seen["reason"]
     assert ops.post(f"/audits/{reported}/probe").status_code == 409
 
 

@@ -69,13 +69,18 @@ OPERATIONS = [
     ("GET", "/dead-letters/{position}"),
     ("POST", "/dead-letters/{position}/replay"),
     ("GET", "/backtest"),
+    ("POST", "/audits/{audit_id}/fail"),
+    ("POST", "/audits/{audit_id}/restore"),
+    ("POST", "/audits/{audit_id}/probe"),
+    ("POST", "/audits/fail"),
+    ("POST", "/audits/restore"),
 ]
 # The others have nothing a negative case could break.
 WITH_INPUT = [
     *OPERATIONS[:4],
     ("POST", "/brake/release"),
     ("POST", "/brake/discard"),
-    *OPERATIONS[11:15],
+    *OPERATIONS[11:20],
 ]
 CHECKS = [
     not_a_server_error,

@@ -105,6 +105,7 @@ def test_fail_restore_and_probe_from_the_command_line(
     assert rules == ["operator_failed", "restored"]
     reasons = " ".join(s["reason"] for s in steps)
     assert "by operator alice" in reasons and "undone by cli:" in reasons
+    assert "(manual probe by cli:" in reasons
 
 
 def test_bulk_fail_and_restore_list_without_yes_and_act_with_it(

@@ -129,7 +129,7 @@ def test_secrets_are_masked(sqlite_pair: Backend, simulator: SimulatorServer) ->
         simulator,
         AUDITREC_POSTHOG_API_KEY=posthog_key,
         AUDITREC_POSTHOG_HOST=simulator.root_url,
-        AUDITREC_API_TOKENS="tok-short1",
+        AUDITREC_API_TOKENS="tok-short1,viewer:tok-viewer-secret:read",
         AUDITREC_DATABASE_URL="postgresql://auditrec:pg-secret-pw@127.0.0.1:1/audits",
     )
 
@@ -138,7 +138,7 @@ def test_secrets_are_masked(sqlite_pair: Backend, simulator: SimulatorServer) ->
             [AUDITREC, "doctor", *args], env=env, capture_output=True, text=True, timeout=60
         )
         shown = result.stdout + result.stderr
-        for secret in (TOKEN, posthog_key, "pg-secret-pw", "tok-short1"):
+        for secret in (TOKEN, posthog_key, "pg-secret-pw", "tok-short1", "tok-viewer-secret"):
             assert secret not in shown
 
     config = {s["variable"]: s for s in report(doctor(env))["config"]}
@@ -147,7 +147,8 @@ def test_secrets_are_masked(sqlite_pair: Backend, simulator: SimulatorServer) ->
         "value": "cf…ef",
         "source": "env",
     }
-    assert config["AUDITREC_API_TOKENS"]["value"] == "********"
+    # the tokens by name and scope, never their secrets
+    assert config["AUDITREC_API_TOKENS"]["value"] == "token-1:operate, viewer:read"
     assert config["AUDITREC_DATABASE_URL"]["value"] == (
         "postgresql://auditrec:********@127.0.0.1:1/audits"
     )

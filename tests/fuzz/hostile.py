@@ -31,6 +31,7 @@ KINDS = [
     "WorkflowStatusObserved",
     "WorkflowProbeFailed",
     "AuditFailureSimulated",
+    "AuditRestored",
     "ProbeRequested",
     "NoSuchEvent",
 ]

@@ -7,11 +7,13 @@ import uuid
 from datetime import datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sm_builders import AUDIT, INSTANCE, T0, at, completed, failed, new_id, observed, started
 
-from statemachine.events import AuditFailed, AuditRestored
+from statemachine.events import AuditEvent, AuditFailed, AuditRestored
 from statemachine.explain import explain
-from statemachine.machine import next_status
+from statemachine.machine import TERMINAL, next_status
 from statemachine.policy import Policy
 from statemachine.rules import decide
 from statemachine.state import AuditState, evolve, fold
@@ -181,3 +183,51 @@ def test_a_restore_is_a_valid_envelope_that_survives_json() -> None:
     again = AuditRestored.model_validate_json(event.model_dump_json())
     assert again == event
     assert isinstance(again.data.failure_id, uuid.UUID)
+
+
+# --- over arbitrary histories ------------------------------------------------------------------
+
+STEPS = st.lists(
+    st.sampled_from(
+        ["workflow", "reconciler", "operator", "restore", "complete", "errored", "running"]
+    ),
+    max_size=14,
+)
+
+
+def history_of(steps: list[str]) -> list[AuditEvent]:
+    events: list[AuditEvent] = [started(when=T0)]
+    last: AuditFailed = operator_failed()  # what a restore names before any failure
+    for i, step in enumerate(steps, start=1):
+        when = at(minutes=10 * i)
+        if step in ("workflow", "reconciler", "operator"):
+            last = (
+                operator_failed(when=when)
+                if step == "operator"
+                else failed(when=when, by=step, code="oom")
+            )
+            events.append(last)
+        elif step == "restore":
+            events.append(restored(last, when=when))
+        elif step == "complete":
+            events.append(completed(when=when))
+        else:
+            events.append(observed(step, when=when, error="Worker exceeded memory limit"))
+    return events
+
+
+@settings(max_examples=150, deadline=None)
+@given(STEPS)
+def test_only_a_restore_of_a_failure_auditrec_made_returns_an_audit_to_running(
+    steps: list[str],
+) -> None:
+    state = AuditState(audit_id=AUDIT)
+    for event in history_of(steps):
+        after = evolve(state, event)
+        if state.status in TERMINAL and after.status == "running":
+            assert isinstance(event, AuditRestored)
+            assert state.status == "failed" and state.failed_by in ("reconciler", "operator")
+            assert after.failed_by is None and after.error_code is None
+        if state.status == "completed":
+            assert after.status == "completed"  # a completed audit is never restored
+        state = after

@@ -14,6 +14,8 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import SecretStr
 
 from consumers.runtime.settings import Settings
+from consumers.runtime.tokens import parse_tokens
+from statemachine.errors import ConfigError
 
 __all__ = ["Setting", "effective_configuration", "mask"]
 
@@ -48,9 +50,20 @@ def _without_password(url: str) -> str:
         return url.split("://", 1)[0] + "://…"
 
 
+def _tokens(value: SecretStr) -> str:
+    """The API tokens by name and scope (``viewer:read, ops:operate``), never their secrets."""
+    try:
+        tokens = parse_tokens(value.get_secret_value())
+    except ConfigError as exc:
+        return f"invalid: {exc}"
+    return ", ".join(f"{t.name}:{t.scope}" for t in tokens)
+
+
 def _shown(name: str, value: Any) -> str | None:
     if value is None:
         return None
+    if name == "api_tokens" and isinstance(value, SecretStr):
+        return _tokens(value)
     if isinstance(value, SecretStr):
         return mask(value.get_secret_value())
     if isinstance(value, timedelta):
