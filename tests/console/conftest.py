@@ -97,6 +97,9 @@ def console_env(backend: Backend, simulator: SimulatorServer) -> dict[str, str]:
         AUDITREC_CLOUDFLARE_API_TOKEN="cf-token",
         AUDITREC_SWEEP_WAIT="60s",
         AUDITREC_BRAKE_MIN_AUDITS="3",
+        # The test's own sweep is the only tick: a watchdog's ticks fall on interval
+        # boundaries of the wall clock, and a 5-minute one could land in the middle of the test.
+        AUDITREC_WATCHDOG_INTERVAL="24h",
         AUDITREC_API_TOKENS=TOKENS,
         AUDITREC_API_PUBLIC_READYZ="1",  # the fixture waits on it without a token
         AUDITREC_API_PORT=str(free_port()),

@@ -291,6 +291,13 @@ def test_the_console_end_to_end_in_chromium(
         == "running"
     )
 
+    # probe it now: the manual observation lands in the timeline, naming who asked
+    submit(driver, "probe")
+    assert text_of(driver, "#done").startswith("probe")
+    last = driver.find_elements("css selector", "#timeline tr.step")[-1]
+    assert last.get_attribute("data-type") == "WorkflowStatusObserved"
+    assert last.get_attribute("data-rule") == "healthy" and "trigger=manual" in last.text
+
     # release the brake: a preview first (nothing changes), then the confirmation
     driver.get(f"{serve.url}/ui")
     driver.find_element(

@@ -19,7 +19,7 @@ from statemachine.machine import INITIAL, STATES, TRANSITIONS
 
 __all__ = ["state_svg", "transition_rows"]
 
-WIDTH, HEIGHT = 760, 330
+WIDTH, HEIGHT = 800, 350
 BOX_W, BOX_H = 120, 40
 _PLACES: dict[str, tuple[float, float]] = {
     INITIAL: (80, 170),
@@ -95,10 +95,19 @@ def state_svg(current: str | None) -> str:
             f'<path class="edge" d="M{x1:.0f},{y1:.0f} Q{mx:.0f},{my:.0f} {x2:.0f},{y2:.0f}" '
             'marker-end="url(#arrow)"/>'
         )
-        for i, label in enumerate(labels):
+        # Labels sit outside the bend, anchored away from the arrow so they never cross it;
+        # a condition goes on a line of its own.
+        lx, ly = (x1 + x2) / 2 + nx * 40, (y1 + y2) / 2 + ny * 40
+        if abs(ux) < 0.2:  # a vertical arrow: its label on the side it does not bend to,
+            lx = (x1 + x2) / 2 - nx * 12  # where the slanted arrows' labels never reach
+            nx = -nx
+        anchor = "start" if nx > 0.2 else "end" if nx < -0.2 else "middle"
+        lines = [part for label in labels for part in label.replace(" [", "\n[").split("\n")]
+        shift = -12 * (len(lines) - 1) if ny < 0 else 0  # grow away from the arrow
+        for i, line in enumerate(lines):
             out.append(
-                f'<text class="edge-label" x="{mx:.0f}" y="{my + nx * 0 + 4 + 13 * i:.0f}" '
-                f'text-anchor="middle">{escape(label)}</text>'
+                f'<text class="edge-label" x="{lx:.0f}" y="{ly + 4 + shift + 12 * i:.0f}" '
+                f'text-anchor="{anchor}">{escape(line)}</text>'
             )
     for state in STATES:
         x, y = places[state]
@@ -114,15 +123,24 @@ def state_svg(current: str | None) -> str:
 
 
 def _self_loop(x: float, y: float, labels: list[str]) -> str:
+    """A loop over the state's box; its triggers are listed in the free corner at the bottom
+    left (under a heading naming the loop), clear of the arrows between states."""
     top = y - BOX_H / 2
     parts = [
         f'<path class="edge" d="M{x - 25:.0f},{top:.0f} C{x - 45:.0f},{top - 55:.0f} '
         f'{x + 45:.0f},{top - 55:.0f} {x + 25:.0f},{top:.0f}" marker-end="url(#arrow)"/>'
     ]
-    base = y + BOX_H / 2 + 16
-    for i, label in enumerate(labels):
+    base = HEIGHT - 12 * (len(labels) + 1) - 4
+    parts.append(
+        f'<text class="edge-label loop-heading" x="20" y="{base:.0f}">'
+        f"{escape(_state_at(x, y))} → itself:</text>"
+    )
+    for i, label in enumerate(labels, 1):
         parts.append(
-            f'<text class="edge-label loop" x="{x:.0f}" y="{base + 12 * i:.0f}" '
-            f'text-anchor="middle">{escape(label)}</text>'
+            f'<text class="edge-label loop" x="28" y="{base + 12 * i:.0f}">{escape(label)}</text>'
         )
     return "".join(parts)
+
+
+def _state_at(x: float, y: float) -> str:
+    return next(state for state, place in _places().items() if place == (x, y))
