@@ -1,172 +1,22 @@
 """The console in a real browser against a real ``auditrec serve``, on both backend pairs:
-sign-in, the overview's figures for a known data set, finding stuck audits, the brake's release
-with its preview, the timeline that follows, and what is refused (a read-only token, a form
-without the session or with another CSRF token, no token at all)."""
+sign-in, the overview's figures for a known data set, finding a stuck audit, failing, probing
+and restoring it, the brake's release and a bulk restore with their previews, the timelines
+that follow, dead letters, the backtest, and what is refused (a read-only token, a form without
+the session or with another CSRF token, no token at all)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-import uuid
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from consumers.eventlog.factory import open_event_log
-from consumers.eventlog.port import OutRecord, Topics
 from consumers.workflows.simulator.server import SimulatorServer
 from tests.console.conftest import Serve, screenshot
-from tests.e2e.test_cli_e2e import AUDITREC, envelope
+from tests.console.dataset import LOST, append_poison, publish_known_data_set
+from tests.console.driving import figures, sign_in, sign_out, submit, table, text_of
 from tests.eventually import eventually_sync
-
-LOST = [f"a-lost-{i}" for i in range(4)]
-
-
-def publish_known_data_set(serve: Serve, simulator: SimulatorServer) -> None:
-    """Ten audits; after one sweep: 6 running (4 of them held by the brake), 3 failed in the
-    last 24 h (oom and workflow_terminated found by the watchdog, db_error by the workflow),
-    1 completed; 5 running past the stale threshold."""
-    now = datetime.now(UTC)
-    old = now - timedelta(hours=2)
-    sim = simulator.sim
-    sim.set_instance(
-        "wf-oom", "errored", error={"name": "Error", "message": "Worker exceeded memory limit"}
-    )
-    sim.set_instance("wf-term", "terminated")
-    sim.set_instance("wf-stuck", "running")
-    lines = [
-        envelope("AuditStarted", "a-oom", old, project_id="p1", workflow_instance_id="wf-oom"),
-        envelope("AuditStarted", "a-term", old, project_id="p1", workflow_instance_id="wf-term"),
-        envelope(
-            "AuditStarted",
-            "a-stuck",
-            now - timedelta(hours=3),
-            project_id="p2",
-            workflow_instance_id="wf-stuck",
-        ),
-        *(
-            envelope("AuditStarted", a, old, project_id="p2", workflow_instance_id=f"wf-{a}")
-            for a in LOST
-        ),
-        envelope(
-            "AuditStarted",
-            "a-young",
-            now - timedelta(minutes=2),
-            project_id="p1",
-            workflow_instance_id="wf-young",
-        ),
-        envelope("AuditStarted", "a-done", old, project_id="p1", workflow_instance_id="wf-done"),
-        envelope("AuditCompleted", "a-done", old + timedelta(minutes=30)),
-        envelope("AuditStarted", "a-d1", old, project_id="p1", workflow_instance_id="wf-d1"),
-        envelope(
-            "AuditFailed",
-            "a-d1",
-            old + timedelta(minutes=5),
-            error_code="db_error",
-            error_detail="D1_ERROR",
-            failed_by="workflow",
-        ),
-    ]
-    published = subprocess.run(
-        [AUDITREC, "publish", "-"],
-        env=serve.env,
-        input="\n".join(lines) + "\n",
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert published.returncode == 0, published.stderr
-
-    def projected() -> list[dict[str, Any]]:
-        out = subprocess.run(
-            [AUDITREC, "audits", "--json", "--limit", "100"],
-            env=serve.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert out.returncode == 0, out.stderr
-        rows: list[dict[str, Any]] = json.loads(out.stdout)
-        return rows
-
-    eventually_sync(
-        projected,
-        until=lambda rows: len(rows) == 10,
-        timeout=60,
-        interval=0.3,
-        message="the 10 audits to be projected",
-    )
-    swept = subprocess.run(
-        [AUDITREC, "sweep", "--json"], env=serve.env, capture_output=True, text=True, timeout=180
-    )
-    assert swept.returncode == 0, swept.stderr + serve.log.read_text()[-2000:]
-    summary = json.loads(swept.stdout)
-    assert summary["failed"] == {"oom": 1, "workflow_terminated": 1}, summary
-    assert summary["held"] == 4, summary
-
-
-async def append_poison(serve: Serve) -> None:
-    """An envelope with a field no event has, straight onto the log (``publish`` would refuse
-    it): the consumers set it aside as a dead letter."""
-    body = {
-        "event_id": str(uuid.uuid4()),
-        "type": "AuditStarted",
-        "schema_version": 1,
-        "audit_id": "a-poison",
-        "occurred_at": datetime.now(UTC).isoformat(),
-        "producer": "crawler",
-        "data": {"project_id": "p1", "colour": "blue"},
-    }
-    topics = Topics(serve.env["AUDITREC_TOPIC_PREFIX"])
-    log = open_event_log(serve.env["AUDITREC_EVENT_LOG_URL"], topics)
-    await log.start()
-    try:
-        await log.append([OutRecord(topics.lifecycle, "a-poison", json.dumps(body).encode())])
-    finally:
-        await log.stop()
-
-
-def submit(driver: Any, button_id: str) -> None:
-    """Click a form's button and wait for the page it leads to (the old one goes stale)."""
-    from selenium.webdriver.support import expected_conditions
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    old = driver.find_element("tag name", "html")
-    driver.find_element("id", button_id).click()
-    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(old))
-
-
-def text_of(driver: Any, css: str) -> str:
-    return str(driver.find_element("css selector", css).text)
-
-
-def sign_in(driver: Any, serve: Serve, token: str, then: str = "/ui") -> None:
-    driver.get(f"{serve.url}{then}")
-    assert "/ui/login" in driver.current_url  # no session: the login form, coming back after
-    driver.find_element("id", "token").send_keys(token)
-    driver.find_element("css selector", "#login button").click()
-    eventually_sync(lambda: driver.current_url, until=lambda u: "/ui/login" not in u, timeout=15)
-
-
-def sign_out(driver: Any) -> None:
-    driver.find_element("css selector", "form.logout button").click()
-    eventually_sync(lambda: driver.current_url, until=lambda u: "/ui/login" in u, timeout=15)
-
-
-def figures(driver: Any) -> dict[str, str]:
-    cards = driver.find_elements("css selector", "#by-status .card")
-    return {
-        c.get_attribute("data-status"): c.find_element("css selector", ".figure").text
-        for c in cards
-    }
-
-
-def table(driver: Any, css: str, key: str) -> dict[str, str]:
-    rows = driver.find_elements("css selector", f"{css} tbody tr[{key}]")
-    return {r.get_attribute(key): r.find_element("css selector", "td.n").text for r in rows}
 
 
 def test_the_console_end_to_end_in_chromium(
