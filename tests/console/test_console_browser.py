@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from selenium.webdriver.support.select import Select
 
 from consumers.workflows.simulator.server import SimulatorServer
 from tests.console.conftest import Serve, screenshot
@@ -109,7 +110,6 @@ def test_the_console_end_to_end_in_chromium(
     )
 
     # fail the stuck audit, then restore it: the timeline shows both, naming the operator
-    Select = __import__("selenium.webdriver.support.select", fromlist=["Select"]).Select
     Select(driver.find_element("css selector", '#fail-form select[name="code"]')).select_by_value(
         "workflow_internal"
     )
