@@ -5,12 +5,14 @@ answers to bad input."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 
+from consumers.api.ui.pages import PAGE_SIZE
 from consumers.workflows.simulator.server import SimulatorServer
-from tests.api.conftest import LiveServer, server_settings
+from tests.api.conftest import API_AND_PIPELINE, LiveServer, server_settings
 
 
 def csrf_of(html: str) -> str:
@@ -79,3 +81,43 @@ def test_pages_answer_bad_input_naming_it_and_login_never_leaves_the_console(
         assert unknown.status_code == 404 and "unknown audit" in unknown.text
         out = client.post("/ui/logout", data={"csrf": token})
         assert out.status_code == 303 and 'auditrec_console=""' in out.headers["set-cookie"]
+
+
+def test_the_audits_page_pages_by_keyset_and_filters_what_shadow_mode_would_fail(
+    tmp_path: Path, simulator: SimulatorServer
+) -> None:
+    old = datetime.now(UTC) - timedelta(hours=2)
+    started = [
+        {
+            "type": "AuditStarted",
+            "audit_id": f"a-{i:03d}",
+            "occurred_at": (old + timedelta(seconds=i)).isoformat(),
+            "data": {"project_id": "p", "workflow_instance_id": f"wf-{i:03d}"},
+        }
+        for i in range(PAGE_SIZE + 5)
+    ]
+    for i in range(PAGE_SIZE + 5):
+        if i not in (7, 9):  # their instances are gone: shadow mode would fail them
+            simulator.sim.set_instance(f"wf-{i:03d}", "running")
+    settings = server_settings(tmp_path, simulator, mode="shadow", sweep_wait="30s")
+    with LiveServer(API_AND_PIPELINE, **settings) as live, live.client() as client:
+        live.wait_pipeline_live()
+        assert client.post("/events", json=started).status_code == 202
+        swept = client.post("/sweep")
+        assert swept.status_code == 200, swept.text
+        assert swept.json()["pending"] == 0
+
+        first = client.get("/ui/audits")
+        ids = re.findall(r'<tr data-audit="([^"]+)"', first.text)
+        assert ids == [f"a-{i:03d}" for i in range(PAGE_SIZE + 4, 4, -1)]  # newest first
+        found = re.search(r'id="next-page" href="([^"]+)"', first.text)
+        assert found, "no link to the next page"
+        second = client.get(found.group(1).replace("&amp;", "&"))
+        assert re.findall(r'<tr data-audit="([^"]+)"', second.text) == [
+            f"a-{i:03d}" for i in range(4, -1, -1)
+        ]
+        assert 'id="next-page"' not in second.text
+
+        shadow = client.get("/ui/audits", params={"shadow": "on"})
+        assert re.findall(r'<tr data-audit="([^"]+)"', shadow.text) == ["a-009", "a-007"]
+        assert 'name="shadow" value="on" checked' in shadow.text
