@@ -43,6 +43,7 @@ __all__ = [
     "backtest_audit",
     "outcome_of",
     "policy_with",
+    "rejudged",
     "summarise",
 ]
 
@@ -168,9 +169,10 @@ def _own_decision(event: AuditEvent) -> bool:
 
 def rejudged(events: Sequence[AuditEvent], policy: Policy) -> list[AuditEvent]:
     """The history with the reconciler's decisions made again under ``policy``: each new
-    decision at the place of the recorded one with its id, else right after its cause."""
-    recorded = {e.event_id: i for i, e in enumerate(events) if _own_decision(e)}
-    skipped = set(recorded.values())
+    decision at the place of the recorded one it repeats (same id and time), else right after
+    its cause."""
+    recorded = {e.event_id: (i, e.occurred_at) for i, e in enumerate(events) if _own_decision(e)}
+    skipped = {i for i, _ in recorded.values()}
     held_then = {
         e.causation_id for e in events if isinstance(e, AuditFailureHeld) and _own_decision(e)
     }
@@ -193,7 +195,8 @@ def rejudged(events: Sequence[AuditEvent], policy: Policy) -> list[AuditEvent]:
             state = evolve(state, decision)
             if isinstance(decision, AuditFailureHeld):
                 holds[str(decision.event_id)] = decision
-            placed.append((recorded.get(decision.event_id, i), 1, decision))
+            place, when = recorded.get(decision.event_id, (i, decision.occurred_at))
+            placed.append((place if when == decision.occurred_at else i, 1, decision))
     placed.sort(key=lambda item: (item[0], item[1]))
     return [event for _, _, event in placed]
 
