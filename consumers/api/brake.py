@@ -7,12 +7,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
-from consumers.api.guards import API_ACTOR, actor_of
+from consumers.api.guards import actor_of
 from consumers.api.models import R422, BrakeAction, BrakeStatus
 from consumers.operations.operations import Operations
 from statemachine.values import ShortText
 
-__all__ = ["API_ACTOR", "add_brake_routes"]
+__all__ = ["add_brake_routes"]
 
 _Reason = Annotated[
     ShortText | None, Query(max_length=2000, description="Why (recorded with each event).")

@@ -30,10 +30,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
+import structlog
+
 from consumers.operations.action_input import check_code, check_reason, last_failure
 from consumers.operations.freshness import wait_for_projection
-from consumers.operations.listing import AuditFilter
+from consumers.operations.listing import AuditFilter, matching
 from consumers.operations.operations import Operations
+from consumers.runtime.metrics import OPERATOR_ACTIONS
 from projections.row import AuditRow
 from statemachine.errors import NoServer, NotFound, WrongState
 from statemachine.events import (
@@ -50,9 +53,10 @@ from statemachine.state import evolve
 
 __all__ = ["PRODUCER", "ActionResult", "Actions", "BulkResult"]
 
+log = structlog.get_logger("auditrec.actions")
+
 PRODUCER: Final = "auditrec-operator"
 BULK_LIMIT: Final = 10_000  # audits one bulk action looks at
-_PAGE: Final = 500
 
 Action = Literal["fail", "restore", "probe"]
 
@@ -127,6 +131,7 @@ class Actions:
         if row.status != "running":
             raise WrongState(f"audit {audit_id!r} is {row.status}: only a running audit is probed")
         result = await self.ops.probe(row, actor=self.actor, inline=inline)
+        OPERATOR_ACTIONS.labels("probe").inc()
         if not result.probed:
             raise NoServer(result.note or "not probed: no running `auditrec serve`")
         outcome = result.outcome.as_dict() if result.outcome is not None else None
@@ -260,31 +265,22 @@ class Actions:
 
     async def _select(self, where: AuditFilter) -> tuple[list[AuditRow], bool]:
         await self._caught_up()
-        now = self.rt.now()
-        before = now - where.older_than if where.older_than is not None else None
-        rows: list[AuditRow] = []
-        after: tuple[Any, str] | None = None
-        while len(rows) <= BULK_LIMIT:
-            page = await self.rt.store.list_audits(
-                status=where.status,
-                project=where.project,
-                code=where.code,
-                started_before=before,
-                limit=_PAGE,
-                after=after,
-                shadow=where.shadow,
-            )
-            rows.extend(page)
-            if len(page) < _PAGE or page[-1].state.started_at is None:
-                break
-            after = (page[-1].state.started_at, page[-1].audit_id)
-        return rows[:BULK_LIMIT], len(rows) > BULK_LIMIT
+        return await matching(self.rt.store, where, self.rt.now(), BULK_LIMIT)
 
     async def _apply(
         self, action: Action, chosen: Sequence[tuple[AuditRow, AuditEvent]], dry_run: bool
     ) -> list[ActionResult]:
         if not dry_run and chosen:
             await self.ops.publish([event for _, event in chosen])
+            OPERATOR_ACTIONS.labels(action).inc(len(chosen))
+            for row, event in chosen:
+                log.info(
+                    f"operator action: {action}",
+                    audit_id=row.audit_id,
+                    rule=f"operator_{action}",
+                    actor=self.actor,
+                    event_id=str(event.event_id),
+                )
         results = []
         for row, event in chosen:
             after = evolve(row.state, event).status

@@ -13,7 +13,7 @@ from projections.row import AuditRow
 from projections.store import ProjectionStore
 from statemachine.errors import InvalidInput
 
-__all__ = ["AuditFilter", "Page", "decode_cursor", "encode_cursor", "list_page"]
+__all__ = ["AuditFilter", "Page", "decode_cursor", "encode_cursor", "list_page", "matching"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,32 @@ async def list_page(
     page = rows[:limit]
     more = len(rows) > limit and bool(page)
     return Page(page, encode_cursor(page[-1]) if more else None)
+
+
+async def matching(
+    store: ProjectionStore, where: AuditFilter, now: datetime, limit: int, *, page: int = 500
+) -> tuple[list[AuditRow], bool]:
+    """Every audit ``where`` selects, newest first, at most ``limit`` (a bulk action's
+    selection), and whether more matched."""
+    started_before = now - where.older_than if where.older_than is not None else None
+    rows: list[AuditRow] = []
+    after: tuple[datetime, str] | None = None
+    while len(rows) <= limit:
+        batch = await store.list_audits(
+            status=where.status,
+            project=where.project,
+            code=where.code,
+            started_before=started_before,
+            limit=page,
+            after=after,
+            shadow=where.shadow,
+        )
+        rows.extend(batch)
+        last = batch[-1].state.started_at if batch else None
+        if len(batch) < page or last is None:
+            break
+        after = (last, batch[-1].audit_id)
+    return rows[:limit], len(rows) > limit
 
 
 def encode_cursor(row: AuditRow) -> str:

@@ -39,6 +39,7 @@ __all__ = [
     "HTTP_REQUESTS",
     "JUDGED",
     "OLDEST_RUNNING_AGE",
+    "OPERATOR_ACTIONS",
     "OVERTURNED",
     "PROBES",
     "PROBE_BUDGET_LEFT",
@@ -78,6 +79,12 @@ JUDGED = Counter(
     "Observations and probe failures the reconciler judged that changed nothing, by verdict "
     "(healthy, within_grace, finalize_pending, not_running, stale_instance, probe_failed, ...).",
     ["verdict"],
+    registry=REGISTRY,
+)
+OPERATOR_ACTIONS = Counter(
+    "auditrec_operator_actions",
+    "Operator actions published (fail, restore) and manual probes, by action.",
+    ["action"],
     registry=REGISTRY,
 )
 OVERTURNED = Counter(
