@@ -17,6 +17,9 @@ Endpoints (OpenAPI at ``/docs``, schema at ``/openapi.json``):
 - ``GET /healthz`` and ``GET /metrics``: never behind a token (liveness probes and scrapers);
   ``GET /readyz`` reports on the dependencies and is behind the token like everything else.
 
+- ``/ui``: the operator console (:mod:`consumers.api.ui`), for browsers: it signs in with the
+  same tokens and scopes into a session cookie of its own, so it is not behind the bearer check.
+
 With ``AUDITREC_API_TOKENS`` set, every other route — ``/docs`` and ``/openapi.json``
 included — needs ``Authorization: Bearer <token>`` (401 otherwise) of a scope that allows it
 (403 otherwise; :mod:`consumers.api.guards`). Tokens are compared in
