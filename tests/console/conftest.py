@@ -59,14 +59,14 @@ def _require_chromium() -> None:
 
 
 @pytest.fixture
-def browser(tmp_path: Path) -> Iterator[object]:
+def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     """A headless Chromium of the test's own (fresh profile), through /usr/bin/chromedriver:
     the driver's path is given, so Selenium Manager neither looks for nor downloads one."""
     _require_chromium()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
-    os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager: never fetch anything
+    monkeypatch.setenv("SE_OFFLINE", "true")  # Selenium Manager: never fetch anything
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
