@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-typescript lint-typescript test-fast fuzz chaos lint format bench services-up services-down promtool clean
+.PHONY: venv demo test test-typescript lint-typescript test-fast fuzz chaos lint format bench services-up services-down promtool browser screenshots clean
 
 venv: $(STAMP)
 
@@ -20,8 +20,9 @@ demo: venv
 	$(BIN)/auditrec demo
 
 # The whole suite against real Kafka and PostgreSQL; a service test that cannot reach its
-# service fails instead of skipping (and the tests of deploy/ fail without promtool).
-test: venv services-up promtool
+# service fails instead of skipping (and the tests of deploy/ fail without promtool, the
+# console's browser tests without chromium).
+test: venv services-up promtool browser
 	AUDITREC_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 	$(MAKE) test-typescript
 
@@ -90,6 +91,15 @@ services-down:
 # missing; the package's server is not started).
 promtool:
 	bash scripts/services.sh promtool
+
+# Debian's chromium and chromedriver, for the console's browser tests (apt-get when missing).
+browser:
+	bash scripts/services.sh browser
+
+# The console's screenshots in docs/screenshots, taken by its browser test (embedded backends).
+screenshots: venv browser
+	AUDITREC_REQUIRE_SERVICES=1 AUDITREC_SCREENSHOTS_DIR=docs/screenshots \
+	$(BIN)/python -m pytest -q -p no:randomly "tests/console/test_console_browser.py::test_the_console_end_to_end_in_chromium[sqlite]"
 
 clean:
 	rm -rf .auditrec .pytest_cache .mypy_cache .ruff_cache .hypothesis

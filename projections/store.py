@@ -179,10 +179,13 @@ class ProjectionStore(LongLived, ABC):
         started_before: datetime | None = None,
         limit: int = 100,
         after: tuple[datetime, str] | None = None,
+        shadow: bool = False,
     ) -> list[AuditRow]:
         """Newest first (``started_at`` desc, ``audit_id`` desc), of ``status``, ``project``
         (id), error ``code``, started before ``started_before``, each when given; ``after`` is
-        the keyset cursor: the (started_at, audit_id) of the last row of the previous page."""
+        the keyset cursor: the (started_at, audit_id) of the last row of the previous page.
+        ``shadow``: only audits still running whose history holds an ``AuditFailureSimulated``
+        (shadow mode would have failed them)."""
 
     @abstractmethod
     async def history(self, audit_id: str) -> list[HistoryEntry]:
@@ -205,6 +208,12 @@ class ProjectionStore(LongLived, ABC):
 
     @abstractmethod
     async def count_by_status(self) -> dict[str, int]: ...
+
+    @abstractmethod
+    async def failure_counts(self, since: datetime) -> dict[tuple[str, str | None], int]:
+        """Failed audits whose failure (``completed_at``) is at or after ``since``, counted by
+        (``error_code``, ``reconciled_by``); ``reconciled_by`` is ``None`` for failures not
+        found by reconciliation (the workflow's own, an operator's)."""
 
     @abstractmethod
     async def running_summary(self, started_before: datetime) -> tuple[int, datetime | None]:

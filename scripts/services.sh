@@ -10,6 +10,8 @@
 #   bash scripts/services.sh env      print the URLs only
 #   bash scripts/services.sh promtool install Prometheus' promtool if missing (the
 #                                     tests of deploy/prometheus run it)
+#   bash scripts/services.sh browser  install Debian's chromium and chromium-driver if
+#                                     missing (the console's browser tests drive them)
 #
 # Works on a fresh machine as root: installs Debian's postgresql if missing,
 # fetches the broker's jars from Maven Central with Maven (scripts/kafka/pom.xml)
@@ -410,6 +412,25 @@ ensure_promtool() {
     log "$(promtool --version 2>&1 | head -n 1)"
 }
 
+# --- browser ----------------------------------------------------------------
+
+# The console's browser tests drive Debian's chromium through its chromedriver, both
+# at fixed paths: nothing downloads a browser build of its own.
+ensure_browser() {
+    if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] \
+        && /usr/bin/chromedriver --version >/dev/null 2>&1; then
+        return 0
+    fi
+    need_root "installing chromium"
+    log "installing Debian's chromium and chromium-driver (apt-get)"
+    export DEBIAN_FRONTEND=noninteractive
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium chromium-driver; } >&2 \
+        || die "apt-get install chromium chromium-driver failed"
+    [ -x /usr/bin/chromium ] || die "chromium installed but no /usr/bin/chromium"
+    [ -x /usr/bin/chromedriver ] || die "chromium-driver installed but no /usr/bin/chromedriver"
+    log "$(/usr/bin/chromium --version 2>&1 | head -n 1)"
+}
+
 # --- commands ---------------------------------------------------------------
 
 print_env() {
@@ -488,6 +509,7 @@ case "${1:-}" in
     status) cmd_status ;;
     env) print_env ;;
     promtool) ensure_promtool ;;
+    browser) ensure_browser ;;
     kafka-stop) with_lock; kafka_down ;;
     kafka-start) with_lock; kafka_up; kafka_wait_ready ;;
     kafka-restart) cmd_kafka_restart ;;

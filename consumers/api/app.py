@@ -18,6 +18,9 @@ Endpoints (OpenAPI at ``/docs``, schema at ``/openapi.json``):
 - ``GET /healthz`` and ``GET /metrics``: never behind a token (liveness probes and scrapers);
   ``GET /readyz`` reports on the dependencies and is behind the token like everything else.
 
+- ``/ui``: the operator console (:mod:`consumers.api.ui`), for browsers: it signs in with the
+  same tokens and scopes into a session cookie of its own, so it is not behind the bearer check.
+
 With ``AUDITREC_API_TOKENS`` set, every other route — ``/docs`` and ``/openapi.json``
 included — needs ``Authorization: Bearer <token>`` (401 otherwise) of a scope that allows it
 (403 otherwise; :mod:`consumers.api.guards`). Tokens are compared in
@@ -51,6 +54,7 @@ from consumers.api.health import add_health_routes
 from consumers.api.measure import RequestMetrics
 from consumers.api.models import R401, R403, event_input_schemas
 from consumers.api.shutdown import Closing, Draining
+from consumers.api.ui import add_console
 from consumers.operations.contracts.asyncapi import asyncapi_for
 from consumers.operations.operations import Operations
 
@@ -132,6 +136,7 @@ def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
 
     app.include_router(public)
     app.include_router(private)
+    add_console(app, ops)  # /ui: the operator console (its own sign-in over the same tokens)
 
     base_openapi = app.openapi
 

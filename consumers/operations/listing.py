@@ -22,6 +22,7 @@ class AuditFilter:
     project: str | None = None
     code: str | None = None
     older_than: timedelta | None = None  # started longer ago than this
+    shadow: bool = False  # still running, but shadow mode recorded a failure it would make
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ async def list_page(
         started_before=now - where.older_than if where.older_than is not None else None,
         limit=limit + 1,
         after=after,
+        shadow=where.shadow,
     )
     page = rows[:limit]
     more = len(rows) > limit and bool(page)
@@ -69,6 +71,7 @@ async def matching(
             started_before=started_before,
             limit=page,
             after=after,
+            shadow=where.shadow,
         )
         rows.extend(batch)
         last = batch[-1].state.started_at if batch else None

@@ -77,5 +77,14 @@ class HealthBoard:
                 out[name] = f"stalled: lag {entry.lag}, no progress for {stalled:.0f}s"
         return out
 
+    def snapshot(self) -> dict[str, tuple[str, int]]:
+        """Every component this process runs, with its state (``ok``, or why not, as in
+        :meth:`problems`) and its last known lag in records (the console shows them)."""
+        problems = self.problems()
+        return {
+            name: (problems.get(name, "ok"), entry.lag)
+            for name, entry in sorted(self._entries.items())
+        }
+
     def _publish(self, name: str) -> None:
         COMPONENT_HEALTHY.labels(name).set(0 if name in self.problems() else 1)

@@ -250,6 +250,7 @@ class PostgresStore(
         started_before: datetime | None = None,
         limit: int = 100,
         after: tuple[datetime, str] | None = None,
+        shadow: bool = False,
     ) -> list[AuditRow]:
         where: list[str] = []
         args: list[Any] = []
@@ -263,6 +264,11 @@ class PostgresStore(
         if after is not None:
             args.extend(after)
             where.append(f"(started_at, audit_id) < (${len(args) - 1}, ${len(args)})")
+        if shadow:
+            where.append(
+                "status = 'running' AND EXISTS (SELECT 1 FROM audit_events e WHERE "
+                "e.audit_id = audits.audit_id AND e.type = 'AuditFailureSimulated')"
+            )
         args.append(limit)
         sql = (
             SELECT_ROWS
@@ -324,6 +330,15 @@ class PostgresStore(
         with self._errors("count audits"):
             recs = await self.pool.fetch("SELECT status, count(*) FROM audits GROUP BY status")
         return {s: n for s, n in recs}
+
+    async def failure_counts(self, since: datetime) -> dict[tuple[str, str | None], int]:
+        with self._errors("count failures"):
+            recs = await self.pool.fetch(
+                "SELECT error_code, reconciled_by, count(*) FROM audits WHERE status = 'failed' "
+                "AND completed_at >= $1 GROUP BY error_code, reconciled_by",
+                since,
+            )
+        return {(code, by): n for code, by, n in recs}
 
     async def running_summary(self, started_before: datetime) -> tuple[int, datetime | None]:
         with self._errors("summarise running audits"):

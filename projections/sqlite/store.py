@@ -31,6 +31,12 @@ from projections.store import ApplyResult, HistoryEntry, Position, ProjectionSto
 from statemachine.errors import StoreError
 from statemachine.events import EVENT_ADAPTER, AuditEvent
 
+# An audit whose history holds a shadow-mode failure (the audit_events index finds it).
+SIMULATED = (
+    "EXISTS (SELECT 1 FROM audit_events e WHERE e.audit_id = audits.audit_id "
+    "AND e.type = 'AuditFailureSimulated')"
+)
+
 __all__ = ["SQLiteStore"]
 
 
@@ -130,6 +136,7 @@ class SQLiteStore(SQLiteLimits, SQLiteBrake, SQLiteCheckpoints, SQLiteKeptHistor
         started_before: datetime | None = None,
         limit: int = 100,
         after: tuple[datetime, str] | None = None,
+        shadow: bool = False,
     ) -> list[AuditRow]:
         def work() -> list[AuditRow]:
             where: list[str] = []
@@ -148,6 +155,8 @@ class SQLiteStore(SQLiteLimits, SQLiteBrake, SQLiteCheckpoints, SQLiteKeptHistor
             if after is not None:
                 where.append("(started_at, audit_id) < (?, ?)")
                 args.extend([to_micros(after[0]), after[1]])
+            if shadow:
+                where.append(f"status = 'running' AND {SIMULATED}")
             sql = SELECT_ROWS + (" WHERE " + " AND ".join(where) if where else "")
             sql += " ORDER BY started_at DESC, audit_id DESC LIMIT ?"
             args.append(limit)
@@ -208,6 +217,17 @@ class SQLiteStore(SQLiteLimits, SQLiteBrake, SQLiteCheckpoints, SQLiteKeptHistor
         def work() -> dict[str, int]:
             cur = self.db.conn.execute("SELECT status, COUNT(*) FROM audits GROUP BY status")
             return dict(cur.fetchall())
+
+        return await self.db.run(work)
+
+    async def failure_counts(self, since: datetime) -> dict[tuple[str, str | None], int]:
+        def work() -> dict[tuple[str, str | None], int]:
+            cur = self.db.conn.execute(
+                "SELECT error_code, reconciled_by, COUNT(*) FROM audits WHERE status = 'failed' "
+                "AND completed_at >= ? GROUP BY error_code, reconciled_by",
+                (to_micros(since),),
+            )
+            return {(code, by): n for code, by, n in cur.fetchall()}
 
         return await self.db.run(work)
 

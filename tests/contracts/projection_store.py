@@ -639,6 +639,48 @@ class ProjectionStoreContract:
         await store.apply(positioned(events), {}, CONSUMER)
         assert await store.count_by_status() == {"running": 1, "completed": 1, "failed": 2}
 
+    async def test_failure_counts_by_code_and_finder_since_a_time(
+        self, store: ProjectionStore
+    ) -> None:
+        assert await store.failure_counts(at(0)) == {}
+        events: list[AuditEvent] = [
+            *(started(f"a-{i}") for i in range(6)),
+            failed("a-0", at(1), code="oom"),  # before the window
+            failed("a-1", at(5), code="oom"),
+            failed("a-2", at(6), by="reconciler", code="instance_lost", reconciled_by="watchdog"),
+            failed("a-3", at(7), by="reconciler", code="instance_lost", reconciled_by="watchdog"),
+            failed("a-4", at(8), by="reconciler", code="oom", reconciled_by="on_demand"),
+            completed("a-5", at(9)),
+        ]
+        await store.apply(positioned(events), {}, CONSUMER)
+        assert await store.failure_counts(at(5)) == {
+            ("oom", None): 1,
+            ("instance_lost", "watchdog"): 2,
+            ("oom", "on_demand"): 1,
+        }
+        assert await store.failure_counts(at(8)) == {("oom", "on_demand"): 1}
+        assert await store.failure_counts(at(10)) == {}
+
+    async def test_list_audits_shadow_keeps_running_audits_shadow_mode_would_fail(
+        self, store: ProjectionStore
+    ) -> None:
+        events: list[AuditEvent] = [
+            started("a-would", at(1)),
+            started("a-healthy", at(2)),
+            started("a-would-2", at(3)),
+            started("a-failed-since", at(4)),
+            simulated("a-would", at(20)),
+            simulated("a-would-2", at(21)),
+            simulated("a-failed-since", at(22)),
+            failed("a-failed-since", at(23)),
+        ]
+        await store.apply(positioned(events), {}, CONSUMER)
+        rows = await store.list_audits(shadow=True)
+        assert [r.audit_id for r in rows] == ["a-would-2", "a-would"]
+        page = await store.list_audits(shadow=True, after=(at(3), "a-would-2"))
+        assert [r.audit_id for r in page] == ["a-would"]
+        assert len(await store.list_audits()) == 4
+
     async def test_iter_rows_yields_every_row_in_audit_id_order(
         self, store: ProjectionStore
     ) -> None:

@@ -1,0 +1,123 @@
+"""Who may use the console, and the cookie that remembers them.
+
+Credentials are the API's tokens (``AUDITREC_API_TOKENS``, parsed and matched by
+:mod:`consumers.runtime.tokens`: names, nested scopes ``read`` ⊂ ``publish`` ⊂ ``operate``). With
+no tokens configured the console is open: one anonymous credential with full access, as the API
+is then open too.
+
+The session cookie is *signed*, not stored: ``payload.signature`` where the payload names the
+token, an expiry and a random nonce, and the signature is an HMAC keyed by a hash of that
+token's secret. It holds no token, so a leaked cookie does not leak a token; any number of API
+processes accept it without sharing state; and removing (or changing) a token in the
+configuration ends every session made with it. The CSRF token of a form is an HMAC of the nonce
+under the same key: bound to that session, useless with another. The open console signs with a
+key drawn when the process starts (its sessions end with the process).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from consumers.runtime.tokens import ApiToken, Scope, match
+
+__all__ = ["OPEN", "SESSION_SECONDS", "Credential", "Credentials", "Session"]
+
+_KEY_TAG = b"auditrec-console-session:"
+SESSION_SECONDS = 8 * 3600  # a working day; then the console asks for the token again
+OPEN = "console"  # the anonymous credential's name (the actor) when no token is configured
+
+
+@dataclass(frozen=True)
+class Credential:
+    token: ApiToken | None  # None: the open console's anonymous credential
+    key: bytes = field(repr=False)  # the HMAC key of its sessions: a hash, never the secret
+
+    @property
+    def name(self) -> str:
+        return self.token.name if self.token is not None else OPEN
+
+    def can(self, scope: Scope) -> bool:
+        return self.token is None or self.token.allows(scope)
+
+
+@dataclass(frozen=True)
+class Session:
+    credential: Credential
+    nonce: str
+    expires: int
+
+    @property
+    def name(self) -> str:
+        return self.credential.name
+
+    def can(self, scope: Scope) -> bool:
+        return self.credential.can(scope)
+
+    def csrf(self) -> str:
+        """The CSRF token of this session's forms."""
+        return _sign(self.credential.key, f"csrf:{self.nonce}")
+
+    def csrf_ok(self, given: str) -> bool:
+        return hmac.compare_digest(given.encode(), self.csrf().encode())
+
+
+def _sign(key: bytes, text: str) -> str:
+    mac = hmac.new(key, text.encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(mac).decode().rstrip("=")
+
+
+class Credentials:
+    """The configured tokens as console credentials; :attr:`open` when there are none."""
+
+    def __init__(self, tokens: Sequence[ApiToken]) -> None:
+        self._tokens = tuple(tokens)
+        self._by_name: dict[str, Credential] = {
+            t.name: Credential(t, hashlib.sha256(_KEY_TAG + t.secret.encode()).digest())
+            for t in self._tokens
+        }
+        self.open = not self._tokens
+        if self.open:
+            self._by_name[OPEN] = Credential(None, secrets.token_bytes(32))
+
+    def match(self, given: str) -> Credential | None:
+        """The credential of a typed token (compared in constant time with every one)."""
+        token = match(self._tokens, given)
+        return self._by_name[token.name] if token is not None else None
+
+    def open_session(self, credential: Credential, now: float | None = None) -> tuple[str, Session]:
+        """A new session for ``credential``: the cookie's value and the session."""
+        expires = int((now if now is not None else time.time()) + SESSION_SECONDS)
+        session = Session(credential, secrets.token_urlsafe(16), expires)
+        payload = json.dumps([credential.name, expires, session.nonce], separators=(",", ":"))
+        body = base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
+        return f"{body}.{_sign(credential.key, body)}", session
+
+    def anonymous(self) -> Credential | None:
+        return self._by_name[OPEN] if self.open else None
+
+    def session(self, cookie: str | None, now: float | None = None) -> Session | None:
+        """The session of a cookie, or ``None`` when it is missing, forged, expired, or made
+        with a token no longer configured."""
+        if not cookie or cookie.count(".") != 1:
+            return None
+        body, signature = cookie.split(".")
+        try:
+            raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+            name, expires, nonce = json.loads(raw)
+        except (ValueError, TypeError, UnicodeError):
+            return None
+        credential = self._by_name.get(name) if isinstance(name, str) else None
+        if credential is None or not isinstance(expires, int) or not isinstance(nonce, str):
+            return None
+        if not hmac.compare_digest(signature.encode(), _sign(credential.key, body).encode()):
+            return None
+        if expires < (now if now is not None else time.time()):
+            return None
+        return Session(credential, nonce, expires)

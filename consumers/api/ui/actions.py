@@ -1,0 +1,120 @@
+"""The console's forms that change something. Each needs the session cookie, its CSRF token
+and ``operate`` (:func:`~consumers.api.ui.session.operator`); what touches many audits is
+previewed first (a dry run listing them) and done only when the preview is confirmed.
+
+- ``POST /ui/audits/{id}/fail|restore|probe``: the operator actions of
+  :class:`~consumers.operations.actions.Actions` (as ``auditrec fail|restore|probe``), then
+  back to the audit's page, which shows the outcome;
+- ``POST /ui/bulk/fail|restore``: the same over the audits page's filter, a dry run first;
+- ``POST /ui/brake/release|discard``: end the mass-failure brake, a dry run first.
+
+The actor recorded is the token's name, as over the API (``console`` when no token is set).
+"""
+
+# No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
+
+from urllib.parse import quote, urlencode
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from consumers.api.ui.pages import audit_filter
+from consumers.api.ui.render import page
+from consumers.api.ui.session import form, operator
+from consumers.operations.actions import Actions
+from consumers.operations.listing import AuditFilter
+from consumers.operations.operations import Operations
+from statemachine.errors import AuditrecError, InvalidInput, NoServer, NotFound, WrongState
+
+__all__ = ["FILTER_FIELDS", "actor_of", "add_action_routes", "parse_filter"]
+
+REASON_LIMIT = 2000
+BRAKE_ENDINGS = {"release": "released", "discard": "discarded"}
+FILTER_FIELDS = ("project", "status", "code", "running_longer_than", "shadow")
+_STATUS_OF = {NotFound: 404, WrongState: 409, InvalidInput: 422, NoServer: 503}
+
+
+def actor_of(name: str) -> str:
+    """The actor recorded with what the console does: the token's name, as over the API
+    (``console`` when no token is configured)."""
+    return name
+
+
+def _refused(request: Request, exc: AuditrecError) -> HTMLResponse:
+    code = next((c for kind, c in _STATUS_OF.items() if isinstance(exc, kind)), 500)
+    problems = getattr(exc, "problems", None) or [str(exc)]
+    return page(request, "error.html", status_code=code, why="; ".join(problems))
+
+
+def parse_filter(fields: dict[str, str], problems: list[str]) -> AuditFilter:
+    """The audits page's filter, from query or form fields (bad ones named in ``problems``)."""
+    project, status, code, longer, shadow = (fields.get(name, "") for name in FILTER_FIELDS)
+    return audit_filter(project, status, code, longer, shadow, problems)
+
+
+def add_action_routes(router: APIRouter, ops: Operations) -> None:
+    @router.post("/ui/audits/{audit_id}/{action}", include_in_schema=False)
+    async def act(request: Request, audit_id: str, action: str) -> Response:
+        fields = await form(request)
+        session = await operator(request, fields)
+        actions = Actions(ops, actor_of(session.name))
+        try:
+            if action == "fail":
+                result = await actions.fail(
+                    audit_id, fields.get("code", ""), fields.get("reason", "")
+                )
+            elif action == "restore":
+                result = await actions.restore(audit_id, fields.get("reason", ""))
+            elif action == "probe":
+                result = await actions.probe(audit_id)
+            else:
+                return page(request, "error.html", status_code=404, why=f"no action {action!r}")
+        except AuditrecError as exc:
+            return _refused(request, exc)
+        done = urlencode({"done": action, "message": result.message[:300]})
+        return RedirectResponse(f"/ui/audits/{quote(audit_id)}?{done}", status_code=303)
+
+    @router.post("/ui/bulk/{action}", response_class=HTMLResponse, include_in_schema=False)
+    async def bulk(request: Request, action: str) -> HTMLResponse:
+        fields = await form(request)
+        session = await operator(request, fields)
+        if action not in ("fail", "restore"):
+            return page(request, "error.html", status_code=404, why=f"no bulk action {action!r}")
+        problems: list[str] = []
+        where = parse_filter(fields, problems)
+        if problems:
+            return page(request, "error.html", status_code=422, why="; ".join(problems))
+        confirmed = fields.get("confirm") == "yes"
+        actions = Actions(ops, actor_of(session.name))
+        reason = fields.get("reason", "")
+        try:
+            if action == "fail":
+                result = await actions.fail_many(
+                    where, fields.get("fail_code", ""), reason, dry_run=not confirmed
+                )
+            else:
+                result = await actions.restore_many(where, reason, dry_run=not confirmed)
+        except AuditrecError as exc:
+            return _refused(request, exc)
+        carried = {name: fields.get(name, "") for name in (*FILTER_FIELDS, "fail_code", "reason")}
+        return page(request, "bulk_action.html", action=action, result=result, carried=carried)
+
+    @router.post("/ui/brake/{how}", response_class=HTMLResponse, include_in_schema=False)
+    async def end_brake(request: Request, how: str) -> HTMLResponse:
+        fields = await form(request)
+        session = await operator(request, fields)
+        if how not in BRAKE_ENDINGS:
+            return page(request, "error.html", status_code=404, why=f"no brake action {how!r}")
+        reason = fields.get("reason", "").strip()[:REASON_LIMIT] or None
+        confirmed = fields.get("confirm") == "yes"
+        result = await ops.end_brake(
+            BRAKE_ENDINGS[how], actor_of(session.name), reason, dry_run=not confirmed
+        )
+        return page(
+            request,
+            "brake_action.html",
+            how=how,
+            reason=reason or "",
+            result=result,
+            confirmed=confirmed,
+        )

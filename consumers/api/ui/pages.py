@@ -1,0 +1,178 @@
+"""The console's read pages: the overview, the audits (filters and keyset pages), and one
+audit (its row, its timeline with the rule behind every step, its state diagram)."""
+
+# No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
+
+import re
+from datetime import timedelta
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse
+
+from consumers.api.ui.access import Session
+from consumers.api.ui.diagram import state_svg, transition_rows
+from consumers.api.ui.render import page
+from consumers.api.ui.session import viewer
+from consumers.operations.listing import AuditFilter, list_page
+from consumers.operations.operations import Operations
+from consumers.operations.overview import WINDOWS, gather_overview
+from projections.row import AuditRow, row_dict
+from statemachine.errors import InvalidInput, NotFound
+from statemachine.events import AuditEvent
+from statemachine.explain import Step
+from statemachine.policy import parse_duration
+from statemachine.vocabulary import AUDIT_ID_PATTERN, ERROR_CODES
+
+__all__ = ["PAGE_SIZE", "add_read_pages", "audit_filter"]
+
+PAGE_SIZE = 50
+STATUSES = ("running", "completed", "failed")
+AUDIT_ID = re.compile(AUDIT_ID_PATTERN)
+Viewer = Annotated[Session, Depends(viewer)]
+
+
+def add_read_pages(router: APIRouter, ops: Operations) -> None:
+    runtime = ops.rt
+
+    @router.get("/ui", response_class=HTMLResponse, include_in_schema=False)
+    async def overview(request: Request, session: Viewer) -> HTMLResponse:
+        view = await gather_overview(ops)
+        return page(request, "overview.html", view=view, windows=[w for w, _ in WINDOWS])
+
+    @router.get("/ui/audits", response_class=HTMLResponse, include_in_schema=False)
+    async def audits(
+        request: Request,
+        session: Viewer,
+        project: str = "",
+        status: str = "",
+        code: str = "",
+        running_longer_than: str = "",
+        shadow: str = "",
+        cursor: str = "",
+    ) -> HTMLResponse:
+        problems: list[str] = []
+        where = audit_filter(project, status, code, running_longer_than, shadow, problems)
+        rows: list[Any] = []
+        next_cursor = None
+        if not problems:
+            try:
+                found = await list_page(
+                    runtime.store, where, PAGE_SIZE, cursor or None, runtime.now()
+                )
+            except InvalidInput as exc:
+                problems.extend(exc.problems)
+            else:
+                rows, next_cursor = found.rows, found.next_cursor
+        query = {
+            "project": project,
+            "status": status,
+            "code": code,
+            "running_longer_than": running_longer_than,
+            "shadow": shadow,
+        }
+        return page(
+            request,
+            "audits.html",
+            status_code=422 if problems else 200,
+            rows=rows,
+            now=runtime.now(),
+            next_cursor=next_cursor,
+            query=query,
+            problems=problems,
+            statuses=STATUSES,
+            codes=ERROR_CODES,
+        )
+
+    @router.get("/ui/audits/{audit_id}", response_class=HTMLResponse, include_in_schema=False)
+    async def audit(
+        request: Request, session: Viewer, audit_id: str, done: str = "", message: str = ""
+    ) -> HTMLResponse:
+        if not AUDIT_ID.match(audit_id):
+            return page(request, "error.html", status_code=422, why="not an audit id")
+        try:  # no probe; after an action of this process, once the projection has it
+            row: AuditRow | None = (await ops.status(audit_id, probe=False)).row
+        except NotFound:
+            row = None
+        try:
+            steps = await ops.replay(audit_id)
+        except NotFound:
+            steps = []
+        if row is None and not steps:
+            return page(request, "error.html", status_code=404, why=f"unknown audit {audit_id!r}")
+        current = row.status if row is not None else None
+        return page(
+            request,
+            "audit.html",
+            audit_id=audit_id,
+            row=row_dict(row) if row is not None else None,
+            now=runtime.now(),
+            started_at=row.state.started_at if row is not None else None,
+            steps=[_step(s) for s in steps],
+            diagram=state_svg(current),
+            transitions=transition_rows(current),
+            current=current,
+            restorable=row is not None and row.state.failed_by in ("reconciler", "operator"),
+            codes=ERROR_CODES,
+            done=done[:20],
+            message=message[:300],
+        )
+
+
+def audit_filter(
+    project: str,
+    status: str,
+    code: str,
+    longer: str,
+    shadow: str,
+    problems: list[str],
+) -> AuditFilter:
+    """The listing's filter from the form; each bad field is named in ``problems``."""
+    if status and status not in STATUSES:
+        problems.append(f"status: one of {', '.join(STATUSES)}")
+    if code and code not in ERROR_CODES:
+        problems.append(f"error code: unknown code {code!r}")
+    older: timedelta | None = None
+    if longer:
+        try:
+            older = parse_duration(longer)
+        except ValueError as exc:
+            problems.append(f"running longer than: {exc}")
+    wants_shadow = shadow == "on"
+    if longer and status and status != "running":
+        problems.append("running longer than: only for running audits (status running)")
+    return AuditFilter(
+        status=status or ("running" if longer or wants_shadow else None),
+        project=project or None,
+        code=code or None,
+        older_than=older,
+        shadow=wants_shadow,
+    )
+
+
+def _actor(event: AuditEvent) -> str:
+    """Who acted: an operator's name, who failed it and how it was found, a probe's trigger,
+    else the producer."""
+    data = event.data
+    parts: list[str] = []
+    for field in ("actor", "failed_by", "reconciled_by", "trigger"):
+        value = getattr(data, field, None)
+        if value is not None:
+            parts.append(f"{field}={getattr(value, 'value', value)}")
+    return ", ".join(parts) or event.producer
+
+
+def _step(step: Step) -> dict[str, Any]:
+    event = step.event
+    data = event.data
+    detail = {
+        k: v for k, v in data.model_dump(mode="json").items() if v is not None and k != "policy"
+    }
+    policy = getattr(data, "policy", None)
+    return {
+        **step.as_dict(),
+        "changed": step.before != step.after,
+        "actor": _actor(event),
+        "detail": detail,
+        "policy": policy,
+    }

@@ -1,0 +1,102 @@
+"""The console's pages over the operators' tools: the dead letters (list, one record's reason
+and original bytes, replay with a dry run first) and the policy backtest (a form; it reads
+history and writes nothing, so ``read`` is enough)."""
+
+# No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse
+
+from consumers.api.ui.access import Session
+from consumers.api.ui.actions import actor_of
+from consumers.api.ui.render import page
+from consumers.api.ui.session import form, operator, viewer
+from consumers.operations.backtest import backtest, describe, parse_since
+from consumers.operations.deadletters import (
+    list_dead_letters,
+    replay_dead_letter,
+    show_dead_letter,
+)
+from consumers.operations.operations import Operations
+from statemachine.errors import InvalidInput, NotFound
+
+__all__ = ["add_tool_pages"]
+
+DEAD_LETTERS_SHOWN = 100
+Viewer = Annotated[Session, Depends(viewer)]
+
+
+def add_tool_pages(router: APIRouter, ops: Operations) -> None:
+    runtime = ops.rt
+
+    @router.get("/ui/dead-letters", response_class=HTMLResponse, include_in_schema=False)
+    async def dead_letters(request: Request, session: Viewer, consumer: str = "") -> HTMLResponse:
+        listed = await list_dead_letters(
+            runtime.log, limit=DEAD_LETTERS_SHOWN, consumer=consumer or None
+        )
+        return page(
+            request,
+            "dead_letters.html",
+            letters=listed["dead_letters"],
+            consumer=consumer,
+            shown=DEAD_LETTERS_SHOWN,
+        )
+
+    @router.get("/ui/dead-letters/{position}", response_class=HTMLResponse, include_in_schema=False)
+    async def dead_letter(request: Request, session: Viewer, position: str) -> HTMLResponse:
+        try:
+            letter = await show_dead_letter(runtime.log, position)
+        except (InvalidInput, NotFound) as exc:
+            code = 404 if isinstance(exc, NotFound) else 422
+            return page(request, "error.html", status_code=code, why=str(exc))
+        return page(request, "dead_letter.html", letter=letter, result=None)
+
+    @router.post(
+        "/ui/dead-letters/{position}/replay",
+        response_class=HTMLResponse,
+        include_in_schema=False,
+    )
+    async def replay(request: Request, position: str) -> HTMLResponse:
+        fields = await form(request)
+        session = await operator(request, fields)
+        confirmed = fields.get("confirm") == "yes"
+        try:
+            result = await replay_dead_letter(
+                runtime.log, position, actor=actor_of(session.name), dry_run=not confirmed
+            )
+            letter = await show_dead_letter(runtime.log, position)
+        except (InvalidInput, NotFound) as exc:
+            code = 404 if isinstance(exc, NotFound) else 422
+            return page(request, "error.html", status_code=code, why=str(exc))
+        return page(request, "dead_letter.html", letter=letter, result=result)
+
+    @router.get("/ui/backtest", response_class=HTMLResponse, include_in_schema=False)
+    async def backtest_page(
+        request: Request,
+        session: Viewer,
+        set_: Annotated[str, Query(alias="set", max_length=2000)] = "",
+        since: Annotated[str, Query(max_length=64)] = "",
+    ) -> HTMLResponse:
+        assignments = [line.strip() for line in set_.splitlines() if line.strip()]
+        result: dict[str, Any] | None = None
+        problems: list[str] = []
+        if assignments:
+            try:
+                start = parse_since(since or None, datetime.now(UTC))
+                result = await backtest(runtime.store, runtime.policy, assignments, since=start)
+            except InvalidInput as exc:
+                problems = exc.problems
+        lines = [(d, describe(d)) for d in result["differences"]] if result else []
+        return page(
+            request,
+            "backtest.html",
+            status_code=422 if problems else 200,
+            set_text=set_,
+            since=since,
+            result=result,
+            lines=lines,
+            problems=problems,
+        )

@@ -1,0 +1,91 @@
+"""The console's credentials and session cookie, without a browser: what a cookie must prove
+and what a token entry may say."""
+
+from __future__ import annotations
+
+from consumers.api.ui.access import OPEN, SESSION_SECONDS, Credentials
+from consumers.api.ui.render import age
+from consumers.runtime.tokens import parse_tokens
+
+
+def credentials(*entries: str) -> Credentials:
+    return Credentials(parse_tokens(",".join(entries)))
+
+
+T = 1_800_000_000.0
+
+
+def test_a_token_opens_a_session_its_cookie_proves_without_holding_the_token() -> None:
+    creds = credentials("ops:s3cret-token:operate", "ro:r3ad-token:read")
+    credential = creds.match("s3cret-token")
+    assert credential is not None and credential.name == "ops"
+    cookie, session = creds.open_session(credential, now=T)
+    assert "s3cret-token" not in cookie
+    again = creds.session(cookie, now=T + 60)
+    assert again is not None and again.name == "ops" and again.can("operate")
+    assert again.csrf() == session.csrf()
+
+
+def test_a_cookie_forged_expired_or_of_a_removed_token_is_no_session() -> None:
+    creds = credentials("ops:s3cret-token:operate", "ro:r3ad-token:read")
+    ro = creds.match("r3ad-token")
+    assert ro is not None
+    cookie, _ = creds.open_session(ro, now=T)
+    body, signature = cookie.split(".")
+    ops_cookie, _ = creds.open_session(creds.match("s3cret-token"), now=T)  # type: ignore[arg-type]
+    # the payload of one session under the signature of another: refused
+    assert creds.session(f"{ops_cookie.split('.')[0]}.{signature}", now=T) is None
+    assert creds.session(f"{body}.{signature[:-1]}A", now=T) is None
+    assert creds.session("garbage", now=T) is None
+    assert creds.session(None, now=T) is None
+    assert creds.session(cookie, now=T + SESSION_SECONDS + 1) is None
+    # the token is removed from the configuration: its sessions end
+    assert credentials("ops:s3cret-token:operate").session(cookie, now=T) is None
+    # the same token under the same name in another process: the session holds
+    assert credentials("ro:r3ad-token:read").session(cookie, now=T) is not None
+
+
+def test_csrf_tokens_are_bound_to_their_session() -> None:
+    creds = credentials("ops:s3cret-token:operate")
+    credential = creds.match("s3cret-token")
+    assert credential is not None
+    _, one = creds.open_session(credential, now=T)
+    _, two = creds.open_session(credential, now=T)
+    assert one.csrf_ok(one.csrf())
+    assert not one.csrf_ok(two.csrf())
+    assert not one.csrf_ok("")
+
+
+def test_scopes_named_entries_and_bare_tokens() -> None:
+    creds = credentials("bare-token", "ro:r:read", "pub:p:publish")
+    bare, ro, pub = creds.match("bare-token"), creds.match("r"), creds.match("p")
+    assert bare is not None and bare.name == "token-1"
+    assert bare.can("operate") and bare.can("read")
+    assert ro is not None and ro.can("read") and not ro.can("publish") and not ro.can("operate")
+    assert pub is not None and pub.can("read") and pub.can("publish") and not pub.can("operate")
+    assert creds.match("nope") is None and creds.match("") is None
+    assert not creds.open and creds.anonymous() is None
+
+
+def test_without_tokens_the_console_is_open_and_no_typed_token_matches() -> None:
+    creds = credentials()
+    assert creds.open
+    anonymous = creds.anonymous()
+    assert anonymous is not None and anonymous.name == OPEN and anonymous.can("operate")
+    assert creds.match("") is None and creds.match("anything") is None
+    cookie, _ = creds.open_session(anonymous, now=T)
+    assert creds.session(cookie, now=T) is not None
+    assert credentials().session(cookie, now=T) is None  # another process, another key
+
+
+def test_ages_show_two_units_at_most() -> None:
+    from datetime import timedelta
+
+    assert [age(timedelta(seconds=s)) for s in (0, 905, 3600, 7260, 90061)] == [
+        "0s",
+        "15m 5s",
+        "1h",
+        "2h 1m",
+        "1d 1h",
+    ]
+    assert age(None) == "-"

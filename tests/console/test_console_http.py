@@ -1,0 +1,123 @@
+"""The console over plain HTTP against a live API (no browser needed): the open console when
+no token is configured, the refusals of forms, the login's redirect target, and the pages'
+answers to bad input."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+
+from consumers.api.ui.pages import PAGE_SIZE
+from consumers.workflows.simulator.server import SimulatorServer
+from tests.api.conftest import API_AND_PIPELINE, LiveServer, server_settings
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, "no CSRF token in the page"
+    return found.group(1)
+
+
+def test_without_tokens_the_console_is_open_and_its_forms_still_need_their_session(
+    tmp_path: Path, simulator: SimulatorServer
+) -> None:
+    with (
+        LiveServer(["api"], **server_settings(tmp_path, simulator)) as live,
+        httpx.Client(base_url=live.url) as client,
+    ):
+        overview = client.get("/ui")
+        assert overview.status_code == 200 and "Overview" in overview.text
+        assert "Log out" not in overview.text  # nobody to sign out
+        cookie = overview.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/ui" in cookie
+        assert client.get("/ui/login", follow_redirects=False).headers["location"] == "/ui"
+        # a form with the page's CSRF token and its cookie is done (a dry run here) ...
+        token = csrf_of(client.get("/ui/audits").text)
+        preview = client.post("/ui/brake/discard", data={"csrf": token})
+        assert preview.status_code == 200 and "Preview: discard" in preview.text
+        # ... without the cookie, or with a token not of this session, it is refused
+        bare = httpx.post(f"{live.url}/ui/brake/discard", data={"csrf": token})
+        assert bare.status_code == 403 and "no valid session" in bare.text
+        other = httpx.Client(base_url=live.url)
+        other.get("/ui")
+        crossed = other.post("/ui/brake/discard", data={"csrf": token})
+        assert crossed.status_code == 403 and "CSRF" in crossed.text
+        other.close()
+
+
+def test_pages_answer_bad_input_naming_it_and_login_never_leaves_the_console(
+    tmp_path: Path, simulator: SimulatorServer
+) -> None:
+    settings = server_settings(tmp_path, simulator, api_tokens="ops:op-secret:operate")
+    with (
+        LiveServer(["api"], **settings) as live,
+        httpx.Client(base_url=live.url) as client,
+    ):
+        assert client.get("/ui/audits").headers["location"] == "/ui/login?next=%2Fui%2Faudits"
+        login = client.get("/ui/login", params={"next": "//evil.example/x"})
+        assert 'name="next" value="/ui"' in login.text
+        signed = client.post(
+            "/ui/login", data={"token": "op-secret", "next": "https://evil.example/"}
+        )
+        assert signed.status_code == 303 and signed.headers["location"] == "/ui"
+        assert "op-secret" not in signed.headers["set-cookie"]
+        # the API itself still wants its bearer token: the console's cookie is not one
+        assert client.get("/audits").status_code == 401
+        bad = client.get("/ui/audits", params={"running_longer_than": "soon", "code": "nope"})
+        assert bad.status_code == 422
+        assert "running longer than:" in bad.text and "unknown code &#39;nope&#39;" in bad.text
+        assert client.get("/ui/audits/a-nobody").status_code == 404
+        assert client.get("/ui/audits/not%20an%20id").status_code == 422
+        assert client.get("/ui/dead-letters/x:y").status_code == 422
+        refused = client.post("/ui/audits/a-nobody/fail", data={"csrf": "x"})
+        assert refused.status_code == 403
+        token = csrf_of(client.get("/ui").text)
+        unknown = client.post(
+            "/ui/audits/a-nobody/fail", data={"csrf": token, "code": "oom", "reason": "r"}
+        )
+        assert unknown.status_code == 404 and "unknown audit" in unknown.text
+        out = client.post("/ui/logout", data={"csrf": token})
+        assert out.status_code == 303 and 'auditrec_console=""' in out.headers["set-cookie"]
+
+
+def test_the_audits_page_pages_by_keyset_and_filters_what_shadow_mode_would_fail(
+    tmp_path: Path, simulator: SimulatorServer
+) -> None:
+    old = datetime.now(UTC) - timedelta(hours=2)
+    started = [
+        {
+            "type": "AuditStarted",
+            "audit_id": f"a-{i:03d}",
+            "occurred_at": (old + timedelta(seconds=i)).isoformat(),
+            "data": {"project_id": "p", "workflow_instance_id": f"wf-{i:03d}"},
+        }
+        for i in range(PAGE_SIZE + 5)
+    ]
+    for i in range(PAGE_SIZE + 5):
+        if i not in (7, 9):  # their instances are gone: shadow mode would fail them
+            simulator.sim.set_instance(f"wf-{i:03d}", "running")
+    settings = server_settings(tmp_path, simulator, mode="shadow", sweep_wait="30s")
+    with LiveServer(API_AND_PIPELINE, **settings) as live, live.client() as client:
+        live.wait_pipeline_live()
+        assert client.post("/events", json=started).status_code == 202
+        swept = client.post("/sweep")
+        assert swept.status_code == 200, swept.text
+        assert swept.json()["pending"] == 0
+
+        first = client.get("/ui/audits")
+        ids = re.findall(r'<tr data-audit="([^"]+)"', first.text)
+        assert ids == [f"a-{i:03d}" for i in range(PAGE_SIZE + 4, 4, -1)]  # newest first
+        found = re.search(r'id="next-page" href="([^"]+)"', first.text)
+        assert found, "no link to the next page"
+        second = client.get(found.group(1).replace("&amp;", "&"))
+        assert re.findall(r'<tr data-audit="([^"]+)"', second.text) == [
+            f"a-{i:03d}" for i in range(4, -1, -1)
+        ]
+        assert 'id="next-page"' not in second.text
+
+        shadow = client.get("/ui/audits", params={"shadow": "on"})
+        assert re.findall(r'<tr data-audit="([^"]+)"', shadow.text) == ["a-009", "a-007"]
+        assert 'name="shadow" value="on" checked' in shadow.text
