@@ -97,7 +97,11 @@ class Operations:
     # -- pipeline liveness --------------------------------------------------------------------
 
     async def pipeline_live(self, *, reuse: bool = False) -> bool:
+        """Whether a serve runs the whole pipeline; ``reuse``: a yes of the last second will
+        do, a no is asked again (it may predate a serve that has just started)."""
         live = await self.rt.live_components(reuse=reuse)
+        if reuse and not all(name in live for name in PIPELINE):
+            live = await self.rt.live_components()
         return all(name in live for name in PIPELINE)
 
     async def _missing(self) -> list[str]:

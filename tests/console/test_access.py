@@ -35,7 +35,10 @@ def test_a_cookie_forged_expired_or_of_a_removed_token_is_no_session() -> None:
     ops_cookie, _ = creds.open_session(creds.match("s3cret-token"), now=T)  # type: ignore[arg-type]
     # the payload of one session under the signature of another: refused
     assert creds.session(f"{ops_cookie.split('.')[0]}.{signature}", now=T) is None
-    assert creds.session(f"{body}.{signature[:-1]}A", now=T) is None
+    # a signature changed in one character (the first: all its bits count, unlike the last
+    # character's of a base64 string) is refused
+    flipped = ("B" if signature[0] == "A" else "A") + signature[1:]
+    assert creds.session(f"{body}.{flipped}", now=T) is None
     assert creds.session("garbage", now=T) is None
     assert creds.session(None, now=T) is None
     assert creds.session(cookie, now=T + SESSION_SECONDS + 1) is None

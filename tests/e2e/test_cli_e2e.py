@@ -630,7 +630,7 @@ def test_a_request_cut_by_shutdown_gets_json_503_and_a_second_signal_exits_at_on
 
     # then the read is answered 503 with JSON, and serve ends cleanly
     [cut] = results
-    assert cut is not None and cut.status_code == 503
+    assert cut is not None and cut.status_code == 503, cut.text if cut is not None else None
     assert cut.json()["detail"].startswith("shutting down")
     assert graceful == 0
     assert "Traceback" not in (tmp_path / "serve.log").read_text()
