@@ -108,6 +108,8 @@ def test_fail_restore_and_probe_from_the_command_line(
     assert "(manual probe by cli:" in reasons
 
 
+# (the CLI on the embedded pair; bulk actions run on both pairs over HTTP in tests/api)
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_bulk_fail_and_restore_list_without_yes_and_act_with_it(
     backend: Backend, env: dict[str, str]
 ) -> None:

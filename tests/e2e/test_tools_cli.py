@@ -100,6 +100,8 @@ def observation(audit_id: str, status: str, when: datetime) -> str:
     )
 
 
+# (the CLI on the embedded pair; the operation itself is tested on both in tests/operations)
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_backtest_reports_the_audits_a_shorter_grace_would_have_failed(
     backend: Backend, env: dict[str, str]
 ) -> None:
