@@ -1,5 +1,5 @@
 """``auditrec dead-letters`` and ``auditrec backtest`` as an operator runs them, through the
-real entry point, on both backend pairs."""
+real entry point, on the embedded pair (both pairs: tests/operations and tests/api)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,9 @@ def write_raw(backend: Backend, record: OutRecord) -> None:
     asyncio.run(write())
 
 
+# (the CLI on the embedded pair; dead letters are tested on both pairs in tests/operations and
+# over HTTP in tests/api)
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_a_hostile_record_is_listed_shown_and_replayed_once_corrected(
     backend: Backend, env: dict[str, str], tmp_path: Path
 ) -> None:
