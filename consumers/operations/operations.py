@@ -19,13 +19,13 @@ from typing import Any
 import structlog
 
 from consumers.components.brake import Brake
-from consumers.components.watchdog import Watchdog, probe_requests
+from consumers.components.watchdog import probe_requests
 from consumers.eventlog.codec import encode
 from consumers.operations.backends import Backends
 from consumers.operations.braking import brake_status, end_brake
 from consumers.operations.freshness import Freshness
 from consumers.operations.outcomes import Outcome, Summary, await_outcomes
-from consumers.runtime.metrics import SWEEP_DURATION
+from consumers.operations.sweeping import sweep
 from consumers.runtime.names import PIPELINE
 from projections.row import AuditRow
 from statemachine.errors import NoServer, NotFound
@@ -104,11 +104,11 @@ class Operations:
             live = await self.rt.live_components()
         return all(name in live for name in PIPELINE)
 
-    async def _missing(self) -> list[str]:
+    async def missing(self) -> list[str]:
         live = await self.rt.live_components()
         return [name for name in PIPELINE if name not in live]
 
-    async def _run_inline(self) -> None:
+    async def run_inline(self) -> None:
         if self._run_pipeline is None:
             raise NoServer("this process cannot run the pipeline in-process")
         await self._run_pipeline(max(30.0, self.rt.settings.sweep_wait.total_seconds()))
@@ -180,7 +180,7 @@ class Operations:
     ) -> StatusResult:
         live = await self.pipeline_live(reuse=True)
         if not live and not inline:
-            missing = ", ".join(await self._missing())
+            missing = ", ".join(await self.missing())
             return StatusResult(
                 row,
                 probed=False,
@@ -199,9 +199,9 @@ class Operations:
         self._requested[row.audit_id] = time.monotonic()
         await self.rt.log.append([encode(self.rt.topics.probe_requests, r) for r in request])
         if not live:
-            await self._run_inline()
+            await self.run_inline()
             wait = 1.0
-        watch = self._watching("this read", None) if live else None
+        watch = self.watching("this read", None) if live else None
         [outcome] = await await_outcomes(
             self.rt.store, request, self.rt.policy, timeout=wait, watch=watch
         )
@@ -215,7 +215,7 @@ class Operations:
 
     # -- sweep ------------------------------------------------------------------------------
 
-    def _watching(
+    def watching(
         self, what: str, progress: Callable[[int, int], None] | None
     ) -> Callable[[int, int], Awaitable[None]]:
         """A watch for :func:`await_outcomes`: reports progress, and raises :class:`NoServer`
@@ -242,73 +242,8 @@ class Operations:
         inline: bool = False,
         progress: Callable[[int, int], None] | None = None,
     ) -> Summary:
-        s = self.rt.settings
-        watchdog = Watchdog(
-            self.rt.log,
-            self.rt.store,
-            stale_after=s.stale_running_after,
-            interval=s.watchdog_interval,
-            batch_limit=s.watchdog_batch_limit,
-            answer_within=s.sweep_wait,
-            brake=self.brake(),
-            discovery=await self.rt.discovery(),
-        )
-        if dry_run:
-            tick = await watchdog.tick(dry_run=True)
-            return Summary(
-                candidates=len(tick.candidates),
-                sweep_id=tick.sweep_id,
-                candidate_rows=tick.candidates,
-            )
-        live = await self.pipeline_live()
-        if not live and not inline:
-            missing = ", ".join(await self._missing())
-            raise NoServer(
-                f"no running `auditrec serve` runs {missing}: start `auditrec serve` "
-                "(or run this sweep in-process with `auditrec sweep --inline`)"
-            )
-        started = time.monotonic()
-        if not live:
-            await self._run_inline()  # catch the projection up before selecting
-        else:  # select from a table that has everything published before this sweep
-            await self.freshness.wait(min(s.sweep_wait.total_seconds(), 30.0))
-        tick = await watchdog.tick()
-        if not live and tick.requests:
-            await self._run_inline()
-            if await watchdog.judge(force=True):  # the answers are all in: the verdict
-                await self._run_inline()  # the reconciler acts on released holds
-        wait = s.sweep_wait.total_seconds() if live else 5.0
-        judging = asyncio.create_task(self._judge(watchdog)) if watchdog.opened else None
-        try:
-            watch = self._watching("this sweep", progress) if live else None
-            outcomes = await await_outcomes(
-                self.rt.store, tick.requests, self.rt.policy, timeout=wait, watch=watch
-            )
-        finally:
-            if judging is not None:
-                judging.cancel()
-                await asyncio.gather(judging, return_exceptions=True)
-        elapsed = time.monotonic() - started
-        SWEEP_DURATION.observe(elapsed)
-        return Summary(
-            candidates=len(tick.candidates),
-            candidate_rows=tick.candidates,
-            outcomes=outcomes,
-            sweep_id=tick.sweep_id,
-            elapsed_s=elapsed,
-            skipped=tick.skipped,
-        )
-
-    async def _judge(self, watchdog: Watchdog) -> None:
-        """Give the brake's verdict on this sweep as soon as its answers are in (a serve's
-        watchdog may do it first; the store lets one of them)."""
-        while watchdog.opened:
-            try:
-                await watchdog.judge()
-            except Exception as exc:  # the serve's watchdogs judge it at its deadline
-                log.warning("sweep verdict failed", error=str(exc)[:300])
-                return
-            await asyncio.sleep(0.2)
+        """One watchdog tick now, its outcomes awaited (:mod:`consumers.operations.sweeping`)."""
+        return await sweep(self, dry_run=dry_run, inline=inline, progress=progress)
 
     # -- the mass-failure brake ----------------------------------------------------------------
 
