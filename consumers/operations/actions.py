@@ -216,6 +216,8 @@ class Actions:
         failure = last_failure([h.event for h in history])
         if failure is None:
             raise WrongState(f"audit {row.audit_id!r}: its failure is not in its history")
+        if s.project_id is None:  # every started audit has one: the start is missing
+            raise WrongState(f"audit {row.audit_id!r}: its start is not in its history")
         return AuditRestored(
             **self._envelope(row.audit_id),
             data=AuditRestoredData(
@@ -225,7 +227,7 @@ class Actions:
                 failed_by=failure.data.failed_by,
                 error_code=failure.data.error_code,
                 resume=AuditStartedData(
-                    project_id=s.project_id or "unknown",
+                    project_id=s.project_id,
                     organization_id=s.organization_id,
                     started_by_user_id=s.started_by_user_id,
                     start_url=s.start_url,
