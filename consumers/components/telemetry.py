@@ -27,12 +27,10 @@ the latest checkpoint.
 restart does not resend. A crash between PostHog's answer and the record resends the *same*
 uuid and timestamp, which PostHog deduplicates.
 
-**Retries without blocking.** Undelivered events wait in a bounded outbox and are retried,
-oldest first, with exponential backoff while newer records keep being consumed. The group's
-offsets are committed only up to the oldest event still waiting, so a restart retries it. After
-``max_attempts`` an event is given up (logged, counted ``failed``). Counter
-``auditrec_telemetry{result}``: ``sent``, ``retried`` (a failed attempt that will be retried),
-``failed`` (given up), ``skipped`` (already sent before).
+**Retries without blocking.** Undelivered events wait in a bounded outbox
+(:mod:`consumers.components.telemetry_outbox`: backoff, giving up, the ``auditrec_telemetry``
+counter) while newer records keep being consumed. The group's offsets are committed only up to
+the oldest event still waiting, so a restart retries it.
 """
 
 from __future__ import annotations
@@ -40,8 +38,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -49,9 +45,9 @@ import structlog
 from consumers.components.base import LogConsumer
 from consumers.components.checkpoints import Checkpoints
 from consumers.components.posthog_capture import EVENT_NAME, build_client, capture_arguments
+from consumers.components.telemetry_outbox import Outbox, Pending
 from consumers.eventlog.codec import decode
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record, TopicPartition
-from consumers.runtime.metrics import TELEMETRY
 from consumers.runtime.settings import Settings
 from projections.store import ProjectionStore
 from statemachine.errors import ConfigError, DecodeError
@@ -62,16 +58,6 @@ from statemachine.state import AuditState, evolve
 __all__ = ["Telemetry"]
 
 log = structlog.get_logger("auditrec.telemetry")
-
-
-@dataclass
-class _Pending:
-    tp: TopicPartition
-    offset: int
-    event_id: str
-    audit_id: str
-    capture: dict[str, Any]
-    attempts: int = 0
 
 
 class Telemetry(LogConsumer):
@@ -98,18 +84,27 @@ class Telemetry(LogConsumer):
         self.client = client
         self._own_client = client is None
         self.send_timeout = send_timeout
-        self.retry_base = retry_base
-        self.retry_cap = retry_cap
-        self.max_attempts = max_attempts
         self.max_pending = max_pending
+        self.outbox = Outbox(
+            store,
+            self._send,
+            retry_base=retry_base,
+            retry_cap=retry_cap,
+            max_attempts=max_attempts,
+        )
         self.partitions: dict[TopicPartition, dict[str, AuditState]] = {}
-        self.pending: list[_Pending] = []
         self._consumed: dict[TopicPartition, int] = {}
         self._committed: dict[TopicPartition, int] = {}
-        self._failures = 0  # consecutive failed attempts: PostHog is down or slow
-        self._blocked_until = 0.0
-        self.sent = 0
         self.checkpoints = Checkpoints(store, self.group)
+
+    @property
+    def pending(self) -> list[Pending]:
+        """The captures waiting for PostHog, oldest first."""
+        return self.outbox.items
+
+    @property
+    def sent(self) -> int:
+        return self.outbox.sent
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -121,7 +116,7 @@ class Telemetry(LogConsumer):
     async def stop(self) -> None:
         await super().stop()
         await self.checkpoints.flush()
-        self.pending.clear()
+        self.outbox.items.clear()
         self.partitions.clear()
         self._consumed.clear()
         self._committed.clear()
@@ -165,7 +160,7 @@ class Telemetry(LogConsumer):
         except Exception as exc:  # the next owner re-reads from the last commit: no loss
             log.warning("commit on revoke failed", error=str(exc))
         gone = set(partitions)
-        self.pending = [p for p in self.pending if p.tp not in gone]
+        self.outbox.items[:] = [p for p in self.outbox.items if p.tp not in gone]
         for tp in gone:
             self.partitions.pop(tp, None)
             self._consumed.pop(tp, None)
@@ -203,7 +198,7 @@ class Telemetry(LogConsumer):
             self.progressed(mine)
         if not handled and not delivered and self.pending:
             # Waiting for a retry with nothing new to read: do not spin.
-            wait = self._blocked_until - time.monotonic()
+            wait = self.outbox.blocked_until - time.monotonic()
             await asyncio.sleep(min(max(wait, 0.05), self.poll_timeout))
         return handled + delivered
 
@@ -219,7 +214,7 @@ class Telemetry(LogConsumer):
                 self._take(tp, record.offset, event)
             except Exception as exc:  # one event must not hold back its partition
                 self.cannot_handle(record, exc, dlq)
-        delivered = await self._deliver()
+        delivered = await self.outbox.deliver()
         await self._commit(dlq)
         return len(records), delivered
 
@@ -234,60 +229,11 @@ class Telemetry(LogConsumer):
             and after.status == "failed"
         ):
             capture = capture_arguments(before, event)
-            self.pending.append(_Pending(tp, offset, str(event.event_id), event.audit_id, capture))
+            self.outbox.items.append(
+                Pending(tp, offset, str(event.event_id), event.audit_id, capture)
+            )
 
-    async def _deliver(self) -> int:
-        if not self.pending or time.monotonic() < self._blocked_until:
-            return 0
-        already = await self.store.telemetry_sent(p.event_id for p in self.pending)
-        done = 0
-        for item in list(self.pending):
-            if item.event_id in already:
-                TELEMETRY.labels("skipped").inc()
-                self.pending.remove(item)
-                done += 1
-                continue
-            item.attempts += 1
-            if await self._send(item):
-                await self.store.mark_telemetry_sent(item.event_id, datetime.now(UTC))
-                TELEMETRY.labels("sent").inc()
-                self.sent += 1
-                self.pending.remove(item)
-                self._failures = 0
-                done += 1
-                log.info(
-                    "telemetry sent",
-                    audit_id=item.audit_id,
-                    event_id=item.event_id,
-                    attempts=item.attempts,
-                )
-                continue
-            self._failures += 1
-            delay = min(self.retry_base * 2 ** (self._failures - 1), self.retry_cap)
-            self._blocked_until = time.monotonic() + delay
-            if item.attempts >= self.max_attempts:
-                TELEMETRY.labels("failed").inc()
-                self.pending.remove(item)
-                done += 1
-                log.error(
-                    "telemetry given up",
-                    audit_id=item.audit_id,
-                    event_id=item.event_id,
-                    attempts=item.attempts,
-                )
-            else:
-                TELEMETRY.labels("retried").inc()
-                log.warning(
-                    "telemetry not delivered; will retry",
-                    audit_id=item.audit_id,
-                    event_id=item.event_id,
-                    attempts=item.attempts,
-                    retry_in_s=round(delay, 2),
-                )
-            break  # PostHog is down or slow: back off for every event, not just this one
-        return done
-
-    async def _send(self, item: _Pending) -> bool:
+    async def _send(self, item: Pending) -> bool:
         client = self.client
         if client is None:
             return False
