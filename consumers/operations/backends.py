@@ -22,8 +22,8 @@ from typing import Any
 from consumers.eventlog.factory import open_event_log
 from consumers.eventlog.port import EventLog, Topics
 from consumers.runtime.health import HealthBoard
+from consumers.runtime.outages import retrying
 from consumers.runtime.settings import Settings
-from consumers.runtime.supervision import retrying
 from consumers.workflows.client import WorkflowsClient
 from consumers.workflows.listing import Discovery
 from consumers.workflows.ratelimit import SharedRateLimit

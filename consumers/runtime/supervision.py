@@ -26,10 +26,10 @@ import structlog
 from consumers.runtime.component import Component
 from consumers.runtime.health import HealthBoard
 from consumers.runtime.metrics import CONSUMER_LAG
-from consumers.runtime.outages import Outage
+from consumers.runtime.outages import Outage, retrying
 from statemachine.longlived import LongLived
 
-__all__ = ["Builder", "Presence", "Supervisor", "retrying", "tune_gc"]
+__all__ = ["Builder", "Presence", "Supervisor", "tune_gc"]
 
 HEARTBEAT_EVERY = 2.0
 
@@ -47,32 +47,6 @@ class Presence(Protocol):
     async def heartbeat(self, names: Sequence[str]) -> None: ...
 
     async def forget(self) -> None: ...
-
-
-async def retrying(
-    attempt: Callable[[], Awaitable[None]],
-    undo: Callable[[], Awaitable[None]],
-    *,
-    wait: float,
-    what: str,
-) -> None:
-    """Run ``attempt``; on a retriable failure ``undo`` what it did and try again with
-    bounded backoff until ``wait`` seconds have passed (0: one attempt)."""
-    deadline = time.monotonic() + wait
-    backoff = 0.5
-    outage = Outage(what, log)
-    while True:
-        try:
-            await attempt()
-            outage.recovered()
-            return
-        except Exception as exc:
-            await undo()
-            if not getattr(exc, "retriable", False) or time.monotonic() + backoff > deadline:
-                raise
-            outage.failed(exc, retry_in=backoff)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 10.0)
 
 
 def tune_gc() -> None:
