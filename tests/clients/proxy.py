@@ -25,6 +25,8 @@ class FaultyProxy:
     def __init__(self, upstream_port: int) -> None:
         self.upstream = ("127.0.0.1", upstream_port)
         self._listener = socket.create_server(("127.0.0.1", 0))
+        # Closing a socket does not wake a thread blocked in accept(): it looks up every 50 ms.
+        self._listener.settimeout(0.05)
         self.port: int = self._listener.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self._lock = threading.Lock()
@@ -64,8 +66,11 @@ class FaultyProxy:
         while not self._closed:
             try:
                 client, _ = self._listener.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
+            client.settimeout(None)
             self._sockets.append(client)
             with self._lock:
                 fault = self._faults.pop(0) if self._faults else None
