@@ -73,8 +73,21 @@ class AuditState:
         return self.status != INITIAL
 
 
-# Each event makes one: the copy is the hottest allocation of a fold (see ``copying``).
+_STARTED_FIELDS = (
+    *("project_id", "organization_id", "started_by_user_id", "start_url"),
+    *("workflow_instance_id", "started_at", "current_phase", "pages_total"),
+)
+_FAILURE_FIELDS = ("error_code", "error_detail", "failed_phase", "failed_by", "reconciled_by")
+_UNHELD = ("held_decision_id", "held_at")
+# Each event makes one: the copy is the hottest allocation of a fold (see ``copying``). The
+# frequent changes have copies of their own, which test no field.
 replace: Callable[..., AuditState] = replacer(AuditState)
+_named = replacer(AuditState, "audit_id")
+_begun = replacer(AuditState, "status", *_STARTED_FIELDS)
+_advanced = replacer(AuditState, "current_phase", "pages_crawled", "pages_total")
+_seen = replacer(AuditState, "last_observed_status", "last_observed_at", "instance_ended_at")
+_done = replacer(AuditState, "status", "pages_crawled", "pages_total", "completed_at", *_UNHELD)
+_ended = replacer(AuditState, "status", *_FAILURE_FIELDS, "completed_at", *_UNHELD)
 
 
 _LOST = frozenset({"not_found", "not_attached"})
@@ -103,7 +116,7 @@ def _observed(state: AuditState, event: AuditEvent) -> AuditState:
                 held_decision_id=None,
                 held_at=None,
             )
-        return replace(
+        return _seen(
             state,
             last_observed_status=_intern(status),
             last_observed_at=seen,
@@ -127,7 +140,7 @@ def _later(a: datetime | None, b: datetime) -> datetime:
 def initial(audit_id: str) -> AuditState:
     """The state of an audit before its first event: ``AuditState(audit_id=audit_id)``, made
     as a copy (a frozen dataclass's ``__init__`` is the slowest way to make one)."""
-    return replace(_BLANK, audit_id=audit_id)
+    return _named(_BLANK, audit_id=audit_id)
 
 
 _BLANK = AuditState(audit_id="")
@@ -154,7 +167,7 @@ def evolve_by(state: AuditState, event: AuditEvent, row: Row | None) -> AuditSta
 
 def _started(state: AuditState, event: AuditStarted, row: Row) -> AuditState:
     d = event.data
-    return replace(
+    return _begun(
         state,
         status=row.dest,
         project_id=d.project_id,
@@ -185,7 +198,7 @@ def _attached(state: AuditState, event: WorkflowInstanceAttached, row: Row) -> A
 def _progressed(state: AuditState, event: AuditProgressed, row: Row) -> AuditState:
     progress = event.data
     phase, crawled, total = progress.current_phase, progress.pages_crawled, progress.pages_total
-    return replace(
+    return _advanced(
         state,
         current_phase=_intern(phase) if phase else state.current_phase,
         pages_crawled=crawled if crawled is not None else state.pages_crawled,
@@ -213,7 +226,7 @@ def _completed(state: AuditState, event: AuditCompleted, row: Row) -> AuditState
             held_decision_id=None,
             held_at=None,
         )
-    return replace(
+    return _done(
         state,
         status=row.dest,
         pages_crawled=crawled if crawled is not None else state.pages_crawled,
@@ -226,7 +239,7 @@ def _completed(state: AuditState, event: AuditCompleted, row: Row) -> AuditState
 
 def _failed(state: AuditState, event: AuditFailed, row: Row) -> AuditState:
     failure = event.data
-    return replace(
+    return _ended(
         state,
         status=row.dest,
         error_code=failure.error_code,
