@@ -153,9 +153,9 @@ class Reconciler(LogConsumer):
         self.decided = 0
         self.read_on_assign: dict[tuple[str, int], int] = {}  # records read to rebuild a partition
         self._loud = (False, False)  # whether log lines at DEBUG, INFO are emitted
-        self.listen()
+        self._read_log_levels()
 
-    def listen(self) -> None:
+    def _read_log_levels(self) -> None:
         """Ask which of the judge's log lines are emitted (once a batch: see ``_emits``)."""
         self._loud = (_emits(logging.DEBUG), _emits(logging.INFO))
 
@@ -330,7 +330,7 @@ class Reconciler(LogConsumer):
         lifecycle = self.log.topics.lifecycle
         skipped = 0
         brake_engaged = await self.brake_engaged()
-        self.listen()
+        self._read_log_levels()
         positions = self.positions
         judge = self._judge
         tp: tuple[str, int] = ("", -1)
