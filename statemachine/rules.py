@@ -9,7 +9,7 @@ the observation's id (a redelivered observation yields the same decision).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +29,7 @@ from statemachine.events import (
     WorkflowStatusObserved,
     derived_id,
 )
+from statemachine.machine import INITIAL
 from statemachine.policy import Policy, format_duration
 from statemachine.state import AuditState
 from statemachine.vocabulary import HEALTHY_STATUSES, HELD_ERROR_CODES, FailureRule
@@ -38,13 +39,52 @@ __all__ = ["PRODUCER", "Verdict", "decide", "hold_reason", "judge", "released"]
 PRODUCER = "auditrec-reconciler"
 
 
-@dataclass(frozen=True, slots=True)
 class Verdict:
-    """``rule`` names what fired; ``failure`` is set when the audit must fail."""
+    """``rule`` names what fired; ``failure`` is set when the audit must fail; ``reason`` says
+    why, with its numbers.
 
-    rule: str
-    reason: str
-    failure: AuditFailedData | None = None
+    The reason is made when it is first read (``reason`` may be given as a function that makes
+    it): most verdicts ("running, age 31m → healthy, no change") are only counted, and their
+    one reader is a debug log line, off in production. Replay, explain and backtests read it;
+    what they read is the same text either way."""
+
+    __slots__ = ("_failure", "_reason", "_rule")
+
+    def __init__(
+        self,
+        rule: str,
+        reason: str | Callable[[], str],
+        failure: AuditFailedData | None = None,
+    ) -> None:
+        self._rule = rule
+        self._reason = reason
+        self._failure = failure
+
+    @property
+    def rule(self) -> str:
+        return self._rule
+
+    @property
+    def failure(self) -> AuditFailedData | None:
+        return self._failure
+
+    @property
+    def reason(self) -> str:
+        reason = self._reason
+        if not isinstance(reason, str):
+            reason = self._reason = reason()  # made once; the verdict is immutable
+        return reason
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Verdict):
+            return NotImplemented
+        return (self.rule, self.reason, self.failure) == (other.rule, other.reason, other.failure)
+
+    def __hash__(self) -> int:
+        return hash((self.rule, self.reason, self.failure))
+
+    def __repr__(self) -> str:
+        return f"Verdict(rule={self.rule!r}, reason={self.reason!r}, failure={self.failure!r})"
 
 
 def _reconciled_by(trigger: Trigger) -> ReconciledBy:
@@ -87,48 +127,58 @@ def _fails(policy: Policy, code: str) -> str:
     return f"would fail {code} (shadow mode)" if policy.shadow else f"failed {code}"
 
 
-def _age(state: AuditState, at: datetime) -> str:
-    assert state.started_at is not None
-    return format_duration(at - state.started_at)
-
-
 def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdict | None:
-    """The verdict on an observation or probe failure; ``None`` for other events."""
-    if isinstance(event, WorkflowProbeFailed):
+    """The verdict on an observation or probe failure; ``None`` for other events.
+
+    Reasons are functions (made when read: see :class:`Verdict`) of values that never change.
+    Events are told apart by their exact class (``isinstance`` on a pydantic model class costs
+    3x more)."""
+    if type(event) is WorkflowProbeFailed:
+        failed = event.data
         return Verdict(
             "probe_failed",
-            f"probe failed ({event.data.reason.value}): {event.data.detail} → no change",
+            lambda: f"probe failed ({failed.reason.value}): {failed.detail} → no change",
         )
-    if not isinstance(event, WorkflowStatusObserved):
+    if type(event) is not WorkflowStatusObserved:
         return None
     d = event.data
-    if state is None or not state.exists:
+    if state is None or state.status == INITIAL:
         return Verdict("unknown_audit", "observation for an audit never started → ignored")
     if state.status != "running":
         return Verdict("not_running", f"audit is already {state.status} → ignored")
     if d.workflow_instance_id != state.workflow_instance_id:
+        current = state.workflow_instance_id
         return Verdict(
             "stale_instance",
-            f"observed instance {d.workflow_instance_id!r} is not the audit's current "
-            f"{state.workflow_instance_id!r} → ignored",
+            lambda: (
+                f"observed instance {d.workflow_instance_id!r} is not the audit's current "
+                f"{current!r} → ignored"
+            ),
         )
     assert state.started_at is not None
-    age = d.observed_at - state.started_at
-    grace = policy.instance_lost_grace
     status = d.status
     if d.source == "listing" and status not in HEALTHY_STATUSES:
         return Verdict(
             "listing_only",
-            f"listed {status} → no change (a listing alone never fails an audit: the "
-            "instance is asked for alone)",
+            lambda: (
+                f"listed {status} → no change (a listing alone never fails an audit: the "
+                "instance is asked for alone)"
+            ),
+        )
+    age = d.observed_at - state.started_at
+    if status in HEALTHY_STATUSES:  # rule 7, by far the most frequent verdict
+        return Verdict(
+            "healthy", lambda: f"{status}, age {format_duration(age)} → healthy, no change"
         )
     if status == "errored":
         text = error_text(d.error)
         code = classify(text) or "unknown"
         return Verdict(
             "errored",
-            f"errored ({truncate(text, 200) if text else 'no error payload'})"
-            f" → {_fails(policy, code)}",
+            lambda: (
+                f"errored ({truncate(text, 200) if text else 'no error payload'})"
+                f" → {_fails(policy, code)}"
+            ),
             _fail("errored", state, event, policy, code, text or "Workflow instance errored"),
         )
     if status == "terminated":
@@ -136,13 +186,16 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
         code = classify(text) or "workflow_terminated"
         return Verdict(
             "terminated",
-            f"terminated{f' ({truncate(text, 200)})' if text else ''} → {_fails(policy, code)}",
+            lambda: (
+                f"terminated{f' ({truncate(text, 200)})' if text else ''} → {_fails(policy, code)}"
+            ),
             _fail(
                 "terminated", state, event, policy, code, text or "Workflow instance was terminated"
             ),
         )
     if status in ("not_found", "not_attached"):
         rule: FailureRule = "instance_lost" if status == "not_found" else "never_attached"
+        grace = policy.instance_lost_grace
         if age >= grace:
             detail = (
                 "Workflow instance was not found"
@@ -151,13 +204,17 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
             )
             return Verdict(
                 rule,
-                f"{status}, age {format_duration(age)} ≥ grace {format_duration(grace)}"
-                f" → {_fails(policy, 'instance_lost')}",
+                lambda: (
+                    f"{status}, age {format_duration(age)} ≥ grace {format_duration(grace)}"
+                    f" → {_fails(policy, 'instance_lost')}"
+                ),
                 _fail(rule, state, event, policy, "instance_lost", detail),
             )
         return Verdict(
             rule,
-            f"{status}, age {format_duration(age)} < grace {format_duration(grace)} → no change",
+            lambda: (
+                f"{status}, age {format_duration(age)} < grace {format_duration(grace)} → no change"
+            ),
         )
     if status == "complete":
         ended = d.workflow_ended_at or state.instance_ended_at or d.observed_at
@@ -166,9 +223,11 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
         if since >= fgrace:
             return Verdict(
                 "finalize_lost",
-                f"complete, ended {format_duration(since)} ago ≥ finalize grace "
-                f"{format_duration(fgrace)} with no AuditCompleted"
-                f" → {_fails(policy, 'finalize_lost')}",
+                lambda: (
+                    f"complete, ended {format_duration(since)} ago ≥ finalize grace "
+                    f"{format_duration(fgrace)} with no AuditCompleted"
+                    f" → {_fails(policy, 'finalize_lost')}"
+                ),
                 _fail(
                     "finalize_lost",
                     state,
@@ -180,11 +239,11 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
             )
         return Verdict(
             "finalize_pending",
-            f"complete, ended {format_duration(since)} ago < finalize grace "
-            f"{format_duration(fgrace)} → no change (completion may be in flight)",
+            lambda: (
+                f"complete, ended {format_duration(since)} ago < finalize grace "
+                f"{format_duration(fgrace)} → no change (completion may be in flight)"
+            ),
         )
-    if status in HEALTHY_STATUSES:
-        return Verdict("healthy", f"{status}, age {format_duration(age)} → healthy, no change")
     return Verdict("healthy", f"{status} → no change")  # pragma: no cover - closed vocabulary
 
 
@@ -228,8 +287,10 @@ def decide(
     observed_at = event.data.observed_at  # type: ignore[union-attr]
     pending = state is not None and state.held_decision_id is not None
     if pending and failure.error_code in HELD_ERROR_CODES:
-        reason = f"{verdict.reason}: a decision is already held → no second decision"
-        return Verdict(verdict.rule, reason), None
+        return Verdict(
+            verdict.rule,
+            lambda: f"{verdict.reason}: a decision is already held → no second decision",
+        ), None
     held = hold_reason(event, failure, policy, brake_engaged)
     if held is not None:
         hold = AuditFailureHeld(
@@ -240,7 +301,7 @@ def decide(
                 reason=held,
             ),
         )
-        return Verdict(verdict.rule, f"{verdict.reason}; held: {held}", failure), hold
+        return Verdict(verdict.rule, lambda: f"{verdict.reason}; held: {held}", failure), hold
     cls = AuditFailureSimulated if policy.shadow else AuditFailed
     decision = cls(**_derived(event, "reconciler-decision", observed_at), data=failure)
     return verdict, decision

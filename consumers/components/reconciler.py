@@ -22,6 +22,8 @@ it would have had), in the same transaction as the release's offset.
 
 from __future__ import annotations
 
+import logging
+import operator
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -49,9 +51,10 @@ from statemachine.events import (
     AuditFailureReleased,
     AuditFailureSimulated,
 )
+from statemachine.machine import INITIAL
 from statemachine.policy import Policy
 from statemachine.rules import Verdict, decide, released
-from statemachine.state import AuditState, evolve
+from statemachine.state import AuditState, evolve, initial, replace
 
 __all__ = ["Reconciler"]
 
@@ -71,16 +74,58 @@ def _code(decision: AuditEvent | None) -> str:
     return ""
 
 
-def _overturned(before: AuditState | None, after: AuditState, event: AuditEvent) -> None:
-    """Count and log a reconciler failure overturned by ``event``."""
-    if (
+def _overturns(before: AuditState | None, after: AuditState) -> bool:
+    """Whether a reconciler failure was overturned (the first test fails for nearly all)."""
+    return (
         before is not None
         and before.status == "failed"
         and before.failed_by == "reconciler"
         and after.status == "completed"
-    ):
-        OVERTURNED.inc()
+    )
+
+
+def _overturned(event: AuditEvent, info: bool) -> None:
+    """Count and log (when ``info`` lines are emitted) a reconciler failure overturned by
+    ``event``."""
+    OVERTURNED.inc()
+    if info:
         log.info("failure overturned", audit_id=event.audit_id, rule="overturn")
+
+
+def _emits(level: int) -> bool:
+    """Whether ``log`` emits at ``level`` as structlog is configured now. A call at a level
+    filtered out still costs a bound logger first (the module's logger is a lazy proxy, so
+    that a later configuration applies): several µs, per event on the reconciler's path, so
+    it is asked once a batch instead."""
+    is_enabled_for = getattr(log.bind(), "is_enabled_for", None)
+    return is_enabled_for is None or bool(is_enabled_for(level))
+
+
+_topic_partition = operator.attrgetter("topic", "partition")
+
+
+def _folded(
+    states: dict[str, AuditState], holds: Holds, event: AuditEvent, current: AuditState | None
+) -> AuditState:
+    """Fold ``event`` into ``current``, its audit's state in ``states`` (``None``: unknown),
+    and keep the result there (compact when terminal) and the held decision in ``holds``."""
+    audit_id = event.audit_id
+    if current is None:
+        current = initial(audit_id)
+    elif current.audit_id == "":  # a compacted terminal audit: status and failed_by only
+        current = replace(current, audit_id=audit_id)
+    new = evolve(current, event)
+    status = new.status
+    if status == "running":
+        states[audit_id] = new
+    elif status != INITIAL:
+        states[audit_id] = compact(new)
+    if new.held_decision_id is None:
+        if current.held_decision_id is not None:
+            holds.pop(audit_id, None)
+    elif type(event) is AuditFailureHeld and new.held_decision_id == str(event.event_id):
+        holds[audit_id] = event
+    return new
 
 
 class Reconciler(LogConsumer):
@@ -107,6 +152,12 @@ class Reconciler(LogConsumer):
         self.positions: dict[tuple[str, int], int] = {}
         self.decided = 0
         self.read_on_assign: dict[tuple[str, int], int] = {}  # records read to rebuild a partition
+        self._loud = (False, False)  # whether log lines at DEBUG, INFO are emitted
+        self._read_log_levels()
+
+    def _read_log_levels(self) -> None:
+        """Ask which of the judge's log lines are emitted (once a batch: see ``_emits``)."""
+        self._loud = (_emits(logging.DEBUG), _emits(logging.INFO))
 
     @property
     def running(self) -> int:
@@ -213,20 +264,7 @@ class Reconciler(LogConsumer):
 
     @staticmethod
     def _fold(states: dict[str, AuditState], holds: Holds, event: AuditEvent) -> AuditState:
-        current = states.get(event.audit_id) or AuditState(audit_id=event.audit_id)
-        if current.audit_id == "":  # a compacted terminal audit
-            current = AuditState(
-                audit_id=event.audit_id, status=current.status, failed_by=current.failed_by
-            )
-        new = evolve(current, event)
-        if new.exists:
-            states[event.audit_id] = compact(new)
-        if new.held_decision_id is None:
-            if current.held_decision_id is not None:
-                holds.pop(event.audit_id, None)
-        elif isinstance(event, AuditFailureHeld) and new.held_decision_id == str(event.event_id):
-            holds[event.audit_id] = event
-        return new
+        return _folded(states, holds, event, states.get(event.audit_id))
 
     async def brake_engaged(self) -> bool:
         """The brake's state as the store has it, read at most once per second."""
@@ -247,27 +285,33 @@ class Reconciler(LogConsumer):
     ) -> AuditEvent | None:
         """Fold ``event`` into its audit's state; the decision it calls for, folded too."""
         before = states.get(event.audit_id)
-        kind = event.type
-        if kind in FOLDED_ONLY:  # no rule judges these: fold (most events take this path)
-            _overturned(before, self._fold(states, holds, event), event)
+        if event.type in FOLDED_ONLY:  # no rule judges these: fold (most events take this path)
+            after = _folded(states, holds, event, before)
+            if _overturns(before, after):
+                _overturned(event, self._loud[1])
             return None
         verdict: Verdict | None = None
         decision: AuditEvent | None
-        if isinstance(event, AuditFailureReleased):
+        if type(event) is AuditFailureReleased:
             decision = released(before, event, holds.get(event.audit_id))
         else:
             verdict, decision = decide(before, event, self.policy, brake_engaged=brake_engaged)
-        _overturned(before, self._fold(states, holds, event), event)
+        after = _folded(states, holds, event, before)
+        if _overturns(before, after):
+            _overturned(event, self._loud[1])
         count_verdict(verdict, decision, event)
+        debug, info = self._loud
         if decision is None:
-            if verdict is not None:  # an observation that changed nothing: why, when asked
+            if verdict is not None and debug:  # an observation that changed nothing: why
                 log.debug(
                     "judged", audit_id=event.audit_id, rule=verdict.rule, reason=verdict.reason
                 )
             return None
-        self._fold(states, holds, decision)
+        _folded(states, holds, decision, states.get(event.audit_id))
         self.decided += 1
-        if isinstance(decision, AuditFailureHeld):
+        if not info:
+            return decision
+        if type(decision) is AuditFailureHeld:
             what = "audit failure held"
         else:
             what = "audit failed" if not self.policy.shadow else "audit would fail (shadow)"
@@ -286,23 +330,27 @@ class Reconciler(LogConsumer):
         lifecycle = self.log.topics.lifecycle
         skipped = 0
         brake_engaged = await self.brake_engaged()
+        self._read_log_levels()
         positions = self.positions
         judge = self._judge
-        tp: tuple[str, int] | None = None
+        tp: tuple[str, int] = ("", -1)
         out: list[OutRecord] = []
-        states: dict[str, AuditState] = {}
+        states: dict[str, AuditState] | None = None
         holds: Holds = {}
+        position = 0
         for record in records:  # in runs of one partition: look its things up once a run
-            if tp is None or record.partition != tp[1] or record.topic != tp[0]:
+            if record.partition != tp[1] or record.topic != tp[0]:
                 tp = (record.topic, record.partition)
                 out = outputs.setdefault(tp, [])
-                if tp in self.partitions:
-                    states = self.partitions[tp]
+                states = self.partitions.get(tp)
+                if states is not None:
                     holds = self.holds.setdefault(tp, {})
-            if tp not in self.partitions or record.offset < positions.get(tp, 0):
+                position = positions.get(tp, 0)
+            offset = record.offset
+            if states is None or offset < position:
                 skipped += 1  # fetched before this partition's assignment settled
                 continue
-            positions[tp] = record.offset + 1
+            position = positions[tp] = offset + 1
             try:
                 event = decode(record.value)
             except DecodeError as exc:
@@ -321,7 +369,7 @@ class Reconciler(LogConsumer):
             ]
         await self.commit(records, outputs)
         if self.checkpoints is not None:  # the states are exactly as of the committed offsets
-            counts = Counter((r.topic, r.partition) for r in records)
+            counts = Counter(map(_topic_partition, records))
             for tp, count in counts.items():
                 self.checkpoints.progressed(
                     tp, count, self.positions[tp], self.partitions[tp], self.holds.get(tp)

@@ -1,5 +1,6 @@
-"""``replace``, the copy ``evolve`` makes of a state per event, behaves as
-``dataclasses.replace`` (it is generated from the fields, without ``__init__``)."""
+"""``replace``, the copy ``evolve`` makes of a state per event, and the copies that change
+fields named in advance, behave as ``dataclasses.replace`` (they are generated from the fields,
+without ``__init__``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from statemachine.copying import replacer
 from statemachine.machine import STATES
 from statemachine.state import AuditState, replace
 
@@ -67,3 +69,41 @@ def test_a_copy_is_frozen_like_any_state() -> None:
 
     with pytest.raises(dataclasses.FrozenInstanceError):
         copy.status = "failed"  # type: ignore[misc]
+
+
+@given(states, states, st.lists(st.sampled_from(FIELDS), min_size=1, unique=True))
+def test_a_copy_of_named_fields_equals_dataclasses_replace(
+    state: AuditState, other: AuditState, named: list[str]
+) -> None:
+    copy_of = replacer(AuditState, *named)
+    changes = {name: getattr(other, name) for name in named}
+
+    copy = copy_of(state, **changes)
+
+    assert copy == dataclasses.replace(state, **changes)
+    assert type(copy) is AuditState and copy is not state
+    for name in FIELDS:
+        assert getattr(copy, name) is (changes[name] if name in changes else getattr(state, name))
+
+
+def test_a_copy_of_named_fields_needs_each_of_them_and_no_other() -> None:
+    copy_of = replacer(AuditState, "status", "error_code")
+    state = AuditState(audit_id="a-1")
+
+    with pytest.raises(TypeError, match="error_code"):
+        copy_of(state, status="failed")
+    with pytest.raises(TypeError, match="current_phase"):
+        copy_of(state, status="failed", error_code="oom", current_phase="crawl")
+    with pytest.raises(TypeError, match="no_such_field"):
+        replacer(AuditState, "status", "no_such_field")
+
+
+def test_only_a_frozen_slots_dataclass_is_copied_this_way() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class WithDict:
+        a: int = 0
+
+    with pytest.raises(TypeError, match="slots"):
+        replacer(WithDict)
+    with pytest.raises(TypeError, match="not a dataclass"):
+        replacer(int)
