@@ -16,7 +16,8 @@ Deviations from the port's documentation, and what PostgreSQL adds:
   :class:`StoreError`; the retry reloads and skips what the other writer applied.
 - Coordination (the watchdog lock, heartbeats, sent telemetry) is in ``coordination.py``; the
   watchdog's advisory-lock key is derived from the schema, so each deployment has its own.
-- ``reset()`` truncates (it briefly blocks readers of the projection).
+- ``reset()`` truncates (it briefly blocks readers of the projection), and turns a history
+  body still kept as ``jsonb`` (schema.py, migration 4) into ``json``.
 - PostgreSQL text cannot hold NUL characters: a NUL in a text column or in an event body is
   stored as U+FFFD.
 - Event ids (``telemetry_sent``, ``caused_by``) are ``uuid``: a string that is not a UUID
@@ -44,7 +45,7 @@ from projections.postgres.histories import fetch_histories
 from projections.postgres.kept import PostgresKeptHistory
 from projections.postgres.limits import PostgresLimits
 from projections.postgres.rows import SELECT_ROWS, decode_row, init_connection
-from projections.postgres.schema import SCHEMA_VERSION, create_schema, migrate
+from projections.postgres.schema import BODY_AS_JSON, SCHEMA_VERSION, create_schema, migrate
 from projections.row import AuditRow
 from projections.store import ApplyResult, HistoryEntry, Position, ProjectionStore
 from statemachine.errors import StoreError
@@ -232,6 +233,7 @@ class PostgresStore(
         with self._errors("reset"):
             async with self.pool.acquire() as conn, conn.transaction():
                 await conn.execute("TRUNCATE audits, audit_events")
+                await conn.execute(BODY_AS_JSON)  # instant on the empty table
                 await conn.execute("DELETE FROM projector_offsets WHERE consumer = $1", consumer)
 
     # -- reads ----------------------------------------------------------------------------
