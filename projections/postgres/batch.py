@@ -62,18 +62,8 @@ async def apply_batch(
                 body = event.model_dump_json().encode()
             if _NUL in body:  # jsonb and text refuse NUL: rare, slow path
                 nul = True
-                body = json.dumps(
-                    replace_nul_json(json.loads(body)), ensure_ascii=False
-                ).encode()
-            add(
-                event.event_id,
-                event.audit_id,
-                event.type,
-                event.occurred_at,
-                event.causation_id,
-                position,
-                body,
-            )
+                body = json.dumps(replace_nul_json(json.loads(body)), ensure_ascii=False).encode()
+            add(event, position, body)
             if encoder.full():
                 yield encoder.take()
         yield encoder.take(last=True)

@@ -21,40 +21,35 @@ import struct
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Final
-from uuid import UUID
 
-__all__ = ["COLUMNS", "HistoryEncoder"]
+from projections.store import Position
+from statemachine.events import AuditEvent
 
+__all__ = ["COLUMNS", "HistoryEncoder", "encode_all"]
+
+# Fixed-size fields first: one ``struct`` pack writes them all.
 COLUMNS: Final = (
     "event_id",
-    "audit_id",
-    "type",
     "occurred_at",
-    "causation_id",
-    "topic",
     "partition",
     "offset",
-    "body",
     "recorded_at",
+    "audit_id",
+    "type",
+    "topic",
+    "causation_id",
+    "body",
 )
 _SIGNATURE: Final = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # no flags, no header extension
 _TRAILER: Final = b"\xff\xff"
 _NULL: Final = b"\xff\xff\xff\xff"
-_ROW_ID: Final = struct.pack(">hi", len(COLUMNS), 16)  # the field count, then event_id's length
-_UUID_LENGTH: Final = struct.pack(">i", 16)
+# field count; event_id, occurred_at, partition, offset, recorded_at (each length, value)
+_fixed = struct.Struct(">h i16s iq ii iq iq").pack
 _length = struct.Struct(">i").pack
-_timestamp = struct.Struct(">iq").pack  # length 8, microseconds
-_int4 = struct.Struct(">ii").pack
-_int8 = struct.Struct(">iq").pack
+_uuid = struct.Struct(">i16s").pack
 _EPOCH: Final = datetime(2000, 1, 1, tzinfo=UTC)
 _MICROSECOND: Final = timedelta(microseconds=1)
 _CHUNK: Final = 256 * 1024  # bytes a CopyData message
-
-
-def timestamp(value: datetime) -> bytes:
-    """An aware datetime as a binary ``timestamptz`` field (length included). Event times
-    are validated to lie between 1900 and 9000, far from PostgreSQL's infinities."""
-    return _timestamp(8, (value - _EPOCH) // _MICROSECOND)
 
 
 def _text(value: str) -> bytes:
@@ -62,72 +57,70 @@ def _text(value: str) -> bytes:
     return _length(len(data)) + data
 
 
-def _where(position: tuple[str | None, int | None, int | None] | None) -> bytes:
-    topic, partition, offset = position or (None, None, None)
-    return (
-        (_NULL if topic is None else _text(topic))
-        + (_NULL if partition is None else _int4(4, partition))
-        + (_NULL if offset is None else _int8(8, offset))
-    )
-
-
 class HistoryEncoder:
-    """One batch's history rows, as the chunks of one binary ``COPY``.
+    """One batch's history rows, as the chunks of one binary ``COPY`` into :data:`COLUMNS`.
 
-    ``jsonb``: the column ``body`` is ``jsonb`` (databases whose history was kept as such,
-    see ``schema.py``), else ``json``.
+    ``jsonb``: the column ``body`` is ``jsonb`` (a history kept as such, see ``schema.py``),
+    else ``json``. Event times are validated to lie between 1900 and 9000, far from
+    PostgreSQL's infinities, so a time is plain microseconds.
     """
 
-    __slots__ = ("_audits", "_body_prefix", "_parts", "_recorded_at", "_size", "_texts")
+    __slots__ = ("_jsonb", "_parts", "_recorded_at", "_size", "_texts")
 
     def __init__(self, recorded_at: datetime, *, jsonb: bool) -> None:
-        self._recorded_at = timestamp(recorded_at)
-        self._body_prefix = b"\x01" if jsonb else b""
-        self._audits: dict[str, bytes] = {}
-        self._texts: dict[str, bytes] = {}  # event types and topics: a handful per batch
+        self._recorded_at = (recorded_at - _EPOCH) // _MICROSECOND
+        self._jsonb = jsonb
+        # audit ids, event types and topics, each encoded once a batch
+        self._texts: dict[str | None, bytes] = {None: _NULL}
         self._parts: list[bytes] = [_SIGNATURE]
         self._size = 0
 
-    def add(
-        self,
-        event_id: UUID,
-        audit_id: str,
-        kind: str,
-        occurred_at: datetime,
-        causation_id: UUID | None,
-        position: tuple[str, int, int] | None,
-        body: bytes,
-    ) -> None:
-        """Append one row; ``body`` is the event's JSON (UTF-8)."""
-        audit = self._audits.get(audit_id)
-        if audit is None:
-            audit = self._audits[audit_id] = _text(audit_id)
+    def add(self, event: AuditEvent, position: Position | None, body: bytes) -> None:
+        """Append the row of ``event`` read at ``position``; ``body`` is its JSON (UTF-8)."""
         texts = self._texts
-        type_field = texts.get(kind)
-        if type_field is None:
-            type_field = texts[kind] = _text(kind)
-        if position is None or position[0] is None:
-            where = _where(position)  # history kept without a position (rare)
+        audit_id, kind = event.audit_id, event.type
+        if position is None:
+            position = (None, None, None)  # type: ignore[assignment]  # kept history only
+        topic, partition, offset = position
+        if partition is None or offset is None:
+            self._parts.append(self._unplaced(event, topic, partition, offset))
         else:
-            topic, partition, offset = position
-            topic_field = texts.get(topic)
-            if topic_field is None:
-                topic_field = texts[topic] = _text(topic)
-            where = topic_field + _int4(4, partition) + _int8(8, offset)
-        prefix = self._body_prefix
+            self._parts.append(
+                _fixed(
+                    10,
+                    16,
+                    event.event_id.bytes,
+                    8,
+                    (event.occurred_at - _EPOCH) // _MICROSECOND,
+                    4,
+                    partition,
+                    8,
+                    offset,
+                    8,
+                    self._recorded_at,
+                )
+            )
+        cause = event.causation_id
         self._parts += (
-            _ROW_ID,
-            event_id.bytes,
-            audit,
-            type_field,
-            _timestamp(8, (occurred_at - _EPOCH) // _MICROSECOND),
-            _NULL if causation_id is None else _UUID_LENGTH + causation_id.bytes,
-            where,
-            _length(len(body) + len(prefix)) + prefix if prefix else _length(len(body)),
+            texts.get(audit_id) or texts.setdefault(audit_id, _text(audit_id)),
+            texts.get(kind) or texts.setdefault(kind, _text(kind)),
+            texts.get(topic) or texts.setdefault(topic, _text(topic)),  # type: ignore[arg-type]
+            _NULL if cause is None else _uuid(16, cause.bytes),
+            _length(len(body) + 1) + b"\x01" if self._jsonb else _length(len(body)),
             body,
-            self._recorded_at,
         )
         self._size += len(body) + 100
+
+    def _unplaced(
+        self, event: AuditEvent, topic: str | None, partition: int | None, offset: int | None
+    ) -> bytes:
+        """The fixed fields of a row kept without a log position (rare): NULLs."""
+        occurred = (event.occurred_at - _EPOCH) // _MICROSECOND
+        head = struct.pack(">hi16siq", 10, 16, event.event_id.bytes, 8, occurred)
+        placed = (_NULL if partition is None else struct.pack(">ii", 4, partition)) + (
+            _NULL if offset is None else struct.pack(">iq", 8, offset)
+        )
+        return head + placed + struct.pack(">iq", 8, self._recorded_at)
 
     def full(self) -> bool:
         """Enough rows for one message to the server."""
@@ -144,12 +137,12 @@ class HistoryEncoder:
 
 
 def encode_all(
-    rows: Iterable[tuple[UUID, str, str, datetime, UUID | None, tuple[str, int, int], bytes]],
+    rows: Iterable[tuple[AuditEvent, Position | None, bytes]],
     recorded_at: datetime,
     *,
     jsonb: bool = False,
 ) -> Iterator[bytes]:
-    """Rows to chunks (for tests and one-off writes)."""
+    """``(event, position, body)`` rows to chunks (tests, one-off writes)."""
     encoder = HistoryEncoder(recorded_at, jsonb=jsonb)
     for row in rows:
         encoder.add(*row)
