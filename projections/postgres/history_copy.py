@@ -79,11 +79,10 @@ class HistoryEncoder:
         """Append the row of ``event`` read at ``position``; ``body`` is its JSON (UTF-8)."""
         texts = self._texts
         audit_id, kind = event.audit_id, event.type
-        if position is None:
-            position = (None, None, None)  # type: ignore[assignment]  # kept history only
-        topic, partition, offset = position
+        # history kept for a rebuild may have no position: NULLs (rare)
+        topic, partition, offset = position if position is not None else (None, None, None)
         if partition is None or offset is None:
-            self._parts.append(self._unplaced(event, topic, partition, offset))
+            self._parts.append(self._unplaced(event, partition, offset))
         else:
             self._parts.append(
                 _fixed(
@@ -104,16 +103,14 @@ class HistoryEncoder:
         self._parts += (
             texts.get(audit_id) or texts.setdefault(audit_id, _text(audit_id)),
             texts.get(kind) or texts.setdefault(kind, _text(kind)),
-            texts.get(topic) or texts.setdefault(topic, _text(topic)),  # type: ignore[arg-type]
+            texts.get(topic) or texts.setdefault(topic, _NULL if topic is None else _text(topic)),
             _NULL if cause is None else _uuid(16, cause.bytes),
             _length(len(body) + 1) + b"\x01" if self._jsonb else _length(len(body)),
             body,
         )
         self._size += len(body) + 100
 
-    def _unplaced(
-        self, event: AuditEvent, topic: str | None, partition: int | None, offset: int | None
-    ) -> bytes:
+    def _unplaced(self, event: AuditEvent, partition: int | None, offset: int | None) -> bytes:
         """The fixed fields of a row kept without a log position (rare): NULLs."""
         occurred = (event.occurred_at - _EPOCH) // _MICROSECOND
         head = struct.pack(">hi16siq", 10, 16, event.event_id.bytes, 8, occurred)
