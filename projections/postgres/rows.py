@@ -38,10 +38,12 @@ _LOAD_ROWS = f"{SELECT_ROWS} WHERE audit_id = ANY($1::text[])"
 # UPDATE and one INSERT from it. (COPY encodes values cheaply; array parameters for
 # `unnest` cost the client ~3x more per value in asyncpg.)
 _STAGE = "auditrec_stage"
-_STAGE_COLUMNS = (*ROW_COLUMNS, "expected")
+# Every column but updated_at, the batch's one time: a parameter of the UPDATE and INSERT.
+_STAGED = tuple(c for c in ROW_COLUMNS if c != "updated_at")
+_STAGE_COLUMNS = (*_STAGED, "expected")
 _CREATE_STAGE = (
     f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} ("
-    + ", ".join(f"{c} {ROW_TYPES[c]}" for c in ROW_COLUMNS).replace(
+    + ", ".join(f"{c} {ROW_TYPES[c]}" for c in _STAGED).replace(
         "audit_id text", 'audit_id text COLLATE "C"'
     )
     + ", expected bigint) ON COMMIT DELETE ROWS"
@@ -50,13 +52,13 @@ _CREATE_STAGE = (
 # from (`expected`); `version` counts the audit's events, so it grows with every write.
 _UPDATE_FROM_STAGE = (
     "UPDATE audits AS a SET "
-    + ", ".join(f"{c} = s.{c}" for c in ROW_COLUMNS if c != "audit_id")
-    + f" FROM pg_temp.{_STAGE} AS s"
+    + ", ".join(f"{c} = s.{c}" for c in _STAGED if c != "audit_id")
+    + f", updated_at = $1::timestamptz FROM pg_temp.{_STAGE} AS s"
     " WHERE s.expected IS NOT NULL AND a.audit_id = s.audit_id AND a.version = s.expected"
 )
 _INSERT_FROM_STAGE = (
-    f"INSERT INTO audits ({', '.join(ROW_COLUMNS)}) "
-    f"SELECT {', '.join(ROW_COLUMNS)} FROM pg_temp.{_STAGE} WHERE expected IS NULL "
+    f"INSERT INTO audits ({', '.join(_STAGED)}, updated_at) "
+    f"SELECT {', '.join(_STAGED)}, $1::timestamptz FROM pg_temp.{_STAGE} WHERE expected IS NULL "
     "ON CONFLICT (audit_id) DO NOTHING"
 )
 
@@ -78,8 +80,8 @@ def replace_nul_json(value: Any) -> Any:
 _state_values = operator.attrgetter(*STATE_FIELDS)
 
 
-def _encode_row(row: AuditRow, now: datetime, expected: int | None) -> tuple[Any, ...]:
-    return (*_state_values(row.state), row.version, row.last_event_id, now, expected)
+def _encode_row(row: AuditRow, expected: int | None) -> tuple[Any, ...]:
+    return (*_state_values(row.state), row.version, row.last_event_id, expected)
 
 
 def _without_nul(values: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -145,8 +147,7 @@ async def write_rows(
     # Rows come from stored rows (never NUL) and this batch's events: only a NUL in an
     # event can put one in a row.
     staged = [
-        _encode_row(changed[audit_id], now, folded_from.get(audit_id))
-        for audit_id in sorted(changed)
+        _encode_row(changed[audit_id], folded_from.get(audit_id)) for audit_id in sorted(changed)
     ]
     if nul:
         staged = [_without_nul(values) for values in staged]
@@ -156,9 +157,9 @@ async def write_rows(
     updates = sum(1 for audit_id in changed if audit_id in folded_from)
     written = 0
     if updates:
-        status = await conn.execute(_UPDATE_FROM_STAGE)
+        status = await conn.execute(_UPDATE_FROM_STAGE, now)
         written += int(status.rsplit(" ", 1)[-1])
     if updates < len(staged):
-        status = await conn.execute(_INSERT_FROM_STAGE)
+        status = await conn.execute(_INSERT_FROM_STAGE, now)
         written += int(status.rsplit(" ", 1)[-1])
     return len(staged) - written
