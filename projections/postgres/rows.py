@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import operator
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -24,8 +24,10 @@ __all__ = [
     "decode_row",
     "init_connection",
     "load_rows",
+    "recorded",
     "replace_nul",
     "replace_nul_json",
+    "unseen",
     "write_rows",
 ]
 
@@ -106,33 +108,37 @@ def decode_row(rec: Sequence[Any]) -> AuditRow:
     )
 
 
-async def load_rows(
-    conn: asyncpg.Connection, events: Sequence[tuple[AuditEvent, Position]]
-) -> tuple[dict[str, AuditRow], list[int]]:
-    """The affected rows, and the indexes of the events not recorded yet (first of
-    duplicates)."""
-    if not events:
-        return {}, []
+async def load_rows(conn: asyncpg.Connection, audit_ids: Iterable[str]) -> dict[str, AuditRow]:
+    """The stored rows of these audits, by audit id."""
     rows: dict[str, AuditRow] = {}
-    for rec in await conn.fetch(_LOAD_ROWS, list({e.audit_id for e, _ in events})):
+    for rec in await conn.fetch(_LOAD_ROWS, list(audit_ids)):
         row = decode_row(rec)
         rows[row.audit_id] = row
-    # Event ids are compared as integers: a UUID's hash and equality are Python methods.
+    return rows
+
+
+async def recorded(
+    conn: asyncpg.Connection, events: Sequence[tuple[AuditEvent, Position]]
+) -> set[int]:
+    """The ids (as integers) of the events already in the history."""
     ids = {e.event_id.int: e.event_id for e, _ in events}
-    seen = {
-        r[0].int
-        for r in await conn.fetch(
-            "SELECT event_id FROM audit_events WHERE event_id = ANY($1::uuid[])",
-            list(ids.values()),
-        )
-    }
+    recs = await conn.fetch(
+        "SELECT event_id FROM audit_events WHERE event_id = ANY($1::uuid[])", list(ids.values())
+    )
+    return {r[0].int for r in recs}
+
+
+def unseen(events: Sequence[tuple[AuditEvent, Position]], seen: set[int]) -> list[int]:
+    """The indexes of the events whose id is not in ``seen``, the first of duplicates.
+    (Event ids are compared as integers: a UUID's hash and equality are Python methods.)"""
+    seen = set(seen)
     fresh = []
     for i, (event, _) in enumerate(events):
         key = event.event_id.int
         if key not in seen:
             seen.add(key)
             fresh.append(i)
-    return rows, fresh
+    return fresh
 
 
 async def write_rows(
