@@ -198,12 +198,13 @@ class PostgresStore(
         bodies: Sequence[bytes | None] | None = None,
     ) -> ApplyResult:
         """One transaction of a handful of statements, whatever the batch size: load the
-        affected rows and the already-recorded event ids (``= ANY``); stream the history with
-        binary ``COPY`` while folding, so folding overlaps the server's work; write each
-        changed audit once (``COPY`` into a temporary table, then one ``UPDATE`` guarded by
-        the version each row was folded from and one ``INSERT ... ON CONFLICT DO NOTHING``
-        for new audits); upsert the offsets. A lost race with another writer is a retriable
-        :class:`StoreError`.
+        affected rows (``= ANY``); stream the history with binary ``COPY`` while folding, so
+        folding overlaps the server's work (an event recorded before makes the unique
+        ``event_id`` refuse the copy, which is then made again without the recorded events);
+        write each changed audit once (``COPY`` into a temporary table, then one ``UPDATE``
+        guarded by the version each row was folded from and one ``INSERT ... ON CONFLICT DO
+        NOTHING`` for new audits); upsert the offsets. A lost race with another writer is a
+        retriable :class:`StoreError`.
         """
         now = datetime.now(UTC)
         with self._errors(f"apply {len(events)} events"):
