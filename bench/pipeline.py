@@ -173,7 +173,7 @@ async def phase_raw_copy(prefix: str, n: int, partitions: int) -> dict[str, Any]
         await conn.execute(
             "CREATE UNLOGGED TABLE IF NOT EXISTS bench_copy (event_id uuid, audit_id text, type text,"
             ' occurred_at timestamptz, causation_id uuid, topic text, partition int, "offset" bigint,'
-            " body jsonb, recorded_at timestamptz)"
+            " body json, recorded_at timestamptz)"  # as audit_events (migration 4)
         )
         await conn.execute("TRUNCATE bench_copy")
         t = time.perf_counter()

@@ -11,6 +11,7 @@ not change, go to the dead-letter topic with the reason; the rest of the batch p
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import structlog
@@ -28,9 +29,20 @@ __all__ = ["Projector"]
 log = structlog.get_logger("auditrec.projector")
 
 
+# Records decoded between two chances for the store's write of the previous part to proceed.
+_YIELD_EVERY = 256
+
+
+def _next_offsets(records: list[Record]) -> dict[tuple[str, int], int]:
+    """:meth:`LogConsumer.next_offsets` in one comprehension (a record's first three fields
+    are its topic, partition and offset; the last record of a partition wins)."""
+    return {r[:2]: r[2] + 1 for r in records}
+
+
 class Projector(LogConsumer):
     name = "projector"
     max_records = 10000
+    part_size = 2500  # records a store transaction when a batch is large
 
     def __init__(self, event_log: EventLog, store: ProjectionStore) -> None:
         super().__init__(event_log, [event_log.topics.lifecycle])
@@ -75,32 +87,74 @@ class Projector(LogConsumer):
         return ApplyResult(applied, skipped)
 
     async def _handle(self, records: list[Record]) -> int:
+        """Decode and apply the batch in parts of :attr:`part_size` records, each part in its
+        own store transaction with the offsets it reaches: while the store writes one part,
+        the next is decoded (the decoding yields now and then so the write progresses), so
+        neither side waits for the other. Parts are applied in order, one at a time."""
         assert self.consumer is not None
         dlq: list[OutRecord] = []
+        applied = skipped = 0
+        reached: dict[tuple[str, int], int] = {}  # the whole batch's next offsets
+        writing: asyncio.Task[ApplyResult] | None = None
+        try:
+            for start in range(0, len(records), self.part_size):
+                part = records[start : start + self.part_size]
+                batch, bodies = await self._decode(part, dlq, busy=writing is not None)
+                offsets = _next_offsets(part)
+                reached.update(offsets)
+                if writing is not None:
+                    result = await writing
+                    applied, skipped = applied + result.applied, skipped + result.skipped
+                writing = asyncio.create_task(self._apply(part, batch, bodies, offsets, dlq))
+            if writing is not None:
+                result = await writing
+                applied, skipped = applied + result.applied, skipped + result.skipped
+        finally:
+            if writing is not None and not writing.done():  # only when decoding raised
+                writing.cancel()
+                await asyncio.gather(writing, return_exceptions=True)
+        if dlq:
+            await self.log.append(dlq)
+        self.applied += applied
+        EVENTS_PROJECTED.labels("applied").inc(applied)
+        EVENTS_PROJECTED.labels("skipped").inc(skipped)
+        try:
+            await self.consumer.commit(reached)
+        except Exception as exc:  # the store holds the truth; the log's copy is for lag only
+            log.debug("log offset commit failed", error=str(exc))
+        return len(records)
+
+    async def _decode(
+        self, records: list[Record], dlq: list[OutRecord], *, busy: bool
+    ) -> tuple[list[tuple[AuditEvent, Position]], list[bytes | None]]:
+        """The events of ``records`` and their JSON as read; while the store is ``busy``
+        with the previous part, every few hundred records let it move on."""
         batch: list[tuple[AuditEvent, Position]] = []
         bodies: list[bytes | None] = []  # stored as the history's JSON when current
-        for record in records:
+        for n, record in enumerate(records, 1):
             try:
                 event, body = decode_verbatim(record.value)
             except DecodeError as exc:
                 self.dead_letter(record, str(exc), dlq)
                 continue
-            batch.append((event, (record.topic, record.partition, record.offset)))
+            batch.append((event, record[:3]))  # topic, partition, offset
             bodies.append(body)
-        offsets = self.next_offsets(records)
+            if busy and not n % _YIELD_EVERY:
+                await asyncio.sleep(0)
+        return batch, bodies
+
+    async def _apply(
+        self,
+        records: list[Record],
+        batch: list[tuple[AuditEvent, Position]],
+        bodies: list[bytes | None],
+        offsets: dict[tuple[str, int], int],
+        dlq: list[OutRecord],
+    ) -> ApplyResult:
+        """One part in one store transaction, with the offsets past its records."""
         try:
-            result = await self.store.apply(batch, offsets, self.group, bodies)
+            return await self.store.apply(batch, offsets, self.group, bodies)
         except Exception as exc:
             if getattr(exc, "retriable", False):
                 raise  # the store is down: the whole batch again, after a backoff
-            result = await self._isolate(records, batch, bodies, offsets, dlq, exc)
-        if dlq:
-            await self.log.append(dlq)
-        self.applied += result.applied
-        EVENTS_PROJECTED.labels("applied").inc(result.applied)
-        EVENTS_PROJECTED.labels("skipped").inc(result.skipped)
-        try:
-            await self.consumer.commit(offsets)
-        except Exception as exc:  # the store holds the truth; the log's copy is for lag only
-            log.debug("log offset commit failed", error=str(exc))
-        return len(records)
+            return await self._isolate(records, batch, bodies, offsets, dlq, exc)

@@ -33,6 +33,7 @@ from statemachine.events import AuditEvent
 __all__ = ["CHUNK", "rebuild_projection"]
 
 CHUNK = 20_000
+_YIELD_EVERY = 256  # records decoded between two chances for the store's write to proceed
 
 _Chunk = tuple[
     list[tuple[AuditEvent, Position]],  # events
@@ -70,7 +71,9 @@ async def rebuild_projection(rt: Backends, *, progress: bool = False) -> int:
                 dlq: list[OutRecord] = []
                 last = -1
                 async for batch in rt.log.read(topic, partition, starts.get(partition, 0), end):
-                    for record in batch:
+                    for n, record in enumerate(batch, 1):
+                        if not n % _YIELD_EVERY:  # the store's write of the chunk before
+                            await asyncio.sleep(0)  # proceeds while this one is decoded
                         last = record.offset
                         try:
                             event, body = decode_verbatim(record.value)

@@ -1,7 +1,8 @@
 """One batch of events applied to PostgreSQL inside the caller's transaction, in a handful
-of statements whatever its size: load the affected rows and the already-recorded event ids
-(``= ANY``); stream the history with binary ``COPY`` while folding, so folding overlaps the
-server's work; write each changed audit once (``COPY`` into a temporary table, then one
+of statements whatever its size: load the affected rows (``= ANY``); stream the history with
+binary ``COPY`` (encoded by ``history_copy.py``) while folding, so folding overlaps the
+server's work, the unique ``event_id`` skipping what was recorded before (see
+:func:`apply_batch`); write each changed audit once (``COPY`` into a temporary table, then one
 ``UPDATE`` guarded by the version each row was folded from and one ``INSERT ... ON CONFLICT
 DO NOTHING`` for new audits); upsert the consumer's offsets.
 """
@@ -9,36 +10,38 @@ DO NOTHING`` for new audits); upsert the consumer's offsets.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
 
 import asyncpg
 
-from projections.postgres.rows import load_rows, replace_nul_json, write_rows
-from projections.row import AuditRow, project
+from projections.postgres.history_copy import COLUMNS, HistoryEncoder
+from projections.postgres.rows import (
+    load_rows,
+    recorded,
+    replace_nul_json,
+    unseen,
+    write_rows,
+)
+from projections.row import AuditRow, RowFold
 from projections.store import Position
 from statemachine.events import AuditEvent
 
 __all__ = ["apply_batch"]
 
-_HISTORY_COLUMNS = (
-    "event_id",
-    "audit_id",
-    "type",
-    "occurred_at",
-    "causation_id",
-    "topic",
-    "partition",
-    "offset",
-    "body",
-    "recorded_at",
-)
 _OFFSETS = (
     "INSERT INTO projector_offsets (consumer, topic, partition, next_offset) "
     "SELECT $1, * FROM unnest($2::text[], $3::integer[], $4::bigint[]) "
     "ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = excluded.next_offset"
 )
+# Asked in the batch's transaction once it holds a lock on audit_events that an ALTER of the
+# column waits for: the body's type cannot change until the batch commits.
+_LOCK_HISTORY = "LOCK TABLE audit_events IN ROW EXCLUSIVE MODE"
+_BODY_IS_JSONB = (
+    "SELECT atttypid = 'jsonb'::regtype FROM pg_attribute "
+    "WHERE attrelid = 'audit_events'::regclass AND attname = 'body'"
+)
+_NUL = b"\\u0000"
 
 
 async def apply_batch(
@@ -51,43 +54,28 @@ async def apply_batch(
     now: datetime,
 ) -> tuple[int, int]:
     """``(applied, lost)``: how many events were new, and how many audits another writer
-    changed concurrently (not written: the caller must not commit when it is not 0)."""
-    rows, fresh = await load_rows(conn, events)  # indexes into events
-    folded_from = {audit_id: row.version for audit_id, row in rows.items()}
-    changed: dict[str, AuditRow] = {}
-    nul = False
+    changed concurrently (not written: the caller must not commit when it is not 0).
 
-    def fold() -> Iterator[tuple[Any, ...]]:
-        nonlocal nul
-        for i in fresh:
-            event, (topic, partition, offset) = events[i]
-            row = project(rows.get(event.audit_id), event)
-            rows[event.audit_id] = row
-            if row.state.exists:
-                changed[event.audit_id] = row
-            verbatim = bodies[i] if bodies is not None else None
-            body = verbatim.decode() if verbatim is not None else event.model_dump_json()
-            if "\\u0000" in body:  # jsonb and text refuse NUL: rare, slow path
-                nul = True
-                body = json.dumps(replace_nul_json(json.loads(body)), ensure_ascii=False)
-            yield (
-                event.event_id,
-                event.audit_id,
-                event.type,
-                event.occurred_at,
-                event.causation_id,
-                topic,
-                partition,
-                offset,
-                body,
-                now,
-            )
-
+    An event recorded before is rarely in a batch (the consumer reads on from the offsets
+    stored with the history), so the history is copied without looking its ids up first:
+    the unique ``event_id`` refuses a batch holding one (the log held it twice, or another
+    writer applied it meanwhile), and only then is the batch copied again without the
+    events recorded (a savepoint keeps the rest of the transaction)."""
+    rows = await load_rows(conn, {e.audit_id for e, _ in events}) if events else {}
+    fresh = unseen(events, set())
+    history = _History(conn, schema, events, bodies, rows, now)
     if fresh:
-        await conn.copy_records_to_table(
-            "audit_events", records=fold(), columns=_HISTORY_COLUMNS, schema_name=schema
-        )
-    lost = await write_rows(conn, changed, folded_from, now, nul) if changed else 0
+        await conn.execute(_LOCK_HISTORY)
+        history.jsonb = bool(await conn.fetchval(_BODY_IS_JSONB))
+        try:
+            async with conn.transaction():  # a savepoint
+                await history.copy(fresh)
+        except asyncpg.UniqueViolationError:
+            fresh = unseen(events, await recorded(conn, events))
+            await history.copy(fresh)
+    changed = history.folding.changed()
+    folded_from = {audit_id: row.version for audit_id, row in rows.items()}
+    lost = await write_rows(conn, changed, folded_from, now, history.nul) if changed else 0
     if offsets and not lost:
         keys = list(offsets)
         await conn.execute(
@@ -98,3 +86,51 @@ async def apply_batch(
             [offsets[k] for k in keys],
         )
     return len(fresh), lost
+
+
+class _History:
+    """The batch's history, copied while its events are folded into their rows."""
+
+    def __init__(
+        self,
+        conn: asyncpg.Connection,
+        schema: str,
+        events: Sequence[tuple[AuditEvent, Position]],
+        bodies: Sequence[bytes | None] | None,
+        rows: Mapping[str, AuditRow],
+        now: datetime,
+    ) -> None:
+        self.conn, self.schema, self.events, self.bodies = conn, schema, events, bodies
+        self.rows, self.now = rows, now
+        self.jsonb = False
+        self.folding = RowFold(rows)
+        self.nul = False  # a body held a NUL (then rows may too)
+
+    async def copy(self, fresh: list[int]) -> None:
+        """Copy the history of the events at ``fresh`` (folding them afresh)."""
+        self.folding, self.nul = RowFold(self.rows), False
+        encoder = HistoryEncoder(self.now, jsonb=self.jsonb)
+        await self.conn.copy_to_table(
+            "audit_events",
+            source=self._chunks(encoder, fresh),
+            columns=COLUMNS,
+            schema_name=self.schema,
+            format="binary",
+        )
+
+    async def _chunks(self, encoder: HistoryEncoder, fresh: list[int]) -> AsyncIterator[bytes]:
+        events, bodies = self.events, self.bodies
+        add, fold = encoder.add, self.folding.add
+        for i in fresh:
+            event, position = events[i]
+            fold(event)
+            body = bodies[i] if bodies is not None else None
+            if body is None:
+                body = event.model_dump_json().encode()
+            if _NUL in body:  # jsonb and text refuse NUL: rare, slow path
+                self.nul = True
+                body = json.dumps(replace_nul_json(json.loads(body)), ensure_ascii=False).encode()
+            add(event, position, body)
+            if encoder.full():
+                yield encoder.take()
+        yield encoder.take(last=True)

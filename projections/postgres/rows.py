@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import operator
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -24,8 +24,10 @@ __all__ = [
     "decode_row",
     "init_connection",
     "load_rows",
+    "recorded",
     "replace_nul",
     "replace_nul_json",
+    "unseen",
     "write_rows",
 ]
 
@@ -38,10 +40,12 @@ _LOAD_ROWS = f"{SELECT_ROWS} WHERE audit_id = ANY($1::text[])"
 # UPDATE and one INSERT from it. (COPY encodes values cheaply; array parameters for
 # `unnest` cost the client ~3x more per value in asyncpg.)
 _STAGE = "auditrec_stage"
-_STAGE_COLUMNS = (*ROW_COLUMNS, "expected")
+# Every column but updated_at, the batch's one time: a parameter of the UPDATE and INSERT.
+_STAGED = tuple(c for c in ROW_COLUMNS if c != "updated_at")
+_STAGE_COLUMNS = (*_STAGED, "expected")
 _CREATE_STAGE = (
     f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} ("
-    + ", ".join(f"{c} {ROW_TYPES[c]}" for c in ROW_COLUMNS).replace(
+    + ", ".join(f"{c} {ROW_TYPES[c]}" for c in _STAGED).replace(
         "audit_id text", 'audit_id text COLLATE "C"'
     )
     + ", expected bigint) ON COMMIT DELETE ROWS"
@@ -50,13 +54,13 @@ _CREATE_STAGE = (
 # from (`expected`); `version` counts the audit's events, so it grows with every write.
 _UPDATE_FROM_STAGE = (
     "UPDATE audits AS a SET "
-    + ", ".join(f"{c} = s.{c}" for c in ROW_COLUMNS if c != "audit_id")
-    + f" FROM pg_temp.{_STAGE} AS s"
+    + ", ".join(f"{c} = s.{c}" for c in _STAGED if c != "audit_id")
+    + f", updated_at = $1::timestamptz FROM pg_temp.{_STAGE} AS s"
     " WHERE s.expected IS NOT NULL AND a.audit_id = s.audit_id AND a.version = s.expected"
 )
 _INSERT_FROM_STAGE = (
-    f"INSERT INTO audits ({', '.join(ROW_COLUMNS)}) "
-    f"SELECT {', '.join(ROW_COLUMNS)} FROM pg_temp.{_STAGE} WHERE expected IS NULL "
+    f"INSERT INTO audits ({', '.join(_STAGED)}, updated_at) "
+    f"SELECT {', '.join(_STAGED)}, $1::timestamptz FROM pg_temp.{_STAGE} WHERE expected IS NULL "
     "ON CONFLICT (audit_id) DO NOTHING"
 )
 
@@ -78,8 +82,8 @@ def replace_nul_json(value: Any) -> Any:
 _state_values = operator.attrgetter(*STATE_FIELDS)
 
 
-def _encode_row(row: AuditRow, now: datetime, expected: int | None) -> tuple[Any, ...]:
-    return (*_state_values(row.state), row.version, row.last_event_id, now, expected)
+def _encode_row(row: AuditRow, expected: int | None) -> tuple[Any, ...]:
+    return (*_state_values(row.state), row.version, row.last_event_id, expected)
 
 
 def _without_nul(values: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -104,33 +108,37 @@ def decode_row(rec: Sequence[Any]) -> AuditRow:
     )
 
 
-async def load_rows(
-    conn: asyncpg.Connection, events: Sequence[tuple[AuditEvent, Position]]
-) -> tuple[dict[str, AuditRow], list[int]]:
-    """The affected rows, and the indexes of the events not recorded yet (first of
-    duplicates)."""
-    if not events:
-        return {}, []
+async def load_rows(conn: asyncpg.Connection, audit_ids: Iterable[str]) -> dict[str, AuditRow]:
+    """The stored rows of these audits, by audit id."""
     rows: dict[str, AuditRow] = {}
-    for rec in await conn.fetch(_LOAD_ROWS, list({e.audit_id for e, _ in events})):
+    for rec in await conn.fetch(_LOAD_ROWS, list(audit_ids)):
         row = decode_row(rec)
         rows[row.audit_id] = row
-    # Event ids are compared as integers: a UUID's hash and equality are Python methods.
+    return rows
+
+
+async def recorded(
+    conn: asyncpg.Connection, events: Sequence[tuple[AuditEvent, Position]]
+) -> set[int]:
+    """The ids (as integers) of the events already in the history."""
     ids = {e.event_id.int: e.event_id for e, _ in events}
-    seen = {
-        r[0].int
-        for r in await conn.fetch(
-            "SELECT event_id FROM audit_events WHERE event_id = ANY($1::uuid[])",
-            list(ids.values()),
-        )
-    }
+    recs = await conn.fetch(
+        "SELECT event_id FROM audit_events WHERE event_id = ANY($1::uuid[])", list(ids.values())
+    )
+    return {r[0].int for r in recs}
+
+
+def unseen(events: Sequence[tuple[AuditEvent, Position]], seen: set[int]) -> list[int]:
+    """The indexes of the events whose id is not in ``seen``, the first of duplicates.
+    (Event ids are compared as integers: a UUID's hash and equality are Python methods.)"""
+    seen = set(seen)
     fresh = []
     for i, (event, _) in enumerate(events):
         key = event.event_id.int
         if key not in seen:
             seen.add(key)
             fresh.append(i)
-    return rows, fresh
+    return fresh
 
 
 async def write_rows(
@@ -145,8 +153,7 @@ async def write_rows(
     # Rows come from stored rows (never NUL) and this batch's events: only a NUL in an
     # event can put one in a row.
     staged = [
-        _encode_row(changed[audit_id], now, folded_from.get(audit_id))
-        for audit_id in sorted(changed)
+        _encode_row(changed[audit_id], folded_from.get(audit_id)) for audit_id in sorted(changed)
     ]
     if nul:
         staged = [_without_nul(values) for values in staged]
@@ -156,9 +163,9 @@ async def write_rows(
     updates = sum(1 for audit_id in changed if audit_id in folded_from)
     written = 0
     if updates:
-        status = await conn.execute(_UPDATE_FROM_STAGE)
+        status = await conn.execute(_UPDATE_FROM_STAGE, now)
         written += int(status.rsplit(" ", 1)[-1])
     if updates < len(staged):
-        status = await conn.execute(_INSERT_FROM_STAGE)
+        status = await conn.execute(_INSERT_FROM_STAGE, now)
         written += int(status.rsplit(" ", 1)[-1])
     return len(staged) - written

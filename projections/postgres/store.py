@@ -16,7 +16,8 @@ Deviations from the port's documentation, and what PostgreSQL adds:
   :class:`StoreError`; the retry reloads and skips what the other writer applied.
 - Coordination (the watchdog lock, heartbeats, sent telemetry) is in ``coordination.py``; the
   watchdog's advisory-lock key is derived from the schema, so each deployment has its own.
-- ``reset()`` truncates (it briefly blocks readers of the projection).
+- ``reset()`` truncates (it briefly blocks readers of the projection), and turns a history
+  body still kept as ``jsonb`` (schema.py, migration 4) into ``json``.
 - PostgreSQL text cannot hold NUL characters: a NUL in a text column or in an event body is
   stored as U+FFFD.
 - Event ids (``telemetry_sent``, ``caused_by``) are ``uuid``: a string that is not a UUID
@@ -44,7 +45,7 @@ from projections.postgres.histories import fetch_histories
 from projections.postgres.kept import PostgresKeptHistory
 from projections.postgres.limits import PostgresLimits
 from projections.postgres.rows import SELECT_ROWS, decode_row, init_connection
-from projections.postgres.schema import SCHEMA_VERSION, create_schema, migrate
+from projections.postgres.schema import BODY_AS_JSON, SCHEMA_VERSION, create_schema, migrate
 from projections.row import AuditRow
 from projections.store import ApplyResult, HistoryEntry, Position, ProjectionStore
 from statemachine.errors import StoreError
@@ -197,12 +198,13 @@ class PostgresStore(
         bodies: Sequence[bytes | None] | None = None,
     ) -> ApplyResult:
         """One transaction of a handful of statements, whatever the batch size: load the
-        affected rows and the already-recorded event ids (``= ANY``); stream the history with
-        binary ``COPY`` while folding, so folding overlaps the server's work; write each
-        changed audit once (``COPY`` into a temporary table, then one ``UPDATE`` guarded by
-        the version each row was folded from and one ``INSERT ... ON CONFLICT DO NOTHING``
-        for new audits); upsert the offsets. A lost race with another writer is a retriable
-        :class:`StoreError`.
+        affected rows (``= ANY``); stream the history with binary ``COPY`` while folding, so
+        folding overlaps the server's work (an event recorded before makes the unique
+        ``event_id`` refuse the copy, which is then made again without the recorded events);
+        write each changed audit once (``COPY`` into a temporary table, then one ``UPDATE``
+        guarded by the version each row was folded from and one ``INSERT ... ON CONFLICT DO
+        NOTHING`` for new audits); upsert the offsets. A lost race with another writer is a
+        retriable :class:`StoreError`.
         """
         now = datetime.now(UTC)
         with self._errors(f"apply {len(events)} events"):
@@ -232,6 +234,7 @@ class PostgresStore(
         with self._errors("reset"):
             async with self.pool.acquire() as conn, conn.transaction():
                 await conn.execute("TRUNCATE audits, audit_events")
+                await conn.execute(BODY_AS_JSON)  # instant on the empty table
                 await conn.execute("DELETE FROM projector_offsets WHERE consumer = $1", consumer)
 
     # -- reads ----------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping, Sequence
 
-from projections.row import AuditRow, project
+from projections.row import AuditRow, RowFold
 from projections.sqlite.rows import (
     SELECT_ROWS,
     UPSERT_ROW,
@@ -61,14 +61,11 @@ def apply_batch(
         fresh.append(i)
     rows = _load_rows(conn, list({events[i][0].audit_id for i in fresh}))
     history = []
-    changed: dict[str, AuditRow] = {}
+    folding = RowFold(rows)
     for i in fresh:
         event, (topic, partition, offset) = events[i]
         verbatim = bodies[i] if bodies is not None else None
-        row = project(rows.get(event.audit_id), event)
-        rows[event.audit_id] = row
-        if row.state.exists:
-            changed[event.audit_id] = row
+        folding.add(event)
         history.append(
             (
                 str(event.event_id),
@@ -89,7 +86,7 @@ def apply_batch(
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         history,
     )
-    conn.executemany(UPSERT_ROW, [encode_row(r, now) for r in changed.values()])
+    conn.executemany(UPSERT_ROW, [encode_row(r, now) for r in folding.changed().values()])
     conn.executemany(
         "INSERT INTO projector_offsets VALUES (?, ?, ?, ?) "
         "ON CONFLICT (consumer, topic, partition) DO UPDATE SET "

@@ -13,7 +13,14 @@ from consumers.components.projector import Projector
 from consumers.eventlog.codec import encode
 from consumers.eventlog.port import OutRecord
 from statemachine.errors import StoreError
-from tests.contracts.projection_store import at, completed, progressed, started
+from tests.contracts.projection_store import (
+    at,
+    completed,
+    progressed,
+    pure_fold,
+    same_row,
+    started,
+)
 from tests.eventually import eventually
 from tests.pipeline import Pipeline, append, read_topic, run_until_idle
 
@@ -212,3 +219,76 @@ async def test_a_batch_polled_while_its_partition_was_sought_is_read_again_from_
         await run_until_idle(projector)
     rows = {r.audit_id async for r in pipeline.store.iter_rows()}
     assert rows == {f"gap-{i}" for i in range(6)}
+
+
+async def test_a_large_batch_is_applied_in_parts_each_with_the_offsets_it_reaches(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given eleven events of four audits in the log, and a projector applying parts of three
+    topic = pipeline.topics.lifecycle
+    events = [started(f"a-{i}", at(i)) for i in range(4)]
+    events += [progressed(f"a-{i % 4}", at(10 + i), pages_crawled=i) for i in range(5)]
+    events += [completed("a-0", at(20)), completed("a-3", at(21))]
+    await append(pipeline.log, topic, events)
+    real_apply = pipeline.store.apply
+    calls: list[tuple[int, dict[tuple[str, int], int]]] = []
+
+    async def counting(batch: Any, offsets: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append((len(batch), dict(offsets)))
+        return await real_apply(batch, offsets, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline.store, "apply", counting)
+
+    # when the projector has caught up
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        projector.part_size = 3
+        await run_until_idle(projector)
+
+    # then no transaction held more than a part, and each stored the offsets its part reached
+    assert calls and max(n for n, _ in calls) <= 3 and sum(n for n, _ in calls) == len(events)
+    assert all(offsets for _, offsets in calls)
+    # and the rows and histories are those of one batch: each event applied once, in order
+    for audit_id, expected in pure_fold(events).items():
+        assert same_row(await pipeline.store.get(audit_id), expected)
+        history = [h.event for h in await pipeline.store.history(audit_id)]
+        assert history == [e for e in events if e.audit_id == audit_id]
+    assert projector.applied == len(events)
+    ends = await pipeline.log.end_offsets(topic)
+    stored = await pipeline.store.stored_offsets(pipeline.topics.group(Projector.name))
+    assert {p: stored.get((topic, p), 0) for p in ends} == ends
+
+
+async def test_a_store_failing_in_a_later_part_keeps_the_parts_before_and_loses_nothing(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given eight audits started in the log, and a store that goes down on the third part
+    topic = pipeline.topics.lifecycle
+    events = [started(f"b-{i}", at(i)) for i in range(8)]
+    await append(pipeline.log, topic, events)
+    real_apply = pipeline.store.apply
+    parts = 0
+
+    async def failing_third(*args: Any, **kwargs: Any) -> Any:
+        nonlocal parts
+        parts += 1
+        if parts == 3:
+            raise StoreError("connection reset", retriable=True)
+        return await real_apply(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline.store, "apply", failing_third)
+
+    # when a projector with parts of two fails in the middle of the batch, and another resumes
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        projector.part_size = 2
+        with pytest.raises(StoreError):
+            await eventually(projector.step, until=lambda handled: handled > 0, timeout=10)
+    committed = sum((await pipeline.store.stored_offsets(projector.group)).values())
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        await run_until_idle(projector)
+
+    # then the parts before the failure had been kept with their offsets …
+    assert committed >= 4
+    # … and in the end each event is applied exactly once
+    for event in events:
+        assert [h.event for h in await pipeline.store.history(event.audit_id)] == [event]
+    assert projector.applied == len(events) - committed

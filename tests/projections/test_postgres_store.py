@@ -98,7 +98,7 @@ async def test_migrations_create_typed_tables_in_the_schema(pg: PostgresStore) -
     assert types[("audits", "last_event_id")] == "uuid"
     assert types[("audits", "version")] == "bigint"
     assert types[("audit_events", "event_id")] == "uuid"
-    assert types[("audit_events", "body")] == "jsonb"
+    assert types[("audit_events", "body")] == "json"  # migration 4
     assert types[("audit_events", "seq")] == "bigint"
     assert types[("audit_events", "offset")] == "bigint"
     assert types[("projector_offsets", "next_offset")] == "bigint"
