@@ -18,7 +18,7 @@ from typing import Any, Final, Literal, get_args, get_type_hints
 
 from statemachine.events import AuditEvent
 from statemachine.machine import next_status
-from statemachine.state import AuditState, evolve_by
+from statemachine.state import AuditState, evolve_by, initial
 
 __all__ = [
     "COLUMNS",
@@ -102,7 +102,7 @@ class AuditRow:
 
 def project(row: AuditRow | None, event: AuditEvent) -> AuditRow:
     """The row after ``event``: pure, total, and equal to ``evolve`` on the state."""
-    state = row.state if row is not None else AuditState(audit_id=event.audit_id)
+    state = row.state if row is not None else initial(event.audit_id)
     transition = next_status(state.status, event.type, state)
     after = evolve_by(state, event, transition)
     # ``version`` counts the events applied by the transition table; events recorded but not
@@ -136,7 +136,7 @@ class RowFold:
             entry = (
                 [row.state, row.version, row.last_event_id, row.updated_at]
                 if row is not None
-                else [AuditState(audit_id=event.audit_id), 0, None, None]
+                else [initial(event.audit_id), 0, None, None]
             )
             self._open[event.audit_id] = entry
         state = entry[0]

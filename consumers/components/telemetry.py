@@ -53,7 +53,7 @@ from projections.store import ProjectionStore
 from statemachine.errors import ConfigError, DecodeError
 from statemachine.events import AuditEvent, AuditFailed, AuditRestored, FailedBy
 from statemachine.machine import TERMINAL
-from statemachine.state import AuditState, evolve
+from statemachine.state import AuditState, evolve, initial
 
 __all__ = ["Telemetry"]
 
@@ -170,7 +170,7 @@ class Telemetry(LogConsumer):
 
     @staticmethod
     def _fold(states: dict[str, AuditState], event: AuditEvent) -> tuple[AuditState, AuditState]:
-        before = states.get(event.audit_id) or AuditState(audit_id=event.audit_id)
+        before = states.get(event.audit_id) or initial(event.audit_id)
         if (
             isinstance(event, AuditRestored)
             and not before.exists
