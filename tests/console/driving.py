@@ -13,12 +13,28 @@ __all__ = ["figures", "sign_in", "sign_out", "submit", "table", "text_of"]
 
 def submit(driver: Any, button_id: str) -> None:
     """Click a form's button and wait for the page it leads to (the old one goes stale)."""
-    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
     old = driver.find_element("tag name", "html")
     driver.find_element("id", button_id).click()
-    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(old))
+    WebDriverWait(driver, 30).until(lambda _: _gone(old))
+
+
+def _gone(element: Any) -> bool:
+    """Whether ``element``'s page has been replaced. Chromium reports an element of a page
+    just left either as stale or, while the new one loads, as a node that "does not belong to
+    the document" (a plain WebDriverException, which ``staleness_of`` would let through)."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+    try:
+        element.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as exc:
+        if "does not belong to the document" in str(exc):
+            return True
+        raise
+    return False
 
 
 def text_of(driver: Any, css: str) -> str:
