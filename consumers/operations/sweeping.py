@@ -10,22 +10,41 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import structlog
 
+from consumers.components.brake import Brake
 from consumers.components.watchdog import Watchdog
+from consumers.operations.backends import Backends
+from consumers.operations.freshness import Freshness
 from consumers.operations.outcomes import Summary, await_outcomes
 from consumers.runtime.metrics import SWEEP_DURATION
 from statemachine.errors import NoServer
 
-if TYPE_CHECKING:
-    from consumers.operations.operations import Operations
-
 __all__ = ["sweep"]
 
 log = structlog.get_logger("auditrec")
+
+
+class Operations(Protocol):
+    """What a sweep uses of :class:`~consumers.operations.operations.Operations`."""
+
+    rt: Backends
+    freshness: Freshness
+
+    def brake(self) -> Brake: ...
+
+    async def pipeline_live(self, *, reuse: bool = False) -> bool: ...
+
+    async def missing(self) -> list[str]: ...
+
+    async def run_inline(self) -> None: ...
+
+    def watching(
+        self, what: str, progress: Callable[[int, int], None] | None
+    ) -> Callable[[int, int], Awaitable[None]]: ...
 
 
 async def sweep(
