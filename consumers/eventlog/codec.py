@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from consumers.eventlog.port import OutRecord, Record, Topics
+from consumers.eventlog.wire import decode_fast
 from statemachine.errors import DecodeError, InvalidInput
 from statemachine.events import (
     EVENT_ADAPTER,
@@ -34,6 +35,7 @@ __all__ = [
     "decode_verbatim",
     "describe",
     "encode",
+    "validate",
 ]
 
 
@@ -91,27 +93,42 @@ _validate_json = EVENT_ADAPTER.validator.validate_json
 
 
 def decode(value: bytes) -> AuditEvent:
-    """A lifecycle event from a record's bytes, or :class:`DecodeError` with the reason."""
-    try:  # fast path: current-version JSON parsed and validated in one pass
-        event: AuditEvent = _validate_json(value)
-        if event.schema_version == CURRENT_VERSION[event.type]:
-            return event
-    except ValidationError:
-        pass
-    return _upcast_or_reject(value)
+    """A lifecycle event from a record's bytes, or :class:`DecodeError` with the reason.
+
+    The compiled decoder (:mod:`consumers.eventlog.wire`) takes what it is certain of; anything
+    else takes pydantic's path, which names the problem.
+    """
+    event = decode_fast(value)
+    if event is not None:
+        return event
+    return validate(value)
 
 
 def decode_verbatim(value: bytes) -> tuple[AuditEvent, bytes | None]:
     """:func:`decode`, and ``value`` itself when it is valid current-version JSON of the
     event (so it can be stored as the event's JSON without serialising it again); ``None``
     when the event had to be upcast."""
-    try:  # fast path: current-version JSON parsed and validated in one pass
-        event: AuditEvent = _validate_json(value)
+    event = decode_fast(value)
+    if event is not None:
+        return event, value
+    try:  # current-version JSON parsed and validated in one pass
+        event = _validate_json(value)
         if event.schema_version == CURRENT_VERSION[event.type]:
             return event, value
     except ValidationError:
         pass
     return _upcast_or_reject(value), None
+
+
+def validate(value: bytes) -> AuditEvent:
+    """:func:`decode` by pydantic alone: the reference the compiled decoder is held to."""
+    try:  # current-version JSON parsed and validated in one pass
+        event: AuditEvent = _validate_json(value)
+        if event.schema_version == CURRENT_VERSION[event.type]:
+            return event
+    except ValidationError:
+        pass
+    return _upcast_or_reject(value)
 
 
 def _upcast_or_reject(value: bytes) -> AuditEvent:

@@ -1,0 +1,121 @@
+"""Builders: a decoded struct into the pydantic instance validation would have produced.
+
+An instance is made the way pydantic's own validator makes one, without validating again:
+``object.__new__`` and the four slots a model has (``__dict__`` in field order,
+``__pydantic_fields_set__`` naming exactly the fields the JSON set, ``__pydantic_extra__`` and
+``__pydantic_private__`` both None, as for a model that forbids extras and has no private
+attributes). So ``==``, ``model_dump()``, ``model_dump_json()`` and ``model_fields_set`` are
+those of a validated instance.
+
+Each model gets a straight-line function generated from its :class:`ModelSpec` (as
+``dataclasses`` generates ``__init__``): a per-field loop would cost more than the decoding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from pydantic import BaseModel
+
+from consumers.eventlog.wire.structs import ModelSpec, spec_for
+
+__all__ = ["Builder", "Doubt", "builder_for", "sane_time"]
+
+Builder = Callable[[Any], BaseModel]
+
+_EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
+_LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+class Doubt(ValueError):
+    """A value pydantic might refuse, or read otherwise: the fast path gives up on the record."""
+
+
+def sane_time(value: datetime) -> datetime:
+    """An aware datetime as :func:`statemachine.values._sane_time` keeps it: in UTC, from 1900
+    to 9000 (past those it raises, and pydantic's path names the problem)."""
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)  # OverflowError past year 1 or 9999
+    if not _EARLIEST <= value < _LATEST:
+        raise Doubt("timestamp out of range")
+    return value
+
+
+def builder_for(model: type[BaseModel], tag: str | None = None) -> Builder:
+    """The builder of ``model``'s struct, its nested models' built inline."""
+    spec = spec_for(model, tag)
+    scope: dict[str, Any] = {
+        "UNSET": msgspec.UNSET,
+        "new": object.__new__,
+        "setattr": object.__setattr__,
+        "Doubt": Doubt,
+        "UTC": UTC,
+        "EARLIEST": _EARLIEST,
+        "LATEST": _LATEST,
+    }
+    body: list[str] = []
+    result = _emit(spec, "s", scope, body)
+    source = "def build(s):\n" + "".join(f"    {line}\n" for line in [*body, f"return {result}"])
+    exec(compile(source, f"<wire builder of {model.__name__}>", "exec"), scope)  # noqa: S102
+    build: Builder = scope["build"]
+    build.__doc__ = f"A {model.__name__} from its struct.\n\n{source}"
+    return build
+
+
+def _emit(spec: ModelSpec, source: str, scope: dict[str, Any], body: list[str]) -> str:
+    """Append the statements building ``spec.model`` from the struct in ``source``; the name
+    of the variable holding the instance."""
+    n = len(scope)  # a prefix no other model in this builder has
+    model, fields_set = f"M{n}", f"fs{n}"
+    scope[model] = spec.model
+    scope[f"ALL{n}"] = frozenset(f.name for f in spec.fields)
+    body.append(f"{fields_set} = set(ALL{n})")
+    items: list[str] = []
+    for i, f in enumerate(spec.fields):
+        var = f"v{n}_{i}"
+        body.append(f"{var} = {source}.{f.name}")
+        steps: list[tuple[str, list[str]]] = []  # (condition, statements), as if/elif
+        if not f.required:
+            scope[f"D{n}_{i}"] = f.default
+            steps.append((f"{var} is UNSET", [f"{var} = D{n}_{i}", f"{fields_set}.discard({f.name!r})"]))
+        if f.time:
+            steps.append((f"{var} is not None", _sane_time(var)))
+        for nested in f.nested:
+            inner: list[str] = []
+            built = _emit(spec_for(nested), var, scope, inner)
+            struct = f"S{len(scope)}"
+            scope[struct] = spec_for(nested).struct
+            steps.append((f"{var}.__class__ is {struct}", [*inner, f"{var} = {built}"]))
+        if f.charset is not None:
+            scope[f"C{n}_{i}"] = f.charset
+            check = [f"if {var}.strip(C{n}_{i}):", f"    raise Doubt({f.name!r})"]
+            steps.append((f"{var}.__class__ is str", check))
+        if f.required and not f.in_union and len(steps) == 1:  # one kind of value: no test
+            body.extend(steps[0][1])
+        else:
+            for k, (condition, statements) in enumerate(steps):
+                body.append(f"{'elif' if k else 'if'} {condition}:")
+                body.extend(f"    {line}" for line in statements)
+        items.append(f"{f.name!r}: {var}")
+    obj = f"obj{n}"
+    body += [
+        f"{obj} = new({model})",
+        f"setattr({obj}, '__dict__', {{{', '.join(items)}}})",
+        f"setattr({obj}, '__pydantic_fields_set__', {fields_set})",
+        f"setattr({obj}, '__pydantic_extra__', None)",
+        f"setattr({obj}, '__pydantic_private__', None)",
+    ]
+    return obj
+
+
+def _sane_time(var: str) -> list[str]:
+    """:func:`sane_time` inlined (a call costs more than its body)."""
+    return [
+        f"if {var}.tzinfo is not UTC:",
+        f"    {var} = {var}.astimezone(UTC)",
+        f"if not EARLIEST <= {var} < LATEST:",
+        "    raise Doubt('timestamp out of range')",
+    ]
