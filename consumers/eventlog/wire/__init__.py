@@ -12,27 +12,21 @@ paths to the same results.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Any
 
 import msgspec
 
 from consumers.eventlog.wire.build import Builder, builder_for
-from consumers.eventlog.wire.structs import spec_for
+from consumers.eventlog.wire.structs import envelope_struct, spec_for
 from statemachine.events import LIFECYCLE_TYPES, AuditEvent
 
 __all__ = ["STRUCTS", "decode_fast"]
 
-# One decoder and builder per lifecycle event type, picked by the ``type`` the record names:
-# finding it in the bytes costs far less than msgspec's look-ahead for a tag that is not the
-# first key. The struct's own ``type`` is the one literal, so a wrong pick fails to decode.
-_BY_TYPE: dict[bytes, tuple[Callable[[bytes], Any], Builder]] = {
-    tag.encode(): (msgspec.json.Decoder(spec_for(model, tag).struct).decode, builder_for(model, tag))
-    for tag, model in LIFECYCLE_TYPES.items()
-}
-STRUCTS: tuple[type[msgspec.Struct], ...] = tuple(
-    spec_for(model, tag).struct for tag, model in LIFECYCLE_TYPES.items()
-)
+# One struct for every envelope, its data left raw; the builder of the type it names decodes
+# the data with that type's struct and checks the version is the current one.
+_SPECS = [spec_for(model, tag) for tag, model in LIFECYCLE_TYPES.items()]
+STRUCTS: tuple[type[msgspec.Struct], ...] = tuple(spec.struct for spec in _SPECS)
+_decode = msgspec.json.Decoder(envelope_struct(_SPECS)).decode
+_BUILD: dict[str, Builder] = {tag: builder_for(model, tag) for tag, model in LIFECYCLE_TYPES.items()}
 _GIVE_UP = (msgspec.MsgspecError, ValueError, OverflowError, RecursionError)
 # A fraction of more than six digits: msgspec rounds it, pydantic truncates it.
 _LONG_FRACTION = re.compile(rb"\.[0-9]{7}")
@@ -40,16 +34,13 @@ _LONG_FRACTION = re.compile(rb"\.[0-9]{7}")
 
 def decode_fast(value: bytes) -> AuditEvent | None:
     """The event in ``value``, or None when pydantic's path must decide."""
-    start = value.find(b'"type":"') + 8
-    if start == 7:
-        start = value.find(b'"type": "') + 9
-        if start == 8:
-            return None
-    picked = _BY_TYPE.get(value[start : value.find(b'"', start)])
-    if picked is None or b"\\u0000" in value or _LONG_FRACTION.search(value) is not None:
+    # One-byte searches first: most records have no escape and no fraction at all.
+    if b"\\" in value and b"\\u0000" in value:
         return None  # NUL: pydantic refuses it in every string
-    decode, build = picked
+    if b"." in value and _LONG_FRACTION.search(value) is not None:
+        return None
     try:
-        return build(decode(value))  # type: ignore[return-value]
+        wire = _decode(value)
+        return _BUILD[wire.type](wire)  # type: ignore[return-value]
     except _GIVE_UP:
         return None

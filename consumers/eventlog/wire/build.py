@@ -57,7 +57,10 @@ def builder_for(model: type[BaseModel], tag: str | None = None) -> Builder:
         "LATEST": _LATEST,
     }
     body: list[str] = []
-    result = _emit(spec, "s", scope, body)
+    if tag is not None:  # the envelope struct: check the version, decode the raw data
+        scope["VERSION"] = spec.model.model_fields["schema_version"].default
+        scope["DECODE_DATA"] = msgspec.json.Decoder(_data_struct(spec)).decode
+    result = _emit(spec, "s", scope, body, envelope=tag is not None)
     source = "def build(s):\n" + "".join(f"    {line}\n" for line in [*body, f"return {result}"])
     exec(compile(source, f"<wire builder of {model.__name__}>", "exec"), scope)  # noqa: S102
     build: Builder = scope["build"]
@@ -65,7 +68,14 @@ def builder_for(model: type[BaseModel], tag: str | None = None) -> Builder:
     return build
 
 
-def _emit(spec: ModelSpec, source: str, scope: dict[str, Any], body: list[str]) -> str:
+def _data_struct(spec: ModelSpec) -> type[msgspec.Struct]:
+    (nested,) = next(f.nested for f in spec.fields if f.name == "data")
+    return spec_for(nested).struct
+
+
+def _emit(
+    spec: ModelSpec, source: str, scope: dict[str, Any], body: list[str], envelope: bool = False
+) -> str:
     """Append the statements building ``spec.model`` from the struct in ``source``; the name
     of the variable holding the instance."""
     n = len(scope)  # a prefix no other model in this builder has
@@ -81,14 +91,18 @@ def _emit(spec: ModelSpec, source: str, scope: dict[str, Any], body: list[str]) 
         if not f.required:
             scope[f"D{n}_{i}"] = f.default
             steps.append((f"{var} is UNSET", [f"{var} = D{n}_{i}", f"{fields_set}.discard({f.name!r})"]))
+        if envelope and f.name == "schema_version":
+            steps.append((f"{var} != VERSION", ["raise Doubt('schema_version')"]))
         if f.time:
             steps.append((f"{var} is not None", _sane_time(var)))
         for nested in f.nested:
-            inner: list[str] = []
+            raw = envelope and f.name == "data"  # msgspec.Raw, decoded by the type's struct
+            inner = [f"{var} = DECODE_DATA({var})"] if raw else []
             built = _emit(spec_for(nested), var, scope, inner)
             struct = f"S{len(scope)}"
             scope[struct] = spec_for(nested).struct
-            steps.append((f"{var}.__class__ is {struct}", [*inner, f"{var} = {built}"]))
+            test = "True" if raw else f"{var}.__class__ is {struct}"
+            steps.append((test, [*inner, f"{var} = {built}"]))
         if f.charset is not None:
             scope[f"C{n}_{i}"] = f.charset
             check = [f"if {var}.strip(C{n}_{i}):", f"    raise Doubt({f.name!r})"]

@@ -41,7 +41,7 @@ from pydantic_core import PydanticUndefined
 from statemachine import values
 from statemachine.upcasting import CURRENT_VERSION
 
-__all__ = ["FieldSpec", "ModelSpec", "spec_for"]
+__all__ = ["FieldSpec", "ModelSpec", "envelope_struct", "spec_for"]
 
 _Time = Annotated[datetime, msgspec.Meta(tz=True)]
 # ``^[chars]{m,n}$``: pydantic's regex engine matches ``$`` only at the very end, Python's
@@ -75,6 +75,8 @@ class ModelSpec:
     struct: type[msgspec.Struct]
     fields: tuple[FieldSpec, ...]
     tag: str | None
+    wire: tuple[tuple[str, Any, Any], ...]
+    """The struct's fields as ``msgspec.defstruct`` takes them."""
 
 
 @dataclass
@@ -139,7 +141,9 @@ def spec_for(model: type[BaseModel], tag: str | None = None) -> ModelSpec:
         forbid_unknown_fields=True,
         gc=False,
     )
-    spec = ModelSpec(model=model, struct=struct, fields=tuple(specs), tag=tag)
+    spec = ModelSpec(
+        model=model, struct=struct, fields=tuple(specs), tag=tag, wire=tuple(struct_fields)
+    )
     _SPECS[model] = spec
     return spec
 
@@ -250,3 +254,30 @@ def _char_class(pattern: str, where: str) -> tuple[str, int, int]:
 
 def _span(first: str, last: str) -> str:
     return "".join(chr(c) for c in range(ord(first), ord(last) + 1))
+
+
+def envelope_struct(specs: list[ModelSpec]) -> type[msgspec.Struct]:
+    """One struct for the envelopes of ``specs``: their common fields, ``type`` any of their
+    tags, ``schema_version`` any version, and ``data`` left raw, to be decoded by the struct
+    of the type the envelope names (cheaper than msgspec's search for a tag that is not the
+    first key, or than finding it in the bytes)."""
+    fields: list[tuple[str, Any, Any]] = []
+    for name, kind, default in specs[0].wire:
+        if name == "type":
+            kind = Literal[tuple(spec.tag for spec in specs)]
+        elif name == "schema_version":
+            kind, default = Annotated[int, msgspec.Meta(ge=1)] | msgspec.UnsetType, msgspec.UNSET
+        elif name == "data":
+            optional = any(dict((n, d) for n, _, d in spec.wire)["data"] is msgspec.UNSET for spec in specs)
+            kind = msgspec.Raw | msgspec.UnsetType if optional else msgspec.Raw
+            default = msgspec.UNSET if optional else msgspec.NODEFAULT
+        else:
+            for spec in specs:
+                if (name, kind, default) not in spec.wire:
+                    raise TypeError(f"{spec.model.__name__}.{name} differs from other envelopes")
+        fields.append((name, kind, default))
+    if any([n for n, _, _ in spec.wire] != [n for n, _, _ in fields] for spec in specs):
+        raise TypeError("the envelopes do not have the same fields")
+    return msgspec.defstruct(
+        "EnvelopeWire", fields, kw_only=True, forbid_unknown_fields=True, gc=False
+    )
