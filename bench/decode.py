@@ -21,10 +21,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from pipeline import _events  # noqa: E402
+from pipeline import _events
 
-from consumers.eventlog import codec  # noqa: E402
-from consumers.eventlog.wire import decode_fast  # noqa: E402
+from consumers.eventlog import codec
+from consumers.eventlog.wire import decode_fast
 
 SLICE = 500
 

@@ -95,12 +95,18 @@ def test_valid_records_decode_as_pydantic_decodes_them(value: bytes) -> None:
 
 @PROFILE
 @given(hostile_records())
-@example(b'{"type":"AuditProgressed","event_id":"0b9b5a3e-3c1f-4a52-9b9e-1f6d2a7c8e01",'
-         b'"audit_id":"a-1\\n","occurred_at":"2026-11-30T08:00:00Z","producer":"p","data":{}}')
-@example(b'{"type":"AuditProgressed","event_id":"0b9b5a3e-3c1f-4a52-9b9e-1f6d2a7c8e01",'
-         b'"audit_id":"a-1","occurred_at":"2026-11-30T08:00:00.9999999Z","producer":"p","data":{}}')
-@example(b'{"type":"AuditProgressed","event_id":"0b9b5a3e-3c1f-4a52-9b9e-1f6d2a7c8e01",'
-         b'"audit_id":"a-1","occurred_at":"2026-11-30T08:00:00Z","producer":"p\\u0000","data":{}}')
+@example(
+    b'{"type":"AuditProgressed","event_id":"0b9b5a3e-3c1f-4a52-9b9e-1f6d2a7c8e01",'
+    b'"audit_id":"a-1\\n","occurred_at":"2026-11-30T08:00:00Z","producer":"p","data":{}}'
+)
+@example(
+    b'{"type":"AuditProgressed","event_id":"0b9b5a3e-3c1f-4a52-9b9e-1f6d2a7c8e01",'
+    b'"audit_id":"a-1","occurred_at":"2026-11-30T08:00:00.9999999Z","producer":"p","data":{}}'
+)
+@example(
+    b'{"type":"AuditProgressed","event_id":"0b9b5a3e-3c1f-4a52-9b9e-1f6d2a7c8e01",'
+    b'"audit_id":"a-1","occurred_at":"2026-11-30T08:00:00Z","producer":"p\\u0000","data":{}}'
+)
 def test_hostile_records_decode_as_pydantic_decodes_them(value: bytes) -> None:
     _check(value)
 
@@ -108,14 +114,27 @@ def test_hostile_records_decode_as_pydantic_decodes_them(value: bytes) -> None:
 def _canonical(kind: str) -> bytes:
     data = {
         "AuditStarted": {"project_id": "p", "start_url": "https://é.example/🦄"},
-        "AuditFailed": {"error_code": "oom", "error_detail": "d", "failed_by": "reconciler",
-                        "policy": {"grace_s": 600.0, "n": 3, "on": True, "why": "é", "none": None}},
-        "WorkflowStatusObserved": {"status": "errored", "trigger": "watchdog",
-                                   "observed_at": "2026-11-30T09:00:00.5+02:00",
-                                   "error": {"name": "Error", "message": "OOM"}},
+        "AuditFailed": {
+            "error_code": "oom",
+            "error_detail": "d",
+            "failed_by": "reconciler",
+            "policy": {"grace_s": 600.0, "n": 3, "on": True, "why": "é", "none": None},
+        },
+        "WorkflowStatusObserved": {
+            "status": "errored",
+            "trigger": "watchdog",
+            "observed_at": "2026-11-30T09:00:00.5+02:00",
+            "error": {"name": "Error", "message": "OOM"},
+        },
     }.get(kind)
-    raw = {"event_id": str(uuid.uuid4()), "type": kind, "audit_id": "a-1", "producer": "p",
-           "occurred_at": "2026-11-30T08:00:00Z", "data": data}
+    raw = {
+        "event_id": str(uuid.uuid4()),
+        "type": kind,
+        "audit_id": "a-1",
+        "producer": "p",
+        "occurred_at": "2026-11-30T08:00:00Z",
+        "data": data,
+    }
     return json.dumps(raw).encode()
 
 
@@ -202,14 +221,18 @@ def test_structs_check_what_the_models_check(kind: str) -> None:
     model = LIFECYCLE_TYPES[kind]
     (ours,), ours_defs = msgspec.json.schema_components([spec_for(model, kind).struct])
     theirs = model.model_json_schema()
-    models: list[tuple[dict[str, Any], dict[str, Any]]] = [(ours_defs[ours["$ref"].rsplit("/", 1)[1]], theirs)]
+    models: list[tuple[dict[str, Any], dict[str, Any]]] = [
+        (ours_defs[ours["$ref"].rsplit("/", 1)[1]], theirs)
+    ]
     while models:
         struct_schema, model_schema = models.pop()
         assert set(struct_schema["properties"]) == set(model_schema["properties"])
         model_defs = theirs.get("$defs", {})
         for name, field in model_schema["properties"].items():
             if name == "schema_version":  # the struct takes only the current one
-                assert struct_schema["properties"][name]["enum"] == [model.model_fields[name].default]
+                assert struct_schema["properties"][name]["enum"] == [
+                    model.model_fields[name].default
+                ]
                 continue
             mine = _normal(_constraints(struct_schema["properties"][name], ours_defs, set()))
             expected = _normal(_constraints(field, model_defs, set()))
@@ -219,7 +242,12 @@ def test_structs_check_what_the_models_check(kind: str) -> None:
         for name in struct_schema["properties"]:
             ref = struct_schema["properties"][name].get("$ref")
             if ref and ref.endswith("Wire") and "$defs" in theirs:
-                models.append((ours_defs[ref.rsplit("/", 1)[1]], model_defs[ref.rsplit("/", 1)[1].removesuffix("Wire")]))
+                models.append(
+                    (
+                        ours_defs[ref.rsplit("/", 1)[1]],
+                        model_defs[ref.rsplit("/", 1)[1].removesuffix("Wire")],
+                    )
+                )
 
 
 def test_a_validator_the_decoder_does_not_know_stops_it_at_import() -> None:

@@ -26,12 +26,14 @@ _DEFS = _SCHEMA["$defs"]
 _TEXT = st.text(
     st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=12
 ) | st.sampled_from(["", "é", "🦄", "\u202e", "\ufeff", "a\nb", "\\", '"', "x" * 64])
-_UUID = st.integers(0, 2**128 - 1).map(lambda n: uuid.UUID(int=n)).flatmap(
-    lambda u: st.sampled_from([str(u), str(u).upper(), u.hex, "{" + str(u) + "}", u.urn])
+_UUID = (
+    st.integers(0, 2**128 - 1)
+    .map(lambda n: uuid.UUID(int=n))
+    .flatmap(lambda u: st.sampled_from([str(u), str(u).upper(), u.hex, "{" + str(u) + "}", u.urn]))
 )
-_DATE = st.tuples(
-    st.integers(1, 9999), st.integers(1, 12), st.integers(1, 31)
-).map(lambda d: f"{d[0]:04d}-{d[1]:02d}-{d[2]:02d}")
+_DATE = st.tuples(st.integers(1, 9999), st.integers(1, 12), st.integers(1, 31)).map(
+    lambda d: f"{d[0]:04d}-{d[1]:02d}-{d[2]:02d}"
+)
 _CLOCK = st.tuples(st.integers(0, 24), st.integers(0, 59), st.integers(0, 60)).map(
     lambda t: f"{t[0]:02d}:{t[1]:02d}:{t[2]:02d}"
 )
@@ -41,8 +43,12 @@ _OFFSET = st.sampled_from(
 )
 # Mostly times every reader takes, sometimes any other shape.
 _TIME = st.one_of(
-    st.tuples(st.integers(1900, 8999), st.integers(1, 12), st.integers(1, 28), _CLOCK.filter(
-        lambda c: c < "24" and not c.endswith("60")), st.sampled_from(["", ".5", ".123456"]),
+    st.tuples(
+        st.integers(1900, 8999),
+        st.integers(1, 12),
+        st.integers(1, 28),
+        _CLOCK.filter(lambda c: c < "24" and not c.endswith("60")),
+        st.sampled_from(["", ".5", ".123456"]),
         st.sampled_from(["Z", "+00:00", "+02:00", "-07:00"]),
     ).map(lambda t: f"{t[0]:04d}-{t[1]:02d}-{t[2]:02d}T{t[3]}{t[4]}{t[5]}"),
     st.tuples(_DATE, st.sampled_from(["T", "t", " "]), _CLOCK, _FRACTION, _OFFSET).map("".join),
@@ -110,7 +116,9 @@ def valid_events(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.integers(0, 3)):  # mostly the current version, sometimes an old or odd one
         envelope.pop("schema_version", None)
         if draw(st.booleans()):
-            envelope["schema_version"] = LIFECYCLE_TYPES[kind].model_fields["schema_version"].default
+            envelope["schema_version"] = (
+                LIFECYCLE_TYPES[kind].model_fields["schema_version"].default
+            )
     return envelope
 
 
@@ -161,7 +169,9 @@ def hostile_records(draw: st.DrawFn) -> bytes:
     elif how == 3:
         envelope["schema_version"] = draw(st.sampled_from([0, 1, 2, 3, 1001, "1", 1.0]))
     elif how == 4:  # lone surrogates and NUL as escapes
-        escape = draw(st.sampled_from(["\\ud800", "\\udfff", "\\u0000", "\\ud83e", "\\ud83e\\udd84"]))
+        escape = draw(
+            st.sampled_from(["\\ud800", "\\udfff", "\\u0000", "\\ud83e", "\\ud83e\\udd84"])
+        )
         envelope["producer"] = "p-PLACE"
         return json.dumps(envelope).replace("PLACE", escape).encode()
     elif how == 5:  # a duplicate key, the last one differing
@@ -170,7 +180,9 @@ def hostile_records(draw: st.DrawFn) -> bytes:
         other = json.dumps(draw(_HOSTILE_VALUES | st.sampled_from(sorted(LIFECYCLE_TYPES))))
         return (raw[:-1] + f', "{key}": {other}}}').encode()
     elif how == 6:
-        return draw(st.binary(max_size=40)) + _dumps(envelope, "compact")[: draw(st.integers(0, 50))]
+        return (
+            draw(st.binary(max_size=40)) + _dumps(envelope, "compact")[: draw(st.integers(0, 50))]
+        )
     elif how == 7:
         return json.dumps([envelope]).encode()
     elif how == 8 and isinstance(data, dict):  # nested too deep, or a policy that is not flat
@@ -179,5 +191,9 @@ def hostile_records(draw: st.DrawFn) -> bytes:
         envelope.pop(draw(st.sampled_from(sorted(envelope))))
     elif how == 10:  # a raw control character or invalid UTF-8 inside a string
         raw = _dumps(envelope, "compact")
-        return raw.replace(b'"producer":"', b'"producer":"' + draw(st.sampled_from([b"\x01", b"\xff", b"\xed\xa0\x80"])), 1)
+        return raw.replace(
+            b'"producer":"',
+            b'"producer":"' + draw(st.sampled_from([b"\x01", b"\xff", b"\xed\xa0\x80"])),
+            1,
+        )
     return _dumps(envelope, draw(st.sampled_from(["compact", "ascii", "indented"])))

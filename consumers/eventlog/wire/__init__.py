@@ -12,6 +12,8 @@ paths to the same results.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
@@ -25,8 +27,10 @@ __all__ = ["STRUCTS", "decode_fast"]
 # the data with that type's struct and checks the version is the current one.
 _SPECS = [spec_for(model, tag) for tag, model in LIFECYCLE_TYPES.items()]
 STRUCTS: tuple[type[msgspec.Struct], ...] = tuple(spec.struct for spec in _SPECS)
-_decode = msgspec.json.Decoder(envelope_struct(_SPECS)).decode
-_BUILD: dict[str, Builder] = {tag: builder_for(model, tag) for tag, model in LIFECYCLE_TYPES.items()}
+_decode: Callable[[bytes], Any] = msgspec.json.Decoder(envelope_struct(_SPECS)).decode
+_BUILD: dict[str, Builder] = {
+    tag: builder_for(model, tag) for tag, model in LIFECYCLE_TYPES.items()
+}
 _GIVE_UP = (msgspec.MsgspecError, ValueError, OverflowError, RecursionError)
 # A fraction of more than six digits: msgspec rounds it, pydantic truncates it.
 _LONG_FRACTION = re.compile(rb"\.[0-9]{7}")

@@ -21,27 +21,25 @@ import msgspec
 from pydantic import BaseModel
 
 from consumers.eventlog.wire.structs import ModelSpec, spec_for
+from statemachine import values
 
-__all__ = ["Builder", "Doubt", "builder_for", "sane_time"]
+__all__ = ["Builder", "Doubt", "builder_for"]
 
 Builder = Callable[[Any], BaseModel]
 
-_EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
-_LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+# statemachine.values keeps timestamps from its earliest (included) to its latest (excluded)
+# in UTC; both are the first instant of a year, so in UTC the bounds are years, cheaper to compare.
+_FIRST_YEAR, _END_YEAR = values._EARLIEST.year, values._LATEST.year
+_WHOLE_YEARS = (
+    datetime(_FIRST_YEAR, 1, 1, tzinfo=UTC),
+    datetime(_END_YEAR, 1, 1, tzinfo=UTC),
+)
+if _WHOLE_YEARS != (values._EARLIEST, values._LATEST):
+    raise TypeError("the timestamp bounds are no longer whole years: compare datetimes")
 
 
 class Doubt(ValueError):
     """A value pydantic might refuse, or read otherwise: the fast path gives up on the record."""
-
-
-def sane_time(value: datetime) -> datetime:
-    """An aware datetime as :func:`statemachine.values._sane_time` keeps it: in UTC, from 1900
-    to 9000 (past those it raises, and pydantic's path names the problem)."""
-    if value.tzinfo is not UTC:
-        value = value.astimezone(UTC)  # OverflowError past year 1 or 9999
-    if not _EARLIEST <= value < _LATEST:
-        raise Doubt("timestamp out of range")
-    return value
 
 
 def builder_for(model: type[BaseModel], tag: str | None = None) -> Builder:
@@ -53,8 +51,8 @@ def builder_for(model: type[BaseModel], tag: str | None = None) -> Builder:
         "setattr": object.__setattr__,
         "Doubt": Doubt,
         "UTC": UTC,
-        "EARLIEST": _EARLIEST,
-        "LATEST": _LATEST,
+        "FIRST_YEAR": _FIRST_YEAR,
+        "END_YEAR": _END_YEAR,
     }
     body: list[str] = []
     if tag is not None:  # the envelope struct: check the version, decode the raw data
@@ -62,7 +60,7 @@ def builder_for(model: type[BaseModel], tag: str | None = None) -> Builder:
         scope["DECODE_DATA"] = msgspec.json.Decoder(_data_struct(spec)).decode
     result = _emit(spec, "s", scope, body, envelope=tag is not None)
     source = "def build(s):\n" + "".join(f"    {line}\n" for line in [*body, f"return {result}"])
-    exec(compile(source, f"<wire builder of {model.__name__}>", "exec"), scope)  # noqa: S102
+    exec(compile(source, f"<wire builder of {model.__name__}>", "exec"), scope)
     build: Builder = scope["build"]
     build.__doc__ = f"A {model.__name__} from its struct.\n\n{source}"
     return build
@@ -90,7 +88,9 @@ def _emit(
         steps: list[tuple[str, list[str]]] = []  # (condition, statements), as if/elif
         if not f.required:
             scope[f"D{n}_{i}"] = f.default
-            steps.append((f"{var} is UNSET", [f"{var} = D{n}_{i}", f"{fields_set}.discard({f.name!r})"]))
+            steps.append(
+                (f"{var} is UNSET", [f"{var} = D{n}_{i}", f"{fields_set}.discard({f.name!r})"])
+            )
         if envelope and f.name == "schema_version":
             steps.append((f"{var} != VERSION", ["raise Doubt('schema_version')"]))
         if f.time:
@@ -126,10 +126,10 @@ def _emit(
 
 
 def _sane_time(var: str) -> list[str]:
-    """:func:`sane_time` inlined (a call costs more than its body)."""
+    """:func:`statemachine.values._sane_time`, inlined (a call costs more than its body)."""
     return [
         f"if {var}.tzinfo is not UTC:",
         f"    {var} = {var}.astimezone(UTC)",
-        f"if not EARLIEST <= {var} < LATEST:",
+        f"if not FIRST_YEAR <= {var}.year < END_YEAR:",
         "    raise Doubt('timestamp out of range')",
     ]

@@ -173,7 +173,9 @@ def _translate(tp: Any, found: _Found, where: str) -> Any:
         members = tuple(_translate(arg, found, where) for arg in get_args(tp))
         return Union[members]  # noqa: UP007 - built from a tuple
     if origin is Literal:
-        if not all(isinstance(arg, str | int) and not isinstance(arg, bool) for arg in get_args(tp)):
+        if not all(
+            isinstance(arg, str | int) and not isinstance(arg, bool) for arg in get_args(tp)
+        ):
             raise TypeError(f"{where}: only str and int literals are compiled")
         return tp
     if origin is dict:
@@ -268,7 +270,9 @@ def envelope_struct(specs: list[ModelSpec]) -> type[msgspec.Struct]:
         elif name == "schema_version":
             kind, default = Annotated[int, msgspec.Meta(ge=1)] | msgspec.UnsetType, msgspec.UNSET
         elif name == "data":
-            optional = any(dict((n, d) for n, _, d in spec.wire)["data"] is msgspec.UNSET for spec in specs)
+            optional = any(
+                dict((n, d) for n, _, d in spec.wire)["data"] is msgspec.UNSET for spec in specs
+            )
             kind = msgspec.Raw | msgspec.UnsetType if optional else msgspec.Raw
             default = msgspec.UNSET if optional else msgspec.NODEFAULT
         else:
