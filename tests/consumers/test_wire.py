@@ -141,10 +141,7 @@ def _canonical(kind: str) -> bytes:
 @pytest.mark.parametrize("kind", ["AuditStarted", "AuditFailed", "WorkflowStatusObserved"])
 def test_what_auditrec_writes_takes_the_fast_path(kind: str) -> None:
     # given an event as encode() writes it (every field, current version), and as others do
-    try:
-        event = codec.validate(_canonical(kind))
-    except DecodeError:
-        pytest.skip(f"{kind} needs more data than this example has")
+    event = codec.validate(_canonical(kind))
     for value in (codec.encode("t", event).value, _canonical(kind)):
         # then the compiled decoder takes it, identical to pydantic's
         fast = decode_fast(value)

@@ -3,10 +3,10 @@ pydantic instances are built from what it decoded without validating again.
 
 :func:`decode_fast` returns exactly what ``EVENT_ADAPTER.validate_json`` returns for a
 current-version event, or None whenever it is not certain it would: an older
-``schema_version``, anything msgspec refuses, a timestamp of another shape, a ``\\u0000``
-escape. It never refuses on its own; :mod:`consumers.eventlog.codec` then takes pydantic's
-path, so every error message stays pydantic's. ``tests/eventlog/test_wire.py`` holds the two
-paths to the same results.
+``schema_version``, anything msgspec refuses, a fraction of a second of more than six digits,
+a ``\\u0000`` escape. It never refuses on its own; :mod:`consumers.eventlog.codec` then takes
+pydantic's path, so every error message stays pydantic's. ``tests/consumers/test_wire.py``
+holds the two paths to the same results.
 """
 
 from __future__ import annotations

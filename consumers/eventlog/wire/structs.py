@@ -1,9 +1,9 @@
 """msgspec structs generated from the pydantic event models, field by field.
 
 Each model in :mod:`statemachine.events` gets a struct with the same fields, in the same order,
-with every constraint msgspec can check natively (lengths, patterns, bounds, literals, enums,
-UUIDs, unknown fields forbidden). What msgspec cannot check the same way is recorded for the
-builder (:mod:`consumers.eventlog.wire.build`) or guarded before decoding:
+with every constraint msgspec can check natively (lengths, bounds, literals, enums, UUIDs,
+aware datetimes, unknown fields forbidden). What msgspec cannot check the same way is
+recorded for the builder (:mod:`consumers.eventlog.wire.build`) or guarded before decoding:
 
 - timestamps are msgspec's aware datetimes; the builder applies
   :func:`statemachine.values._sane_time`'s rules (UTC, 1900..9000), and a fraction of more than
@@ -15,7 +15,7 @@ builder (:mod:`consumers.eventlog.wire.build`) or guarded before decoding:
 - an optional field defaults to ``UNSET``, so the builder knows which fields the JSON set.
 
 Anything this translation does not know (a new validator, a pattern construct whose meaning
-differs between pydantic's Rust regex and Python's ``re``, a default factory) raises
+differs between pydantic's Rust regex and Python's ``re``, a default factory, an alias) raises
 :class:`TypeError` at import, so a model cannot drift from its decoder silently.
 """
 
