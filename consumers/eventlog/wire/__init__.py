@@ -36,8 +36,13 @@ _GIVE_UP = (msgspec.MsgspecError, ValueError, OverflowError, RecursionError)
 _LONG_FRACTION = re.compile(rb"\.[0-9]{7}")
 
 
-def decode_fast(value: bytes) -> AuditEvent | None:
-    """The event in ``value``, or None when pydantic's path must decide."""
+def decode_fast(value: bytes, strict: bool = False) -> AuditEvent | None:
+    """The event in ``value``, or None when pydantic's path must decide.
+
+    A fault of the fast path itself (a bug) gives None too, so a record is never refused, nor a
+    consumer stopped, by the decoder that only exists to be faster; tests pass ``strict`` to
+    see it raise.
+    """
     # One-byte searches first: most records have no escape and no fraction at all.
     if b"\\" in value and b"\\u0000" in value:
         return None  # NUL: pydantic refuses it in every string
@@ -47,4 +52,8 @@ def decode_fast(value: bytes) -> AuditEvent | None:
         wire = _decode(value)
         return _BUILD[wire.type](wire)  # type: ignore[return-value]
     except _GIVE_UP:
+        return None
+    except Exception:
+        if strict:
+            raise
         return None

@@ -97,6 +97,8 @@ def _emit(
             steps.append((f"{var} is not None", _sane_time(var)))
         for nested in f.nested:
             raw = envelope and f.name == "data"  # msgspec.Raw, decoded by the type's struct
+            if raw and f.required:  # optional in the envelope struct, for AuditCompleted's sake
+                steps.append((f"{var} is UNSET", ["raise Doubt('data')"]))
             inner = [f"{var} = DECODE_DATA({var})"] if raw else []
             built = _emit(spec_for(nested), var, scope, inner)
             struct = f"S{len(scope)}"
