@@ -2,8 +2,10 @@
 
 :func:`encode` writes an event as UTF-8 JSON with the ``event-type`` and ``schema-version``
 headers; :func:`decode` reads any version of any lifecycle event (old versions upcast) and
-raises :class:`~statemachine.errors.DecodeError` naming the problem; :func:`dead_letter` wraps a
-record that could not be decoded or applied, with the reason and where it came from.
+raises :class:`~statemachine.errors.DecodeError` naming the problem (the compiled decoder of
+:mod:`consumers.eventlog.wire` first, pydantic's path, :func:`validate`, whenever it
+declines); :func:`dead_letter` wraps a record that could not be decoded or applied, with the
+reason and where it came from.
 """
 
 from __future__ import annotations
