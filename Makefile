@@ -74,6 +74,7 @@ bench: venv services-up
 	$(BIN)/python bench/sweep.py
 	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/pipeline.py
+	$(BIN)/python bench/decode.py
 	$(BIN)/python bench/reconciler_group.py
 	$(BIN)/python bench/lazy_path.py
 	$(BIN)/python bench/restart.py

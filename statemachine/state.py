@@ -29,8 +29,6 @@ from statemachine.events import (
     AuditRestored,
     AuditStarted,
     WorkflowInstanceAttached,
-    WorkflowProbeFailed,
-    WorkflowStatusObserved,
 )
 from statemachine.machine import INITIAL, Row, next_status
 
@@ -95,7 +93,7 @@ _LOST = frozenset({"not_found", "not_attached"})
 
 def _observed(state: AuditState, event: AuditEvent) -> AuditState:
     """Record what a probe saw (for the watchdog's fairness and on-demand freshness)."""
-    if type(event) is WorkflowStatusObserved:
+    if event.type == "WorkflowStatusObserved":
         d = event.data
         if d.workflow_instance_id != state.workflow_instance_id:
             return state  # rule 1: an observation of another instance is stale
@@ -122,7 +120,7 @@ def _observed(state: AuditState, event: AuditEvent) -> AuditState:
             last_observed_at=seen,
             instance_ended_at=ended,
         )
-    if type(event) is WorkflowProbeFailed:
+    if event.type == "WorkflowProbeFailed":
         if event.data.workflow_instance_id != state.workflow_instance_id:
             return state
         return replace(
@@ -156,13 +154,14 @@ def evolve_by(state: AuditState, event: AuditEvent, row: Row | None) -> AuditSta
     state.status, event.type, state)``), for callers that need it too (the projection counts
     the events the table applies).
 
-    Events are told apart by their exact class (one dictionary look-up): the union is closed,
-    and ``isinstance`` on a pydantic model class costs 3x more (its metaclass is an
-    ``ABCMeta``)."""
+    Events are told apart by their ``type`` (one dictionary look-up): the union is closed,
+    ``isinstance`` on a pydantic model class costs 3x more (its metaclass is an ``ABCMeta``),
+    and a consumer that only folds events may fold a view of one that reads like it (the same
+    attributes, not the model's class: :func:`consumers.eventlog.codec.read`)."""
     if row is None:
         # Recorded, not applied. Observations still refresh what was last seen.
         return _observed(state, event) if state.status != INITIAL else state
-    return _APPLY.get(type(event), _kept)(state, event, row)
+    return _APPLY.get(event.type, _kept)(state, event, row)
 
 
 def _started(state: AuditState, event: AuditStarted, row: Row) -> AuditState:
@@ -306,17 +305,20 @@ def _kept(state: AuditState, event: AuditEvent, row: Row) -> AuditState:
     return _observed(state, event)
 
 
-# How each kind of event changes the state it applies to (others: :func:`_kept`).
-_APPLY: dict[type, Callable[..., AuditState]] = {
-    AuditStarted: _started,
-    WorkflowInstanceAttached: _attached,
-    AuditProgressed: _progressed,
-    AuditCompleted: _completed,
-    AuditFailed: _failed,
-    AuditRestored: _restored,
-    AuditFailureHeld: _held,
-    AuditFailureReleased: _unheld,
-    AuditFailureDiscarded: _unheld,
+# How each type of event changes the state it applies to (others: :func:`_kept`).
+_APPLY: dict[str, Callable[..., AuditState]] = {
+    model.model_fields["type"].default: apply
+    for model, apply in (
+        (AuditStarted, _started),
+        (WorkflowInstanceAttached, _attached),
+        (AuditProgressed, _progressed),
+        (AuditCompleted, _completed),
+        (AuditFailed, _failed),
+        (AuditRestored, _restored),
+        (AuditFailureHeld, _held),
+        (AuditFailureReleased, _unheld),
+        (AuditFailureDiscarded, _unheld),
+    )
 }
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import structlog
 
 from consumers.components.base import LogConsumer
-from consumers.eventlog.codec import decode_verbatim
+from consumers.eventlog.codec import read_verbatim
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record
 from consumers.runtime.metrics import EVENTS_PROJECTED
 from projections.store import ApplyResult, Position, ProjectionStore
@@ -133,7 +133,7 @@ class Projector(LogConsumer):
         bodies: list[bytes | None] = []  # stored as the history's JSON when current
         for n, record in enumerate(records, 1):
             try:
-                event, body = decode_verbatim(record.value)
+                event, body = read_verbatim(record.value)
             except DecodeError as exc:
                 self.dead_letter(record, str(exc), dlq)
                 continue

@@ -36,10 +36,11 @@ from consumers.components.counting import count_verdict
 from consumers.components.reconciler_log import (
     FOLDED_ONLY,
     compact,
+    decode_to_judge,
     may_be_decision,
     own_decision,
 )
-from consumers.eventlog.codec import decode, encode
+from consumers.eventlog.codec import encode
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record
 from consumers.runtime.metrics import OVERTURNED
 from projections.store import ProjectionStore
@@ -219,7 +220,7 @@ class Reconciler(LogConsumer):
                     if record.offset >= start and not may_be_decision(record):
                         continue
                     try:
-                        event = decode(record.value)
+                        event = decode_to_judge(record)
                     except DecodeError:
                         continue
                     if record.offset < start or own_decision(event):
@@ -352,7 +353,7 @@ class Reconciler(LogConsumer):
                 continue
             position = positions[tp] = offset + 1
             try:
-                event = decode(record.value)
+                event = decode_to_judge(record)
             except DecodeError as exc:
                 self.dead_letter(record, str(exc), out)
                 continue

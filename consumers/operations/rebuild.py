@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from consumers.components.projector import Projector
-from consumers.eventlog.codec import dead_letter, decode_verbatim
+from consumers.eventlog.codec import dead_letter, read_verbatim
 from consumers.eventlog.port import OutRecord
 from consumers.operations.backends import Backends
 from projections.store import Position
@@ -76,7 +76,7 @@ async def rebuild_projection(rt: Backends, *, progress: bool = False) -> int:
                             await asyncio.sleep(0)  # proceeds while this one is decoded
                         last = record.offset
                         try:
-                            event, body = decode_verbatim(record.value)
+                            event, body = read_verbatim(record.value)
                         except DecodeError as exc:
                             dlq.append(dead_letter(rt.topics, record, "auditrec-rebuild", str(exc)))
                             continue
@@ -144,7 +144,7 @@ async def _kept_chunks(rt: Backends) -> AsyncIterator[_Chunk]:
         bodies: list[bytes | None] = []
         for n, body, position in page:
             after = n
-            event, verbatim = decode_verbatim(body)  # recorded valid: it decodes
+            event, verbatim = read_verbatim(body)  # recorded valid: it decodes
             events.append((event, position))
             bodies.append(verbatim)
         yield events, bodies, {}, []

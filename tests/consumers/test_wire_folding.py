@@ -1,0 +1,197 @@
+"""Folding views (``codec.read``) against folding models (``codec.decode``): the state machine,
+the projection's rows and the reconciler's states come out the same, event after event, over
+generated histories of one audit; and the reconciler reads an event it may judge as the model,
+whatever its header says."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from consumers.components.reconciler import _folded
+from consumers.components.reconciler_log import decode_to_judge
+from consumers.eventlog import codec
+from consumers.eventlog.port import Record
+from projections.row import AuditRow, RowFold, project
+from statemachine.errors import DecodeError
+from statemachine.events import LIFECYCLE_TYPES, AuditEvent, AuditFailed
+from statemachine.state import AuditState, evolve, initial, replace
+from tests.consumers.wire_events import valid_events
+from tests.fuzz.hostile import FUZZ_EXAMPLES
+
+PROFILE = settings(
+    max_examples=max(FUZZ_EXAMPLES // 5, 30),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+_INSTANCES = st.sampled_from(["wf-1", "wf-2"])
+
+
+def _of_the_audit(envelope: dict[str, Any], instance: str | None) -> dict[str, Any]:
+    envelope["audit_id"] = "a-1"
+    data = envelope.get("data")
+    if isinstance(data, dict) and "workflow_instance_id" in data and instance is not None:
+        data["workflow_instance_id"] = instance
+    return envelope
+
+
+def _decodes(envelope: dict[str, Any]) -> bool:
+    try:
+        codec.decode(json.dumps(envelope).encode())
+    except DecodeError:
+        return False
+    return True
+
+
+# Every type, observations and progress more often than the rest.
+_KINDS = (*sorted(LIFECYCLE_TYPES), "WorkflowStatusObserved", "AuditProgressed")
+_EVENTS = st.builds(_of_the_audit, valid_events(_KINDS), _INSTANCES).filter(_decodes)
+_STARTS = st.builds(
+    lambda envelope, instance: {
+        **envelope,
+        "data": {**envelope["data"], "workflow_instance_id": instance},
+    },
+    st.builds(_of_the_audit, valid_events(("AuditStarted",)), st.none()).filter(_decodes),
+    _INSTANCES,
+)
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[bytes]:
+    """Valid records of one audit, most about one of two instances (so observations match),
+    mostly opened by the audit's start."""
+    envelopes = draw(st.lists(_EVENTS, min_size=3, max_size=10))
+    if draw(st.integers(0, 3)):
+        envelopes.insert(0, draw(_STARTS))
+    return [json.dumps(e, ensure_ascii=False).encode() for e in envelopes]
+
+
+def _both(values: list[bytes]) -> list[tuple[AuditEvent, AuditEvent]]:
+    """Each record that decodes, as a view (when it can be one) and as the model."""
+    out = []
+    for value in values:
+        try:
+            model = codec.decode(value)
+        except DecodeError:
+            continue
+        out.append((codec.read(value), model))
+    return out
+
+
+_AT = datetime(2026, 11, 30, 8, tzinfo=UTC)
+_RUNNING = AuditState(
+    audit_id="a-1",
+    project_id="p",
+    workflow_instance_id="wf-1",
+    status="running",
+    current_phase="crawl",
+    pages_crawled=3,
+    pages_total=10,
+    started_at=_AT,
+    last_observed_status="running",
+    last_observed_at=_AT,
+)
+# States an event may meet: none yet, running (held, or its instance seen complete), ended.
+_STATES = (
+    initial("a-1"),
+    _RUNNING,
+    replace(_RUNNING, held_decision_id=str(uuid.UUID(int=7)), held_at=_AT),
+    replace(_RUNNING, workflow_instance_id="wf-2", instance_ended_at=_AT),
+    replace(_RUNNING, status="failed", failed_by="reconciler", error_code="instance_lost"),
+    replace(_RUNNING, status="failed", failed_by="producer", error_code="crawl_failed"),
+    replace(_RUNNING, status="completed", completed_at=_AT),
+)
+
+
+@PROFILE
+@given(histories())
+def test_the_state_machine_folds_views_as_it_folds_models(values: list[bytes]) -> None:
+    pairs = _both(values)
+    by_view = by_model = initial("a-1")
+    for view, model in pairs:
+        by_view, by_model = evolve(by_view, view), evolve(by_model, model)
+        assert by_view == by_model, model.type
+        for state in _STATES:  # and the event met in every kind of state
+            assert evolve(state, view) == evolve(state, model), (model.type, state.status)
+
+
+@PROFILE
+@given(histories(), st.booleans())
+def test_the_projection_folds_views_as_it_folds_models(values: list[bytes], known: bool) -> None:
+    pairs = _both(values)
+    rows: dict[str, AuditRow] = {}
+    if known:  # a row the store already holds
+        rows["a-1"] = AuditRow(state=initial("a-1"), version=0, last_event_id=None)
+    by_view, by_model = RowFold(rows), RowFold(rows)
+    row_view = row_model = rows.get("a-1")
+    for view, model in pairs:
+        by_view.add(view)
+        by_model.add(model)
+        row_view, row_model = project(row_view, view), project(row_model, model)
+        assert row_view == row_model, model.type
+    assert by_view.changed() == by_model.changed()
+
+
+@PROFILE
+@given(histories())
+def test_the_reconciler_folds_what_it_reads_as_it_folds_models(values: list[bytes]) -> None:
+    by_view: dict[str, AuditState] = {}
+    by_model: dict[str, AuditState] = {}
+    holds_view: dict[str, Any] = {}
+    holds_model: dict[str, Any] = {}
+    for offset, value in enumerate(values):
+        kind = json.loads(value)["type"]
+        record = Record("t", 0, offset, "a-1", value, (("event-type", kind.encode()),), 0)
+        try:
+            model = codec.decode(value)
+        except DecodeError:
+            continue
+        event = decode_to_judge(record)
+        _folded(by_view, holds_view, event, by_view.get("a-1"))
+        _folded(by_model, holds_model, model, by_model.get("a-1"))
+        assert by_view == by_model, kind
+        assert holds_view == holds_model, kind
+
+
+def _record(value: bytes, header: bytes | None) -> Record:
+    headers = (("event-type", header),) if header is not None else ()
+    return Record("t", 0, 0, "a-1", value, headers, 0)
+
+
+def test_the_reconciler_reads_an_event_a_rule_may_judge_as_its_model_whatever_the_header() -> None:
+    failed = {
+        "event_id": "0b9b5a3e-3c1f-4a52-9b9e-1f6d2a7c8e01",
+        "type": "AuditFailed",
+        "audit_id": "a-1",
+        "producer": "reconciler",
+        "occurred_at": "2026-11-30T08:00:00Z",
+        "data": {"error_code": "oom", "error_detail": "d", "failed_by": "reconciler"},
+    }
+    value = json.dumps(failed).encode()
+    # an honest header, a header that lies (an event only folded), and none at all
+    for header in (b"AuditFailed", b"AuditProgressed", None):
+        assert type(decode_to_judge(_record(value, header))) is AuditFailed, header
+
+
+def test_the_reconciler_reads_an_event_it_only_folds_as_a_view() -> None:
+    progressed = {
+        "event_id": "0b9b5a3e-3c1f-4a52-9b9e-1f6d2a7c8e01",
+        "type": "AuditProgressed",
+        "audit_id": "a-1",
+        "producer": "crawler",
+        "occurred_at": "2026-11-30T08:00:00Z",
+        "data": {"pages_crawled": 3},
+    }
+    value = json.dumps(progressed).encode()
+    for header in (b"AuditProgressed", None):
+        event = decode_to_judge(_record(value, header))
+        assert type(event) is not LIFECYCLE_TYPES["AuditProgressed"]  # a view, cheaper
+        assert event.type == "AuditProgressed" and event.data.pages_crawled == 3
+    # a header naming a judged type costs the model, never a wrong reading
+    event = decode_to_judge(_record(value, b"AuditFailed"))
+    assert type(event) is LIFECYCLE_TYPES["AuditProgressed"]
