@@ -35,10 +35,10 @@ from consumers.components.checkpoints import Checkpoints
 from consumers.components.counting import count_verdict
 from consumers.components.reconciler_log import (
     FOLDED_ONLY,
-    compact,
+    Holds,
     decode_to_judge,
-    may_be_decision,
-    own_decision,
+    fold_into,
+    rebuild_partition,
 )
 from consumers.eventlog.codec import encode
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record
@@ -52,18 +52,15 @@ from statemachine.events import (
     AuditFailureReleased,
     AuditFailureSimulated,
 )
-from statemachine.machine import INITIAL
 from statemachine.policy import Policy
 from statemachine.rules import Verdict, decide, released
-from statemachine.state import AuditState, evolve, initial, replace
+from statemachine.state import AuditState
 
 __all__ = ["Reconciler"]
 
 log = structlog.get_logger("auditrec.reconciler")
 
 BRAKE_READ_EVERY = 1.0  # seconds the brake's state is reused
-
-Holds = dict[str, AuditFailureHeld]
 
 
 def _code(decision: AuditEvent | None) -> str:
@@ -103,30 +100,6 @@ def _emits(level: int) -> bool:
 
 
 _topic_partition = operator.attrgetter("topic", "partition")
-
-
-def _folded(
-    states: dict[str, AuditState], holds: Holds, event: AuditEvent, current: AuditState | None
-) -> AuditState:
-    """Fold ``event`` into ``current``, its audit's state in ``states`` (``None``: unknown),
-    and keep the result there (compact when terminal) and the held decision in ``holds``."""
-    audit_id = event.audit_id
-    if current is None:
-        current = initial(audit_id)
-    elif current.audit_id == "":  # a compacted terminal audit: status and failed_by only
-        current = replace(current, audit_id=audit_id)
-    new = evolve(current, event)
-    status = new.status
-    if status == "running":
-        states[audit_id] = new
-    elif status != INITIAL:
-        states[audit_id] = compact(new)
-    if new.held_decision_id is None:
-        if current.held_decision_id is not None:
-            holds.pop(audit_id, None)
-    elif type(event) is AuditFailureHeld and new.held_decision_id == str(event.event_id):
-        holds[audit_id] = event
-    return new
 
 
 class Reconciler(LogConsumer):
@@ -195,48 +168,24 @@ class Reconciler(LogConsumer):
                 self.seek(consumer, tp, mine)
                 kept.append(tp[1])
                 continue
-            restored = await self.checkpoints.load(tp, start) if self.checkpoints else None
-            states: dict[str, AuditState] = {}
-            holds: Holds = {}
-            begin = 0
-            if restored is not None:
-                states = {k: compact(v) for k, v in restored.states.items()}
-                holds, begin = restored.holds, restored.next_offset
             if tp[0] not in held:
                 held[tp[0]] = await self.log.start_offsets(tp[0])
-            if held[tp[0]].get(tp[1], 0) > begin:
-                log.error(
-                    "the lifecycle log no longer holds what this partition's state needs",
-                    partition=tp[1],
-                    needed_from=begin,
-                    log_starts_at=held[tp[0]][tp[1]],
-                    fix="keep the topic's retention.ms=-1 and set "
-                    "AUDITREC_KAFKA_LIFECYCLE_RETENTION: auditrec then trims only past checkpoints",
-                )
-            folded = 0
-            async for batch in self.log.read(tp[0], tp[1], begin, None):
-                folded += len(batch)
-                for record in batch:
-                    if record.offset >= start and not may_be_decision(record):
-                        continue
-                    try:
-                        event = decode_to_judge(record)
-                    except DecodeError:
-                        continue
-                    if record.offset < start or own_decision(event):
-                        self._fold(states, holds, event)
+            restored = await rebuild_partition(
+                self.log, self.checkpoints, tp, start, held[tp[0]].get(tp[1], 0)
+            )
+            states, holds, folded = restored.states, restored.holds, restored.read
             self.partitions[tp] = states
             self.holds[tp] = holds
             self.read_on_assign[tp] = folded
             self.positions[tp] = start
             self.seek(consumer, tp, start)
-            restored_from += restored is not None
+            restored_from += restored.checkpoint is not None
             read += folded
             log.debug(
                 "partition assigned",
                 partition=tp[1],
                 committed=start,
-                checkpoint=restored.next_offset if restored is not None else None,
+                checkpoint=restored.checkpoint,
                 records_read=folded,
                 audits=len(states),
             )
@@ -265,7 +214,7 @@ class Reconciler(LogConsumer):
 
     @staticmethod
     def _fold(states: dict[str, AuditState], holds: Holds, event: AuditEvent) -> AuditState:
-        return _folded(states, holds, event, states.get(event.audit_id))
+        return fold_into(states, holds, event, states.get(event.audit_id))
 
     async def brake_engaged(self) -> bool:
         """The brake's state as the store has it, read at most once per second."""
@@ -287,7 +236,7 @@ class Reconciler(LogConsumer):
         """Fold ``event`` into its audit's state; the decision it calls for, folded too."""
         before = states.get(event.audit_id)
         if event.type in FOLDED_ONLY:  # no rule judges these: fold (most events take this path)
-            after = _folded(states, holds, event, before)
+            after = fold_into(states, holds, event, before)
             if _overturns(before, after):
                 _overturned(event, self._loud[1])
             return None
@@ -297,7 +246,7 @@ class Reconciler(LogConsumer):
             decision = released(before, event, holds.get(event.audit_id))
         else:
             verdict, decision = decide(before, event, self.policy, brake_engaged=brake_engaged)
-        after = _folded(states, holds, event, before)
+        after = fold_into(states, holds, event, before)
         if _overturns(before, after):
             _overturned(event, self._loud[1])
         count_verdict(verdict, decision, event)
@@ -308,7 +257,7 @@ class Reconciler(LogConsumer):
                     "judged", audit_id=event.audit_id, rule=verdict.rule, reason=verdict.reason
                 )
             return None
-        _folded(states, holds, decision, states.get(event.audit_id))
+        fold_into(states, holds, decision, states.get(event.audit_id))
         self.decided += 1
         if not info:
             return decision

@@ -1,21 +1,40 @@
-"""How the reconciler reads its partitions: the events it only folds (read as views), its own
-decisions (and the records that may be one, told by their header), and terminal states kept
-compact."""
+"""How the reconciler reads its partitions: an event folded into its audit's state (terminal
+states kept compact, held decisions kept aside), a partition's states rebuilt on assignment
+(from its checkpoint and the log), the events it only folds (read as views), its own
+decisions (and the records that may be one, told by their header)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
+import structlog
 from pydantic import BaseModel
 
+from consumers.components.checkpoints import Checkpoints
 from consumers.eventlog.codec import decode, read
-from consumers.eventlog.port import Record
+from consumers.eventlog.port import EventLog, Record
+from statemachine.errors import DecodeError
 from statemachine.events import AuditEvent, AuditFailed, AuditFailureHeld, FailedBy
-from statemachine.machine import TERMINAL
+from statemachine.machine import INITIAL, TERMINAL
 from statemachine.rules import PRODUCER
-from statemachine.state import AuditState
+from statemachine.state import AuditState, evolve, initial, replace
 
-__all__ = ["FOLDED_ONLY", "compact", "decode_to_judge", "may_be_decision", "own_decision"]
+__all__ = [
+    "FOLDED_ONLY",
+    "Holds",
+    "Rebuilt",
+    "compact",
+    "decode_to_judge",
+    "fold_into",
+    "may_be_decision",
+    "own_decision",
+    "rebuild_partition",
+]
+
+log = structlog.get_logger("auditrec.reconciler")
+
+Holds = dict[str, AuditFailureHeld]  # held decisions of a partition, by audit (while held)
 
 _SHARED: dict[tuple[str, str | None], AuditState] = {}
 
@@ -74,3 +93,81 @@ def may_be_decision(record: Record) -> bool:
         if key == "event-type":
             return value in (b"AuditFailed", b"AuditFailureHeld")
     return True
+
+
+def fold_into(
+    states: dict[str, AuditState], holds: Holds, event: AuditEvent, current: AuditState | None
+) -> AuditState:
+    """Fold ``event`` into ``current``, its audit's state in ``states`` (``None``: unknown),
+    and keep the result there (compact when terminal) and the held decision in ``holds``."""
+    audit_id = event.audit_id
+    if current is None:
+        current = initial(audit_id)
+    elif current.audit_id == "":  # a compacted terminal audit: status and failed_by only
+        current = replace(current, audit_id=audit_id)
+    new = evolve(current, event)
+    status = new.status
+    if status == "running":
+        states[audit_id] = new
+    elif status != INITIAL:
+        states[audit_id] = compact(new)
+    if new.held_decision_id is None:
+        if current.held_decision_id is not None:
+            holds.pop(audit_id, None)
+    elif type(event) is AuditFailureHeld and new.held_decision_id == str(event.event_id):
+        holds[audit_id] = event
+    return new
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    """A partition's states as of its committed offset, and how they were made."""
+
+    states: dict[str, AuditState]
+    holds: Holds
+    read: int
+    """Records read from the log."""
+    checkpoint: int | None
+    """Where the checkpoint it started from ends (``None``: none, from the log's start)."""
+
+
+async def rebuild_partition(
+    event_log: EventLog,
+    checkpoints: Checkpoints | None,
+    tp: tuple[str, int],
+    start: int,
+    log_start: int,
+) -> Rebuilt:
+    """The states of partition ``tp`` committed up to ``start``: its latest checkpoint, then
+    the log folded from there; past ``start``, only our own decisions (committed with their
+    offsets, so final), folded early as the live path folds a decision it makes. ``log_start``
+    is the partition's first offset still in the log (a gap is logged, never hidden)."""
+    restored = await checkpoints.load(tp, start) if checkpoints is not None else None
+    states: dict[str, AuditState] = {}
+    holds: Holds = {}
+    begin = 0
+    if restored is not None:
+        states = {k: compact(v) for k, v in restored.states.items()}
+        holds, begin = restored.holds, restored.next_offset
+    if log_start > begin:
+        log.error(
+            "the lifecycle log no longer holds what this partition's state needs",
+            partition=tp[1],
+            needed_from=begin,
+            log_starts_at=log_start,
+            fix="keep the topic's retention.ms=-1 and set "
+            "AUDITREC_KAFKA_LIFECYCLE_RETENTION: auditrec then trims only past checkpoints",
+        )
+    count = 0
+    async for batch in event_log.read(tp[0], tp[1], begin, None):
+        count += len(batch)
+        for record in batch:
+            if record.offset >= start and not may_be_decision(record):
+                continue
+            try:
+                event = decode_to_judge(record)
+            except DecodeError:
+                continue
+            if record.offset < start or own_decision(event):
+                fold_into(states, holds, event, states.get(event.audit_id))
+    return Rebuilt(states, holds, count, restored.next_offset if restored is not None else None)

@@ -13,8 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from consumers.components.reconciler import _folded
-from consumers.components.reconciler_log import decode_to_judge
+from consumers.components.reconciler_log import decode_to_judge, fold_into
 from consumers.eventlog import codec
 from consumers.eventlog.port import Record
 from projections.row import AuditRow, RowFold, project
@@ -152,8 +151,8 @@ def test_the_reconciler_folds_what_it_reads_as_it_folds_models(values: list[byte
         except DecodeError:
             continue
         event = decode_to_judge(record)
-        _folded(by_view, holds_view, event, by_view.get("a-1"))
-        _folded(by_model, holds_model, model, by_model.get("a-1"))
+        fold_into(by_view, holds_view, event, by_view.get("a-1"))
+        fold_into(by_model, holds_model, model, by_model.get("a-1"))
         assert by_view == by_model, kind
         assert holds_view == holds_model, kind
 
