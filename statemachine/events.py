@@ -1,4 +1,5 @@
-"""The event contract: an envelope and one frozen pydantic model per event type.
+"""The event contract: an envelope and one frozen pydantic model per event type (the payloads
+they carry are defined in :mod:`statemachine.payloads` and re-exported here).
 
 Every event travels in the same envelope::
 
@@ -18,33 +19,31 @@ Old schema versions are upcast on read before validation
 from __future__ import annotations
 
 import uuid
-from enum import StrEnum
 from typing import Annotated, Literal, TypeAlias
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    TypeAdapter,
-)
+from pydantic import Field, TypeAdapter
 
-from statemachine.values import (
-    AuditId,
-    Detail,
-    Id,
-    InstanceId,
-    Label,
-    Name,
-    NonNegative,
-    Phase,
-    Policy,
-    Producer,
-    ShortText,
-    Tag,
-    Timestamp,
-    Url,
+from statemachine.payloads import (  # re-exported: this module is the contract's one import
+    AuditCompletedData,
+    AuditFailedData,
+    AuditFailureHeldData,
+    AuditProgressedData,
+    AuditRestoredData,
+    AuditStartedData,
+    FailedBy,
+    HeldRelease,
+    Listed,
+    ProbeFailureReason,
+    ProbeRequestedData,
+    ReconciledBy,
+    Trigger,
+    WorkflowError,
+    WorkflowInstanceAttachedData,
+    WorkflowProbeFailedData,
+    WorkflowStatusObservedData,
+    _Frozen,
 )
-from statemachine.vocabulary import ErrorCode, FailureRule, ListedAliveStatus, ObservedStatus
+from statemachine.values import AuditId, Producer, Timestamp
 
 __all__ = [
     "EVENT_ADAPTER",
@@ -52,257 +51,39 @@ __all__ = [
     "LIFECYCLE_TYPES",
     "PROBE_ADAPTER",
     "AuditCompleted",
+    "AuditCompletedData",
     "AuditEvent",
     "AuditFailed",
+    "AuditFailedData",
     "AuditFailureDiscarded",
     "AuditFailureHeld",
+    "AuditFailureHeldData",
     "AuditFailureReleased",
     "AuditFailureSimulated",
     "AuditId",
     "AuditProgressed",
+    "AuditProgressedData",
     "AuditRestored",
+    "AuditRestoredData",
     "AuditStarted",
+    "AuditStartedData",
     "FailedBy",
     "HeldRelease",
     "Listed",
     "ProbeFailureReason",
     "ProbeRequested",
+    "ProbeRequestedData",
     "ReconciledBy",
     "Trigger",
+    "WorkflowError",
     "WorkflowInstanceAttached",
+    "WorkflowInstanceAttachedData",
     "WorkflowProbeFailed",
+    "WorkflowProbeFailedData",
     "WorkflowStatusObserved",
+    "WorkflowStatusObservedData",
     "derived_id",
 ]
-
-
-class Trigger(StrEnum):
-    """What asked for a probe."""
-
-    WATCHDOG = "watchdog"
-    ON_DEMAND = "on_demand"
-    MANUAL = "manual"
-
-
-class FailedBy(StrEnum):
-    WORKFLOW = "workflow"
-    RECONCILER = "reconciler"
-    OPERATOR = "operator"
-
-
-class ReconciledBy(StrEnum):
-    WATCHDOG = "watchdog"
-    ON_DEMAND = "on_demand"
-
-
-class ProbeFailureReason(StrEnum):
-    TIMEOUT = "timeout"
-    NETWORK = "network"
-    RATE_LIMITED = "rate_limited"
-    UNAUTHORIZED = "unauthorized"
-    SERVER_ERROR = "server_error"
-    WORKFLOW_NOT_FOUND = "workflow_not_found"
-    INVALID_RESPONSE = "invalid_response"
-
-
-class _Frozen(BaseModel):
-    # Field docstrings become the descriptions of the published JSON Schemas (auditrec schema).
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
-
-
-class WorkflowError(_Frozen):
-    name: ShortText | None = None
-    """The error's class name as the Workflows API reports it."""
-    message: ShortText | None = None
-    """The error's message as the Workflows API reports it."""
-
-
-# --- data payloads --------------------------------------------------------------------
-
-
-class AuditStartedData(_Frozen):
-    project_id: Id
-    """The project the audited site belongs to."""
-    organization_id: Name | None = None
-    """The organization that owns the project."""
-    started_by_user_id: Name | None = None
-    """The user who started the audit, if a user did."""
-    start_url: Url | None = None
-    """The URL the crawl starts from."""
-    workflow_instance_id: InstanceId | None = None
-    """The Cloudflare Workflows instance running the audit, when already known (else see
-    `WorkflowInstanceAttached`)."""
-    started_at: Timestamp | None = None
-    """When the audit started (RFC 3339 with an offset); defaults to the envelope's
-    `occurred_at`."""
-    current_phase: Phase | None = None
-    """The phase the audit starts in; defaults to `discovery`."""
-    pages_total: NonNegative | None = None
-    """How many pages the audit expects to crawl, when known."""
-
-
-class WorkflowInstanceAttachedData(_Frozen):
-    workflow_instance_id: InstanceId
-    """The Cloudflare Workflows instance now running the audit; later observations of another
-    instance are ignored."""
-
-
-class AuditProgressedData(_Frozen):
-    current_phase: Phase | None = None
-    """The phase the audit is in now."""
-    pages_crawled: NonNegative | None = None
-    """Pages crawled so far."""
-    pages_total: NonNegative | None = None
-    """Pages the audit now expects to crawl."""
-
-
-class AuditCompletedData(_Frozen):
-    pages_crawled: NonNegative | None = None
-    """Pages crawled in all."""
-    pages_total: NonNegative | None = None
-    """Pages the audit expected to crawl."""
-    completed_at: Timestamp | None = None
-    """When the audit completed; defaults to the envelope's `occurred_at`."""
-
-
-class AuditFailedData(_Frozen):
-    error_code: ErrorCode
-    """The classified cause: one of auditrec's error codes."""
-    error_detail: Detail
-    """What happened, for a human (at most 500 characters)."""
-    failed_phase: Phase | None = None
-    """The phase the audit was in when it failed."""
-    failed_by: FailedBy
-    """Who decided the failure: the workflow itself, auditrec's reconciler (reserved to auditrec),
-    or an operator."""
-    reconciled_by: ReconciledBy | None = None
-    """For a reconciler decision: what asked for the probe behind it."""
-    workflow_status: Label | None = None
-    """For a reconciler decision: the workflow status the decision rests on."""
-    policy: Policy | None = None
-    """For a reconciler decision: the thresholds in force and the evidence, so the decision
-    explains itself later."""
-    rule: FailureRule | None = None
-    """For a reconciler decision: the rule that fired."""
-    actor: Name | None = None
-    """Who failed it, for an operator's failure: an API token's name, or `cli:<os user>`."""
-
-
-class WorkflowStatusObservedData(_Frozen):
-    workflow_instance_id: InstanceId | None = None
-    """The instance that was asked about (none when the audit has no instance)."""
-    status: ObservedStatus
-    """What the Workflows API answered, or `not_found` / `not_attached`."""
-    error: WorkflowError | ShortText | None = None
-    """The instance's error payload, when it errored."""
-    workflow_ended_at: Timestamp | None = None
-    """When the instance ended, when it did."""
-    trigger: Trigger
-    """What asked for the probe."""
-    observed_at: Timestamp
-    """When the status was read: the clock the rules judge by."""
-    sweep_id: Tag | None = None
-    """The watchdog tick that asked, if one did."""
-    sweep_size: NonNegative | None = None
-    """How many audits that tick asked about (the mass-failure brake's scope)."""
-    source: Literal["instance", "listing"] = "instance"
-    """Where the status was read: the instance itself, or the workflow's instance listing (never a
-    reason to fail)."""
-    actor: Name | None = None
-    """Who asked, for an operator's (manual) probe: an API token's name, or `cli:<os user>`."""
-
-
-class WorkflowProbeFailedData(_Frozen):
-    workflow_instance_id: InstanceId | None = None
-    """The instance that was asked about."""
-    reason: ProbeFailureReason
-    """Why the Workflows API gave no usable answer."""
-    http_status: Annotated[int, Field(ge=100, le=599)] | None = None
-    """The HTTP status of the answer, when there was one."""
-    detail: ShortText
-    """What went wrong, for a human."""
-    trigger: Trigger
-    """What asked for the probe."""
-    observed_at: Timestamp
-    """When the probe gave up."""
-    sweep_id: Tag | None = None
-    """The watchdog tick that asked, if one did."""
-    sweep_size: NonNegative | None = None
-    """How many audits that tick asked about."""
-    actor: Name | None = None
-    """Who asked, for an operator's (manual) probe: an API token's name, or `cli:<os user>`."""
-
-
-class Listed(_Frozen):
-    """What the workflow's instance listing said about the instance when a tick read it."""
-
-    status: ListedAliveStatus
-    """The alive status the listing showed."""
-    at: Timestamp
-    """When the listing was read."""
-
-
-class ProbeRequestedData(_Frozen):
-    workflow_instance_id: InstanceId | None = None
-    """The instance to ask about (none: the audit has none, observed as `not_attached`)."""
-    trigger: Trigger
-    """What asks for the probe."""
-    sweep_id: Tag | None = None
-    """The watchdog tick asking, if one is."""
-    sweep_size: NonNegative | None = None
-    """How many audits that tick asks about."""
-    answer_by: Timestamp | None = None
-    """The requester's bound: the request may wait (out a 429 pause) until then, no longer."""
-    listed: Listed | None = None
-    """Set when the instance was listed alive: the probe records that without asking for it
-    alone."""
-    actor: Name | None = None
-    """Who asked, for an operator's (manual) probe: an API token's name, or `cli:<os user>`."""
-
-
-class AuditFailureHeldData(_Frozen):
-    """A reconciler decision held by the mass-failure brake: the ``AuditFailed`` data it would
-    have carried, and why it is held."""
-
-    decision: AuditFailedData
-    """The `AuditFailed` data the reconciler would have appended."""
-    sweep_id: Tag | None = None
-    """The watchdog tick whose decisions the brake holds."""
-    reason: ShortText
-    """Why the decision is held."""
-
-
-class HeldRelease(_Frozen):
-    """What ends a hold: its id (the ``AuditFailureHeld`` event's), who, and why."""
-
-    held_id: uuid.UUID
-    """The `AuditFailureHeld` event this ends."""
-    actor: Name
-    """Who ended it: an operator, or the brake's own verdict."""
-    reason: ShortText | None = None
-    """Why, as the actor gave it."""
-
-
-class AuditRestoredData(_Frozen):
-    """An operator undoing a failure (``failure_id``, by the reconciler or an operator): the
-    audit runs again. ``resume`` (and ``pages_crawled``) are the facts a running audit is
-    judged and reported on, for consumers that keep no state of failed audits."""
-
-    reason: ShortText
-    """Why the failure is undone, in the operator's words."""
-    actor: Name
-    """Who restored it: an API token's name, or `cli:<os user>`."""
-    failure_id: uuid.UUID
-    """The event id of the `AuditFailed` this undoes."""
-    failed_by: FailedBy
-    """Who made that failure: `reconciler` or `operator` (a workflow's is never restored)."""
-    error_code: ErrorCode
-    """The error code of the failure undone."""
-    resume: AuditStartedData
-    """The audit's facts as started, so a consumer without state of failed audits can judge and
-    report it again."""
-    pages_crawled: NonNegative | None = None
-    """Pages crawled when it failed, if known."""
 
 
 # --- envelopes --------------------------------------------------------------------------
