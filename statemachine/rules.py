@@ -9,7 +9,6 @@ the observation's id (a redelivered observation yields the same decision).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -32,59 +31,13 @@ from statemachine.events import (
 from statemachine.machine import INITIAL
 from statemachine.policy import Policy, format_duration
 from statemachine.state import AuditState
+from statemachine.verdict import Verdict
 from statemachine.vocabulary import HEALTHY_STATUSES, HELD_ERROR_CODES, FailureRule
 
+# Verdict is defined in statemachine.verdict, and named here too: it is what judge() gives.
 __all__ = ["PRODUCER", "Verdict", "decide", "hold_reason", "judge", "released"]
 
 PRODUCER = "auditrec-reconciler"
-
-
-class Verdict:
-    """``rule`` names what fired; ``failure`` is set when the audit must fail; ``reason`` says
-    why, with its numbers.
-
-    The reason is made when it is first read (``reason`` may be given as a function that makes
-    it): most verdicts ("running, age 31m → healthy, no change") are only counted, and their
-    one reader is a debug log line, off in production. Replay, explain and backtests read it;
-    what they read is the same text either way."""
-
-    __slots__ = ("_failure", "_reason", "_rule")
-
-    def __init__(
-        self,
-        rule: str,
-        reason: str | Callable[[], str],
-        failure: AuditFailedData | None = None,
-    ) -> None:
-        self._rule = rule
-        self._reason = reason
-        self._failure = failure
-
-    @property
-    def rule(self) -> str:
-        return self._rule
-
-    @property
-    def failure(self) -> AuditFailedData | None:
-        return self._failure
-
-    @property
-    def reason(self) -> str:
-        reason = self._reason
-        if not isinstance(reason, str):
-            reason = self._reason = reason()  # made once; the verdict is immutable
-        return reason
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Verdict):
-            return NotImplemented
-        return (self.rule, self.reason, self.failure) == (other.rule, other.reason, other.failure)
-
-    def __hash__(self) -> int:
-        return hash((self.rule, self.reason, self.failure))
-
-    def __repr__(self) -> str:
-        return f"Verdict(rule={self.rule!r}, reason={self.reason!r}, failure={self.failure!r})"
 
 
 def _reconciled_by(trigger: Trigger) -> ReconciledBy:
