@@ -1,0 +1,164 @@
+"""Reads of the projection in PostgreSQL (see the port): rows by id, pages of the list, the
+watchdog's stale running audits (and that query's plan), histories, events by cause, counts
+and summaries for the console and the brake, and every row in keyset batches."""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from projections.postgres.coordination import event_uuids
+from projections.postgres.histories import fetch_histories
+from projections.postgres.rows import SELECT_ROWS, decode_row
+from projections.row import AuditRow
+from projections.store import HistoryEntry
+from statemachine.events import EVENT_ADAPTER, AuditEvent
+
+__all__ = ["STALE_RUNNING", "PostgresReads"]
+
+STALE_RUNNING = (
+    f"{SELECT_ROWS} WHERE status = 'running' AND started_at < $1 "
+    "ORDER BY last_observed_at NULLS FIRST, started_at, audit_id LIMIT $2"
+)
+
+
+class PostgresReads(ABC):
+    @property
+    @abstractmethod
+    def pool(self) -> asyncpg.Pool: ...
+
+    @abstractmethod
+    def _errors(self, what: str) -> contextlib.AbstractContextManager[None]: ...
+
+    async def get(self, audit_id: str) -> AuditRow | None:
+        with self._errors(f"get audit {audit_id}"):
+            rec = await self.pool.fetchrow(f"{SELECT_ROWS} WHERE audit_id = $1", audit_id)
+        return decode_row(rec) if rec is not None else None
+
+    async def list_audits(
+        self,
+        *,
+        status: str | None = None,
+        project: str | None = None,
+        code: str | None = None,
+        started_before: datetime | None = None,
+        limit: int = 100,
+        after: tuple[datetime, str] | None = None,
+        shadow: bool = False,
+    ) -> list[AuditRow]:
+        where: list[str] = []
+        args: list[Any] = []
+        for column, value in (("status", status), ("project_id", project), ("error_code", code)):
+            if value is not None:
+                args.append(value)
+                where.append(f"{column} = ${len(args)}")
+        if started_before is not None:
+            args.append(started_before)
+            where.append(f"started_at < ${len(args)}")
+        if after is not None:
+            args.extend(after)
+            where.append(f"(started_at, audit_id) < (${len(args) - 1}, ${len(args)})")
+        if shadow:
+            where.append(
+                "status = 'running' AND EXISTS (SELECT 1 FROM audit_events e WHERE "
+                "e.audit_id = audits.audit_id AND e.type = 'AuditFailureSimulated')"
+            )
+        args.append(limit)
+        sql = (
+            SELECT_ROWS
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + f" ORDER BY started_at DESC, audit_id DESC LIMIT ${len(args)}"
+        )
+        with self._errors("list audits"):
+            recs = await self.pool.fetch(sql, *args)
+        return [decode_row(r) for r in recs]
+
+    async def history(self, audit_id: str) -> list[HistoryEntry]:
+        with self._errors(f"history of audit {audit_id}"):
+            recs = await self.pool.fetch(
+                'SELECT body, topic, partition, "offset", recorded_at FROM audit_events '
+                "WHERE audit_id = $1 ORDER BY seq",
+                audit_id,
+            )
+        return [
+            HistoryEntry(
+                EVENT_ADAPTER.validate_json(body),
+                (t, p, o) if t is not None else None,
+                rec,
+            )
+            for body, t, p, o, rec in recs
+        ]
+
+    async def histories(self, audit_ids: Sequence[str]) -> dict[str, list[HistoryEntry]]:
+        with self._errors("histories of audits"):
+            return await fetch_histories(self.pool, audit_ids)
+
+    async def caused_by(self, causation_ids: Iterable[str]) -> list[AuditEvent]:
+        ids = event_uuids(causation_ids)
+        if not ids:
+            return []
+        with self._errors("read caused events"):
+            recs = await self.pool.fetch(
+                "SELECT body FROM audit_events WHERE causation_id = ANY($1::uuid[]) ORDER BY seq",
+                ids,
+            )
+        return [EVENT_ADAPTER.validate_json(r[0]) for r in recs]
+
+    async def stale_running(self, started_before: datetime, limit: int) -> list[AuditRow]:
+        with self._errors("select stale running audits"):
+            recs = await self.pool.fetch(STALE_RUNNING, started_before, limit)
+        return [decode_row(r) for r in recs]
+
+    async def explain_stale_running(
+        self, started_before: datetime, limit: int, *, analyze: bool = True
+    ) -> str:
+        """The plan of the watchdog query (``EXPLAIN (ANALYZE, BUFFERS)`` by default)."""
+        options = "ANALYZE, BUFFERS" if analyze else "COSTS"
+        with self._errors("explain the watchdog query"):
+            recs = await self.pool.fetch(
+                f"EXPLAIN ({options}) {STALE_RUNNING}", started_before, limit
+            )
+        return "\n".join(r[0] for r in recs)
+
+    async def count_by_status(self) -> dict[str, int]:
+        with self._errors("count audits"):
+            recs = await self.pool.fetch("SELECT status, count(*) FROM audits GROUP BY status")
+        return {s: n for s, n in recs}
+
+    async def failure_counts(self, since: datetime) -> dict[tuple[str, str | None], int]:
+        with self._errors("count failures"):
+            recs = await self.pool.fetch(
+                "SELECT error_code, reconciled_by, count(*) FROM audits WHERE status = 'failed' "
+                "AND completed_at >= $1 GROUP BY error_code, reconciled_by",
+                since,
+            )
+        return {(code, by): n for code, by, n in recs}
+
+    async def running_summary(self, started_before: datetime) -> tuple[int, datetime | None]:
+        with self._errors("summarise running audits"):
+            rec = await self.pool.fetchrow(
+                "SELECT count(*) FILTER (WHERE started_at < $1), min(started_at) FROM audits "
+                "WHERE status = 'running'",
+                started_before,
+            )
+        assert rec is not None
+        return int(rec[0]), rec[1]
+
+    async def iter_rows(self, batch: int = 1000) -> AsyncIterator[AuditRow]:
+        """Keyset batches: no connection or transaction is held between batches."""
+        last = ""
+        while True:
+            with self._errors("iterate audits"):
+                recs = await self.pool.fetch(
+                    f"{SELECT_ROWS} WHERE audit_id > $1 ORDER BY audit_id LIMIT $2", last, batch
+                )
+            if not recs:
+                return
+            for rec in recs:
+                yield decode_row(rec)
+            last = recs[-1][0]
