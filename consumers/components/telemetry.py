@@ -9,16 +9,16 @@ is not reported; shadow mode's ``AuditFailureSimulated`` is never reported), the
 :mod:`consumers.components.posthog_capture`.
 
 **Where the facts come from.** The consumer folds each audit's events itself (the same pure
-``evolve`` as everywhere), rebuilding its partitions from the log on assignment exactly like the
-reconciler, instead of reading the projection at send time: the projector may lag behind (or
-not run in this process), and the row may already show later events (an overturn). Folding
-gives the state at the failure itself. An audit whose failure an operator undoes
-(``AuditRestored``) is followed again only when that failure was an operator's: one the
-reconciler made was reported already, and PostHog hears of an audit's reconciliation failure
-once, whatever restores and failures follow. Only running audits are kept in memory, and they are
-checkpointed (:mod:`consumers.components.checkpoints`) whenever a partition's offsets catch up
-with what was consumed (nothing waits in the outbox), so an assignment folds only what follows
-the latest checkpoint.
+``evolve`` as everywhere, over events read as views: ``codec.read``), rebuilding its partitions
+from the log on assignment exactly like the reconciler, instead of reading the projection at
+send time: the projector may lag behind (or not run in this process), and the row may already
+show later events (an overturn). Folding gives the state at the failure itself. An audit whose
+failure an operator undoes (``AuditRestored``) is followed again only when that failure was an
+operator's: one the reconciler made was reported already, and PostHog hears of an audit's
+reconciliation failure once, whatever restores and failures follow. Only running audits are kept
+in memory, and they are checkpointed (:mod:`consumers.components.checkpoints`) whenever a
+partition's offsets catch up with what was consumed (nothing waits in the outbox), so an
+assignment folds only what follows the latest checkpoint.
 
 **Exactly once, as far as PostHog can tell.** The SDK runs in ``sync_mode`` in a worker thread
 (bounded by its HTTP timeout): ``capture`` returns the event's uuid only once PostHog answered
@@ -46,12 +46,12 @@ from consumers.components.base import LogConsumer
 from consumers.components.checkpoints import Checkpoints
 from consumers.components.posthog_capture import EVENT_NAME, build_client, capture_arguments
 from consumers.components.telemetry_outbox import Outbox, Pending
-from consumers.eventlog.codec import decode
+from consumers.eventlog.codec import read
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record, TopicPartition
 from consumers.runtime.settings import Settings
 from projections.store import ProjectionStore
 from statemachine.errors import ConfigError, DecodeError
-from statemachine.events import AuditEvent, AuditFailed, AuditRestored, FailedBy
+from statemachine.events import AuditEvent, FailedBy
 from statemachine.machine import TERMINAL
 from statemachine.state import AuditState, evolve, initial
 
@@ -139,7 +139,7 @@ class Telemetry(LogConsumer):
                 async for batch in self.log.read(tp[0], tp[1], begin, start):
                     for record in batch:
                         try:
-                            self._fold(states, decode(record.value))
+                            self._fold(states, read(record.value))
                         except DecodeError:
                             continue
             self.partitions[tp] = states
@@ -172,7 +172,7 @@ class Telemetry(LogConsumer):
     def _fold(states: dict[str, AuditState], event: AuditEvent) -> tuple[AuditState, AuditState]:
         before = states.get(event.audit_id) or initial(event.audit_id)
         if (
-            isinstance(event, AuditRestored)
+            event.type == "AuditRestored"
             and not before.exists
             and event.data.failed_by is FailedBy.OPERATOR
         ):  # never reported: followed again, with the facts the restore carries
@@ -207,8 +207,10 @@ class Telemetry(LogConsumer):
         for record in records:
             tp = (record.topic, record.partition)
             self._consumed[tp] = record.offset + 1
-            event = self.decode(record, dlq)
-            if event is None:
+            try:
+                event = read(record.value)  # a view, cheaper: events are only read here
+            except DecodeError as exc:
+                self.dead_letter(record, str(exc), dlq)
                 continue
             try:
                 self._take(tp, record.offset, event)
@@ -223,7 +225,7 @@ class Telemetry(LogConsumer):
         states = self.partitions.setdefault(tp, {})
         before, after = self._fold(states, event)
         if (
-            isinstance(event, AuditFailed)
+            event.type == "AuditFailed"
             and event.data.failed_by is FailedBy.RECONCILER
             and before.status == "running"
             and after.status == "failed"

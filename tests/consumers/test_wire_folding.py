@@ -1,6 +1,6 @@
 """Folding views (``codec.read``) against folding models (``codec.decode``): the state machine,
-the projection's rows and the reconciler's states come out the same, event after event, over
-generated histories of one audit; and the reconciler reads an event it may judge as the model,
+the projection's rows, the reconciler's and telemetry's states (and what telemetry reports)
+come out the same, event after event, over generated histories of one audit; and the reconciler reads an event it may judge as the model,
 whatever its header says."""
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from consumers.components.posthog_capture import capture_arguments
 from consumers.components.reconciler_log import decode_to_judge, fold_into
+from consumers.components.telemetry import Telemetry
 from consumers.eventlog import codec
 from consumers.eventlog.port import Record
 from projections.row import AuditRow, RowFold, project
@@ -155,6 +157,45 @@ def test_the_reconciler_folds_what_it_reads_as_it_folds_models(values: list[byte
         fold_into(by_model, holds_model, model, by_model.get("a-1"))
         assert by_view == by_model, kind
         assert holds_view == holds_model, kind
+
+
+@PROFILE
+@given(histories())
+def test_telemetry_folds_and_reports_views_as_it_does_models(values: list[bytes]) -> None:
+    by_view: dict[str, AuditState] = {}
+    by_model: dict[str, AuditState] = {}
+    for view, model in _both(values):
+        assert Telemetry._fold(by_view, view) == Telemetry._fold(by_model, model), model.type
+        for state in _STATES:  # the event met in every kind of state
+            assert Telemetry._fold({"a-1": state}, view) == Telemetry._fold({"a-1": state}, model)
+            if model.type == "AuditFailed":  # what PostHog would be sent, were it reported
+                assert capture_arguments(state, view) == capture_arguments(state, model)
+
+
+def test_telemetry_follows_again_an_audit_an_operator_restores_from_its_view() -> None:
+    # given an operator's failure undone, on an audit telemetry keeps no state of
+    restored = {
+        "event_id": "0b9b5a3e-3c1f-4a52-9b9e-1f6d2a7c8e02",
+        "type": "AuditRestored",
+        "audit_id": "a-1",
+        "producer": "cli",
+        "occurred_at": "2026-11-30T09:00:00+02:00",
+        "data": {
+            "reason": "wrongly failed",
+            "actor": "cli:ops",
+            "failure_id": "0b9b5a3e-3c1f-4a52-9b9e-1f6d2a7c8e03",
+            "failed_by": "operator",
+            "error_code": "instance_lost",
+            "resume": {"project_id": "p", "workflow_instance_id": "wf-1"},
+        },
+    }
+    value = json.dumps(restored).encode()
+    view, model = codec.read(value), codec.decode(value)
+    assert type(view) is not type(model)  # a view, not the model
+    # then the view is followed again as the model is: running, with the facts it carries
+    (_, by_view), (_, by_model) = Telemetry._fold({}, view), Telemetry._fold({}, model)
+    assert by_view == by_model
+    assert by_view.status == "running" and by_view.workflow_instance_id == "wf-1"
 
 
 def _record(value: bytes, header: bytes | None) -> Record:
