@@ -10,9 +10,10 @@ the observation's id (a redelivered observation yields the same decision).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from statemachine.classifier import classify, error_text, truncate
+from statemachine.copying import builder
 from statemachine.events import (
     AuditEvent,
     AuditFailed,
@@ -40,6 +41,13 @@ __all__ = ["PRODUCER", "Verdict", "decide", "hold_reason", "judge", "released"]
 PRODUCER = "auditrec-reconciler"
 
 
+# A decision is made of values read from validated events and of constants: built without
+# validating them again (see ``statemachine.copying.builder``).
+_failure = builder(AuditFailedData)
+_failed = builder(AuditFailed)
+_simulated = builder(AuditFailureSimulated)
+
+
 def _reconciled_by(trigger: Trigger) -> ReconciledBy:
     return ReconciledBy.WATCHDOG if trigger is Trigger.WATCHDOG else ReconciledBy.ON_DEMAND
 
@@ -64,7 +72,7 @@ def _fail(
         evidence["error"] = truncate(text)
     if d.workflow_instance_id:
         evidence["workflow_instance_id"] = d.workflow_instance_id
-    return AuditFailedData(
+    return _failure(
         error_code=code,
         error_detail=truncate(detail),
         failed_phase=state.current_phase,
@@ -84,17 +92,20 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
     """The verdict on an observation or probe failure; ``None`` for other events.
 
     Reasons are functions (made when read: see :class:`Verdict`) of values that never change.
-    Events are told apart by their exact class (``isinstance`` on a pydantic model class costs
-    3x more)."""
-    if type(event) is WorkflowProbeFailed:
-        failed = event.data
+    Events are told apart by their ``type``: a consumer may judge a view of an observation
+    that reads like the model without being of its class (:func:`consumers.eventlog.codec.read`),
+    and ``isinstance`` on a pydantic model class costs 3x more."""
+    kind = event.type
+    if kind == "WorkflowProbeFailed":
+        failed = cast(WorkflowProbeFailed, event).data
         return Verdict(
             "probe_failed",
             lambda: f"probe failed ({failed.reason.value}): {failed.detail} → no change",
         )
-    if type(event) is not WorkflowStatusObserved:
+    if kind != "WorkflowStatusObserved":
         return None
-    d = event.data
+    observed = cast(WorkflowStatusObserved, event)
+    d = observed.data
     if state is None or state.status == INITIAL:
         return Verdict("unknown_audit", "observation for an audit never started → ignored")
     if state.status != "running":
@@ -132,7 +143,7 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
                 f"errored ({truncate(text, 200) if text else 'no error payload'})"
                 f" → {_fails(policy, code)}"
             ),
-            _fail("errored", state, event, policy, code, text or "Workflow instance errored"),
+            _fail("errored", state, observed, policy, code, text or "Workflow instance errored"),
         )
     if status == "terminated":
         text = error_text(d.error)
@@ -143,7 +154,12 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
                 f"terminated{f' ({truncate(text, 200)})' if text else ''} → {_fails(policy, code)}"
             ),
             _fail(
-                "terminated", state, event, policy, code, text or "Workflow instance was terminated"
+                "terminated",
+                state,
+                observed,
+                policy,
+                code,
+                text or "Workflow instance was terminated",
             ),
         )
     if status in ("not_found", "not_attached"):
@@ -161,7 +177,7 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
                     f"{status}, age {format_duration(age)} ≥ grace {format_duration(grace)}"
                     f" → {_fails(policy, 'instance_lost')}"
                 ),
-                _fail(rule, state, event, policy, "instance_lost", detail),
+                _fail(rule, state, observed, policy, "instance_lost", detail),
             )
         return Verdict(
             rule,
@@ -184,7 +200,7 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
                 _fail(
                     "finalize_lost",
                     state,
-                    event,
+                    observed,
                     policy,
                     "finalize_lost",
                     "Workflow completed but the audit was never finalized",
@@ -211,7 +227,7 @@ def hold_reason(
         return None
     if brake_engaged:
         return "the mass-failure brake is engaged"
-    if not isinstance(event, WorkflowStatusObserved):
+    if event.type != "WorkflowStatusObserved":
         return None
     d = event.data
     if d.trigger is Trigger.WATCHDOG and (d.sweep_size or 0) >= policy.brake_min_audits:
@@ -255,8 +271,8 @@ def decide(
             ),
         )
         return Verdict(verdict.rule, lambda: f"{verdict.reason}; held: {held}", failure), hold
-    cls = AuditFailureSimulated if policy.shadow else AuditFailed
-    decision = cls(**_derived(event, "reconciler-decision", observed_at), data=failure)
+    build = _simulated if policy.shadow else _failed
+    decision = build(**_derived(event, "reconciler-decision", observed_at), data=failure)
     return verdict, decision
 
 

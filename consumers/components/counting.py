@@ -13,10 +13,7 @@ from statemachine.events import (
     AuditEvent,
     AuditFailed,
     AuditFailureHeld,
-    AuditFailureReleased,
     AuditFailureSimulated,
-    WorkflowProbeFailed,
-    WorkflowStatusObserved,
 )
 from statemachine.rules import Verdict
 from statemachine.vocabulary import FAILURE_RULES
@@ -26,7 +23,7 @@ __all__ = ["count_verdict"]
 # labels() is slow (it checks and joins the labels on every call): each series' child kept.
 _judged: dict[str, Any] = {}
 _decided: dict[tuple[str, str, str, str], Any] = {}
-_JUDGED_EVENTS = (WorkflowStatusObserved, WorkflowProbeFailed)
+_JUDGED_EVENTS = frozenset({"WorkflowStatusObserved", "WorkflowProbeFailed"})
 
 
 def _count_judged(verdict: Verdict) -> None:
@@ -48,12 +45,13 @@ def _count_decided(rule: str, code: str, trigger: str, outcome: str) -> None:
 def count_verdict(verdict: Verdict | None, decision: AuditEvent | None, event: AuditEvent) -> None:
     """Count the verdict on an observation or a probe failure, and the failure a released
     hold becomes (trigger ``release``); other events: nothing. Events are told apart by their
-    exact class (``isinstance`` on a pydantic model class costs 3x more)."""
-    if type(event) is AuditFailureReleased and type(decision) is AuditFailed:
+    ``type`` (the observation may be a view: see :func:`statemachine.rules.judge`), decisions
+    (always models) by their exact class."""
+    if event.type == "AuditFailureReleased" and type(decision) is AuditFailed:
         released = decision.data
         _count_decided(released.rule or "released", released.error_code, "release", "failed")
         return
-    if verdict is None or type(event) not in _JUDGED_EVENTS:
+    if verdict is None or event.type not in _JUDGED_EVENTS:
         return
     if decision is None:  # nearly every verdict
         _count_judged(verdict)

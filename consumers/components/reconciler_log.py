@@ -1,7 +1,8 @@
 """How the reconciler reads its partitions: an event folded into its audit's state (terminal
 states kept compact, held decisions kept aside), a partition's states rebuilt on assignment
-(from its checkpoint and the log), the events it only folds (read as views), its own
-decisions (and the records that may be one, told by their header)."""
+(from its checkpoint and the log), the events it reads as views (those it only folds, and the
+observations its rules judge), its own decisions (and the records that may be one, told by
+their header)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from statemachine.state import AuditState, evolve, initial, replace
 
 __all__ = [
     "FOLDED_ONLY",
+    "READ_AS_VIEWS",
     "Holds",
     "Rebuilt",
     "compact",
@@ -61,22 +63,28 @@ FOLDED_ONLY: Final = frozenset(
     }
 )
 
-_FOLDED_ONLY_HEADERS: Final = frozenset(kind.encode() for kind in FOLDED_ONLY)
+# Event types read as views: those only folded, and the observations the rules judge (they
+# tell events apart by ``type``). Decisions, holds, releases and discards stay models: the
+# reconciler keeps a held decision and copies it when it is released, and knows its own
+# decisions by their class (``own_decision``).
+READ_AS_VIEWS: Final = FOLDED_ONLY | {"WorkflowStatusObserved", "WorkflowProbeFailed"}
+
+_VIEW_HEADERS: Final = frozenset(kind.encode() for kind in READ_AS_VIEWS)
 
 
 def decode_to_judge(record: Record) -> AuditEvent:
     """The record's event, or :class:`~statemachine.errors.DecodeError`: a view of it
-    (:func:`~consumers.eventlog.codec.read`, a third of the cost) when the reconciler only folds
-    it, the model when a rule may judge it (rules tell events apart by class). The
-    ``event-type`` header spares reading as a view an event that then needs the model; a header
-    that is absent or wrong costs a second decoding, never a wrong class."""
+    (:func:`~consumers.eventlog.codec.read`, a third of the cost) when its type is one of
+    ``READ_AS_VIEWS``, else the model. The ``event-type`` header spares reading as a view an
+    event that then needs the model; a header that is absent or wrong costs a second decoding,
+    never a view where the model is needed."""
     for key, value in record.headers:
         if key == "event-type":
-            if value not in _FOLDED_ONLY_HEADERS:
+            if value not in _VIEW_HEADERS:
                 return decode(record.value)
             break
     event = read(record.value)
-    if event.type in FOLDED_ONLY or isinstance(event, BaseModel):
+    if event.type in READ_AS_VIEWS or isinstance(event, BaseModel):
         return event
     return decode(record.value)
 

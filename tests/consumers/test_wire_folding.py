@@ -1,10 +1,13 @@
 """Folding views (``codec.read``) against folding models (``codec.decode``): the state machine,
 the projection's rows, the reconciler's and telemetry's states (and what telemetry reports)
-come out the same, event after event, over generated histories of one audit; and the reconciler reads an event it may judge as the model,
-whatever its header says."""
+come out the same, event after event, over generated histories of one audit; the rules judge a
+view of an observation as they judge its model, to the same decision, which reads back from
+its JSON as built; and the reconciler reads an event it keeps or copies (a decision, a hold) as
+the model, whatever its header says."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 from datetime import UTC, datetime
@@ -21,6 +24,8 @@ from consumers.eventlog.port import Record
 from projections.row import AuditRow, RowFold, project
 from statemachine.errors import DecodeError
 from statemachine.events import LIFECYCLE_TYPES, AuditEvent, AuditFailed
+from statemachine.policy import Policy
+from statemachine.rules import decide
 from statemachine.state import AuditState, evolve, initial, replace
 from tests.consumers.wire_events import valid_events
 from tests.fuzz.hostile import FUZZ_EXAMPLES
@@ -157,6 +162,47 @@ def test_the_reconciler_folds_what_it_reads_as_it_folds_models(values: list[byte
         fold_into(by_model, holds_model, model, by_model.get("a-1"))
         assert by_view == by_model, kind
         assert holds_view == holds_model, kind
+
+
+# Enforcing, in shadow mode, and with a brake that holds a sweep of one (engaged or not).
+_POLICIES = (Policy(), Policy(shadow=True), Policy(brake_min_audits=1))
+_OBSERVATIONS = st.builds(
+    _of_the_audit, valid_events(("WorkflowStatusObserved", "WorkflowProbeFailed")), _INSTANCES
+).filter(_decodes)
+
+
+@PROFILE
+@given(st.lists(_OBSERVATIONS, min_size=1, max_size=4))
+def test_the_rules_judge_views_as_they_judge_models(envelopes: list[dict[str, Any]]) -> None:
+    for envelope in envelopes:
+        value = json.dumps(envelope, ensure_ascii=False).encode()
+        view, model = codec.read(value), codec.decode(value)
+        for state, policy, engaged in itertools.product(_STATES, _POLICIES, (False, True)):
+            by_view = decide(state, view, policy, brake_engaged=engaged)
+            by_model = decide(state, model, policy, brake_engaged=engaged)
+            (seen, decided), (expected, wanted) = by_view, by_model
+            assert (seen is None) == (expected is None)
+            if seen is not None and expected is not None:
+                assert (seen.rule, seen.reason, seen.failure) == (
+                    expected.rule,
+                    expected.reason,
+                    expected.failure,
+                )
+            assert decided == wanted, (state.status, policy)
+            if decided is not None:  # built without validation: as validated, and read back
+                assert _validated(decided) == decided
+                read_back = type(decided).model_validate_json(decided.model_dump_json())
+                assert read_back == decided
+                assert read_back.model_dump() == decided.model_dump()
+
+
+def _validated(model: Any) -> Any:
+    """``model`` made again by validating the values it was given (nested models too)."""
+    given = {name: getattr(model, name) for name in model.model_fields_set}
+    data = given.get("data")
+    if data is not None:
+        given["data"] = _validated(data)
+    return type(model)(**given)
 
 
 @PROFILE
