@@ -9,6 +9,7 @@ the observation's id (a redelivered observation yields the same decision).
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any, cast
 
@@ -61,7 +62,7 @@ def _fail(
     detail: str,
 ) -> AuditFailedData:
     d = obs.data
-    evidence = dict(policy.evidence())
+    evidence = dict(_evidence(policy))
     evidence["trigger"] = d.trigger.value
     evidence["observed_at"] = d.observed_at.isoformat()
     evidence["observation_id"] = str(obs.event_id)
@@ -82,6 +83,12 @@ def _fail(
         policy=evidence,
         rule=rule,
     )
+
+
+@functools.lru_cache(maxsize=16)
+def _evidence(policy: Policy) -> dict[str, Any]:
+    """``policy.evidence()``, made once per policy (copy it before changing it)."""
+    return policy.evidence()
 
 
 def _fails(policy: Policy, code: str) -> str:

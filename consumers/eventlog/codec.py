@@ -43,7 +43,7 @@ __all__ = [
 
 
 def encode(topic: str, event: BaseModel) -> OutRecord:
-    value = event.model_dump_json().encode()
+    value = event.__pydantic_serializer__.to_json(event)  # model_dump_json(), as bytes
     kind = getattr(event, "type", "")
     version = str(getattr(event, "schema_version", 1))
     return OutRecord(

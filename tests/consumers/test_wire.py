@@ -92,6 +92,18 @@ def test_valid_records_decode_as_pydantic_decodes_them(value: bytes) -> None:
 
 
 @PROFILE
+@given(records())
+def test_an_event_is_encoded_as_pydantic_dumps_it(value: bytes) -> None:
+    try:
+        event = codec.decode(value)
+    except DecodeError:
+        return
+    out = codec.encode("lifecycle", event)
+    assert out.value == event.model_dump_json().encode()
+    assert codec.decode(out.value) == event
+
+
+@PROFILE
 @given(hostile_records())
 @example(
     b'{"type":"WorkflowInstanceAttached","event_id":"0b9b5a3e-3c1f-4a52-9b9e-1f6d2a7c8e01",'

@@ -5,11 +5,12 @@ that reads exactly like the pydantic instance ``EVENT_ADAPTER.validate_json`` wo
 the same attributes (``type`` included), the same values of the same types (timestamps in UTC,
 UUIDs, enum members, nested structs for nested models). It is not the instance: it has no
 pydantic methods and is not of the model's class, so it suits folding, storing and judging
-an event (the state machine and the rules tell events apart by ``type``), not encoding it. It returns None whenever it is not certain: an
-older ``schema_version``, anything msgspec refuses, a fraction of a second of more than six
-digits, a ``\\u0000`` escape; :mod:`consumers.eventlog.codec` then takes pydantic's path, so
-every error message stays pydantic's. ``tests/consumers/test_wire.py`` holds the two to the
-same reading over generated valid and hostile records.
+an event (the state machine and the rules tell events apart by ``type``), not encoding it.
+It returns None whenever it is not certain: an older ``schema_version``, anything msgspec
+refuses, a fraction of a second of more than six digits, a ``\\u0000`` escape;
+:mod:`consumers.eventlog.codec` then takes pydantic's path, so every error message stays
+pydantic's. ``tests/consumers/test_wire.py`` holds the two to the same reading over generated
+valid and hostile records.
 """
 
 from __future__ import annotations
