@@ -98,9 +98,9 @@ def builder(model: type[M]) -> Callable[..., M]:
     fields take their defaults; an unknown field, or a required one missing, is a ``TypeError``.
 
     Only for values known valid: taken from validated events, or constants.
-    ``tests/statemachine/test_decisions_built.py`` holds what the reconciler builds this way
-    equal to the model read back from its JSON. A model with a default that could be shared
-    and changed (a list, a dict, a factory) is refused."""
+    ``tests/statemachine/test_built.py`` holds a built model equal to the validated one, and
+    ``tests/consumers/test_wire_folding.py`` each decision the rules build so. A model with a
+    default that could be shared and changed (a list, a dict, a factory) is refused."""
     if model.model_config.get("extra") == "allow":
         raise TypeError(f"{model.__name__} keeps extra fields: build it by validation")
     defaults: dict[str, Any] = {}

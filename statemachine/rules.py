@@ -9,12 +9,9 @@ the observation's id (a redelivered observation yields the same decision).
 
 from __future__ import annotations
 
-import functools
-from datetime import datetime
-from typing import Any, cast
+from typing import cast
 
 from statemachine.classifier import classify, error_text, truncate
-from statemachine.copying import builder
 from statemachine.events import (
     AuditEvent,
     AuditFailed,
@@ -22,14 +19,12 @@ from statemachine.events import (
     AuditFailureHeld,
     AuditFailureHeldData,
     AuditFailureReleased,
-    AuditFailureSimulated,
-    FailedBy,
-    ReconciledBy,
     Trigger,
     WorkflowProbeFailed,
     WorkflowStatusObserved,
     derived_id,
 )
+from statemachine.failure import PRODUCER, derived, failed, failure_data, simulated
 from statemachine.machine import INITIAL
 from statemachine.policy import Policy, format_duration
 from statemachine.state import AuditState
@@ -38,57 +33,6 @@ from statemachine.vocabulary import HEALTHY_STATUSES, HELD_ERROR_CODES, FailureR
 
 # Verdict is defined in statemachine.verdict, and named here too: it is what judge() gives.
 __all__ = ["PRODUCER", "Verdict", "decide", "hold_reason", "judge", "released"]
-
-PRODUCER = "auditrec-reconciler"
-
-
-# A decision is made of values read from validated events and of constants: built without
-# validating them again (see ``statemachine.copying.builder``).
-_failure = builder(AuditFailedData)
-_failed = builder(AuditFailed)
-_simulated = builder(AuditFailureSimulated)
-
-
-def _reconciled_by(trigger: Trigger) -> ReconciledBy:
-    return ReconciledBy.WATCHDOG if trigger is Trigger.WATCHDOG else ReconciledBy.ON_DEMAND
-
-
-def _fail(
-    rule: FailureRule,
-    state: AuditState,
-    obs: WorkflowStatusObserved,
-    policy: Policy,
-    code: str,
-    detail: str,
-) -> AuditFailedData:
-    d = obs.data
-    evidence = dict(_evidence(policy))
-    evidence["trigger"] = d.trigger.value
-    evidence["observed_at"] = d.observed_at.isoformat()
-    evidence["observation_id"] = str(obs.event_id)
-    if d.workflow_ended_at is not None:
-        evidence["workflow_ended_at"] = d.workflow_ended_at.isoformat()
-    text = error_text(d.error)
-    if text:
-        evidence["error"] = truncate(text)
-    if d.workflow_instance_id:
-        evidence["workflow_instance_id"] = d.workflow_instance_id
-    return _failure(
-        error_code=code,
-        error_detail=truncate(detail),
-        failed_phase=state.current_phase,
-        failed_by=FailedBy.RECONCILER,
-        reconciled_by=_reconciled_by(d.trigger),
-        workflow_status=d.status,
-        policy=evidence,
-        rule=rule,
-    )
-
-
-@functools.lru_cache(maxsize=16)
-def _evidence(policy: Policy) -> dict[str, Any]:
-    """``policy.evidence()``, made once per policy (copy it before changing it)."""
-    return policy.evidence()
 
 
 def _fails(policy: Policy, code: str) -> str:
@@ -150,7 +94,9 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
                 f"errored ({truncate(text, 200) if text else 'no error payload'})"
                 f" → {_fails(policy, code)}"
             ),
-            _fail("errored", state, observed, policy, code, text or "Workflow instance errored"),
+            failure_data(
+                "errored", state, observed, policy, code, text or "Workflow instance errored"
+            ),
         )
     if status == "terminated":
         text = error_text(d.error)
@@ -160,7 +106,7 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
             lambda: (
                 f"terminated{f' ({truncate(text, 200)})' if text else ''} → {_fails(policy, code)}"
             ),
-            _fail(
+            failure_data(
                 "terminated",
                 state,
                 observed,
@@ -184,7 +130,7 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
                     f"{status}, age {format_duration(age)} ≥ grace {format_duration(grace)}"
                     f" → {_fails(policy, 'instance_lost')}"
                 ),
-                _fail(rule, state, observed, policy, "instance_lost", detail),
+                failure_data(rule, state, observed, policy, "instance_lost", detail),
             )
         return Verdict(
             rule,
@@ -204,7 +150,7 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
                     f"{format_duration(fgrace)} with no AuditCompleted"
                     f" → {_fails(policy, 'finalize_lost')}"
                 ),
-                _fail(
+                failure_data(
                     "finalize_lost",
                     state,
                     observed,
@@ -270,7 +216,7 @@ def decide(
     held = hold_reason(event, failure, policy, brake_engaged)
     if held is not None:
         hold = AuditFailureHeld(
-            **_derived(event, "reconciler-hold", observed_at),
+            **derived(event, "reconciler-hold", observed_at),
             data=AuditFailureHeldData(
                 decision=failure,
                 sweep_id=getattr(event.data, "sweep_id", None),
@@ -278,21 +224,9 @@ def decide(
             ),
         )
         return Verdict(verdict.rule, lambda: f"{verdict.reason}; held: {held}", failure), hold
-    build = _simulated if policy.shadow else _failed
-    decision = build(**_derived(event, "reconciler-decision", observed_at), data=failure)
+    build = simulated if policy.shadow else failed
+    decision = build(**derived(event, "reconciler-decision", observed_at), data=failure)
     return verdict, decision
-
-
-def _derived(cause: AuditEvent, role: str, at: datetime) -> dict[str, Any]:
-    """The envelope of a reconciler event derived from ``cause`` (its id from the cause's)."""
-    return {
-        "event_id": derived_id(cause.event_id, role),
-        "audit_id": cause.audit_id,
-        "occurred_at": at,
-        "producer": PRODUCER,
-        "causation_id": cause.event_id,
-        "correlation_id": cause.correlation_id,
-    }
 
 
 def released(

@@ -1,0 +1,101 @@
+"""The failure a rule records, and the envelope of the events the reconciler derives.
+
+:func:`failure_data` is what a failing rule records: the code, the detail, who failed the audit
+and how, the policy's thresholds and the observation's evidence. :func:`derived` is the
+envelope of a decision derived from the event that caused it, with an id derived from the
+cause's (a redelivered observation yields the same decision).
+
+A decision is made of values read from validated events and of constants, so it is built
+without validating them again (:func:`statemachine.copying.builder`, at a fifth of the cost);
+``tests/consumers/test_wire_folding.py`` holds each decision equal to the model validation
+gives and to the one read back from its JSON.
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import datetime
+from typing import Any
+
+from statemachine.classifier import error_text, truncate
+from statemachine.copying import builder
+from statemachine.events import (
+    AuditEvent,
+    AuditFailed,
+    AuditFailedData,
+    AuditFailureSimulated,
+    FailedBy,
+    ReconciledBy,
+    Trigger,
+    WorkflowStatusObserved,
+    derived_id,
+)
+from statemachine.policy import Policy
+from statemachine.state import AuditState
+from statemachine.vocabulary import FailureRule
+
+__all__ = ["PRODUCER", "derived", "failed", "failure_data", "simulated"]
+
+PRODUCER = "auditrec-reconciler"
+
+
+_failure = builder(AuditFailedData)
+failed = builder(AuditFailed)
+"""An ``AuditFailed`` made of valid values, not validated again."""
+simulated = builder(AuditFailureSimulated)
+"""An ``AuditFailureSimulated`` made of valid values, not validated again."""
+
+
+def _reconciled_by(trigger: Trigger) -> ReconciledBy:
+    return ReconciledBy.WATCHDOG if trigger is Trigger.WATCHDOG else ReconciledBy.ON_DEMAND
+
+
+def failure_data(
+    rule: FailureRule,
+    state: AuditState,
+    obs: WorkflowStatusObserved,
+    policy: Policy,
+    code: str,
+    detail: str,
+) -> AuditFailedData:
+    """What ``rule`` records when it fails the audit in ``state`` on observation ``obs``."""
+    d = obs.data
+    evidence = dict(_evidence(policy))
+    evidence["trigger"] = d.trigger.value
+    evidence["observed_at"] = d.observed_at.isoformat()
+    evidence["observation_id"] = str(obs.event_id)
+    if d.workflow_ended_at is not None:
+        evidence["workflow_ended_at"] = d.workflow_ended_at.isoformat()
+    text = error_text(d.error)
+    if text:
+        evidence["error"] = truncate(text)
+    if d.workflow_instance_id:
+        evidence["workflow_instance_id"] = d.workflow_instance_id
+    return _failure(
+        error_code=code,
+        error_detail=truncate(detail),
+        failed_phase=state.current_phase,
+        failed_by=FailedBy.RECONCILER,
+        reconciled_by=_reconciled_by(d.trigger),
+        workflow_status=d.status,
+        policy=evidence,
+        rule=rule,
+    )
+
+
+@functools.lru_cache(maxsize=16)
+def _evidence(policy: Policy) -> dict[str, Any]:
+    """``policy.evidence()``, made once per policy (copy it before changing it)."""
+    return policy.evidence()
+
+
+def derived(cause: AuditEvent, role: str, at: datetime) -> dict[str, Any]:
+    """The envelope of a reconciler event derived from ``cause`` (its id from the cause's)."""
+    return {
+        "event_id": derived_id(cause.event_id, role),
+        "audit_id": cause.audit_id,
+        "occurred_at": at,
+        "producer": PRODUCER,
+        "causation_id": cause.event_id,
+        "correlation_id": cause.correlation_id,
+    }
