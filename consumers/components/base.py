@@ -26,6 +26,7 @@ __all__ = ["LogConsumer"]
 log = structlog.get_logger("auditrec")
 
 _topic_partition = operator.attrgetter("topic", "partition")
+_offset = operator.attrgetter("offset")
 
 
 class LogConsumer(Component):
@@ -99,7 +100,7 @@ class LogConsumer(Component):
     def progressed(self, records: list[Record]) -> None:
         """Record when each partition of ``records`` (handled) last made progress."""
         now = time.time()
-        for tp in {(r.topic, r.partition) for r in records}:
+        for tp in set(map(_topic_partition, records)):  # each pair made in C
             CONSUMER_PROGRESS.labels(self.name, tp[0], str(tp[1])).set(now)
 
     def seek(self, consumer: Consumer, tp: tuple[str, int], offset: int) -> None:
@@ -224,10 +225,9 @@ class LogConsumer(Component):
 
     @staticmethod
     def next_offsets(records: Sequence[Record]) -> dict[tuple[str, int], int]:
-        out: dict[tuple[str, int], int] = {}
-        for r in records:
-            out[(r.topic, r.partition)] = r.offset + 1
-        return out
+        """Each partition's offset past its last record in ``records``."""
+        last = dict(zip(map(_topic_partition, records), map(_offset, records), strict=True))
+        return {tp: offset + 1 for tp, offset in last.items()}
 
     async def lags(self) -> dict[tuple[str, int], int]:
         if self.consumer is None:

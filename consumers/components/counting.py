@@ -2,7 +2,12 @@
 decided a failure (applied, held by the brake, or simulated in shadow mode); a verdict that
 changed nothing is counted by what it found (``healthy``, ``within_grace`` for a lost instance
 still inside its grace, ``finalize_pending``, ``not_running``, ...), never under a failure
-rule's name."""
+rule's name.
+
+Counts are kept in plain dictionaries and added to the metrics once a batch
+(:func:`flush_counts`): a metric's ``inc`` takes a lock and checks its value, a cost per
+observation that a batch of thousands need not pay.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from statemachine.events import (
 from statemachine.rules import Verdict
 from statemachine.vocabulary import FAILURE_RULES
 
-__all__ = ["count_verdict"]
+__all__ = ["count_verdict", "flush_counts"]
 
 # labels() is slow (it checks and joins the labels on every call): each series' child kept.
 _judged: dict[str, Any] = {}
@@ -26,27 +31,42 @@ _decided: dict[tuple[str, str, str, str], Any] = {}
 _JUDGED_EVENTS = frozenset({"WorkflowStatusObserved", "WorkflowProbeFailed"})
 
 
+# Counted since the last flush.
+_judged_since: dict[str, int] = {}
+_decided_since: dict[tuple[str, str, str, str], int] = {}
+
+
 def _count_judged(verdict: Verdict) -> None:
     found = "within_grace" if verdict.rule in FAILURE_RULES else verdict.rule
-    child = _judged.get(found)
-    if child is None:
-        child = _judged[found] = JUDGED.labels(found)
-    child.inc()
+    _judged_since[found] = _judged_since.get(found, 0) + 1
 
 
 def _count_decided(rule: str, code: str, trigger: str, outcome: str) -> None:
     key = (rule, code, trigger, outcome)
-    child = _decided.get(key)
-    if child is None:
-        child = _decided[key] = DECISIONS.labels(*key)
-    child.inc()
+    _decided_since[key] = _decided_since.get(key, 0) + 1
+
+
+def flush_counts() -> None:
+    """Add what was counted since the last flush to the metrics."""
+    for found, n in _judged_since.items():
+        child = _judged.get(found)
+        if child is None:
+            child = _judged[found] = JUDGED.labels(found)
+        child.inc(n)
+    for key, n in _decided_since.items():
+        child = _decided.get(key)
+        if child is None:
+            child = _decided[key] = DECISIONS.labels(*key)
+        child.inc(n)
+    _judged_since.clear()
+    _decided_since.clear()
 
 
 def count_verdict(verdict: Verdict | None, decision: AuditEvent | None, event: AuditEvent) -> None:
-    """Count the verdict on an observation or a probe failure, and the failure a released
-    hold becomes (trigger ``release``); other events: nothing. Events are told apart by their
-    ``type`` (the observation may be a view: see :func:`statemachine.rules.judge`), decisions
-    (always models) by their exact class."""
+    """Count (until :func:`flush_counts`) the verdict on an observation or a probe failure, and
+    the failure a released hold becomes (trigger ``release``); other events: nothing. Events
+    are told apart by their ``type`` (the observation may be a view: see
+    :func:`statemachine.rules.judge`), decisions (always models) by their exact class."""
     if event.type == "AuditFailureReleased" and type(decision) is AuditFailed:
         released = decision.data
         _count_decided(released.rule or "released", released.error_code, "release", "failed")

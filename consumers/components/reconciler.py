@@ -32,7 +32,7 @@ import structlog
 
 from consumers.components.base import LogConsumer
 from consumers.components.checkpoints import Checkpoints
-from consumers.components.counting import count_verdict
+from consumers.components.counting import count_verdict, flush_counts
 from consumers.components.reconciler_log import (
     FOLDED_ONLY,
     Holds,
@@ -312,6 +312,7 @@ class Reconciler(LogConsumer):
                     out.append(encode(lifecycle, decision))
             except Exception as exc:  # one event must not hold back its partition
                 self.cannot_handle(record, exc, out)
+        flush_counts()
         if skipped:
             log.info("records skipped: fetched before the assignment settled", count=skipped)
             records = [

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from consumers.components.counting import count_verdict
+from consumers.components.counting import count_verdict, flush_counts
 from consumers.runtime.metrics import REGISTRY
 from statemachine.events import AuditEvent
 from statemachine.policy import Policy
@@ -26,6 +26,7 @@ def value(name: str, **labels: str) -> float:
 def judged(event: AuditEvent, policy: Policy = DEFAULT) -> None:
     verdict, decision = decide(RUNNING, event, policy)
     count_verdict(verdict, decision, event)
+    flush_counts()
 
 
 @pytest.mark.parametrize(
@@ -69,3 +70,16 @@ def test_a_failure_is_counted_under_its_rule_with_the_outcome(
     before = value("auditrec_decisions_total", **labels, outcome=outcome)
     judged(lost, policy)
     assert value("auditrec_decisions_total", **labels, outcome=outcome) == before + 1
+
+
+def test_counts_reach_the_metrics_when_flushed_once_a_batch() -> None:
+    healthy = observed("a-1", "running", at(60))
+    before = value("auditrec_observations_judged_total", verdict="healthy")
+    for _ in range(3):
+        verdict, decision = decide(RUNNING, healthy, DEFAULT)
+        count_verdict(verdict, decision, healthy)
+    assert value("auditrec_observations_judged_total", verdict="healthy") == before
+    flush_counts()
+    assert value("auditrec_observations_judged_total", verdict="healthy") == before + 3
+    flush_counts()  # nothing counted since: nothing added
+    assert value("auditrec_observations_judged_total", verdict="healthy") == before + 3
