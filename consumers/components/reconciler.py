@@ -49,7 +49,6 @@ from statemachine.events import (
     AuditEvent,
     AuditFailed,
     AuditFailureHeld,
-    AuditFailureReleased,
     AuditFailureSimulated,
 )
 from statemachine.policy import Policy
@@ -242,7 +241,7 @@ class Reconciler(LogConsumer):
             return None
         verdict: Verdict | None = None
         decision: AuditEvent | None
-        if type(event) is AuditFailureReleased:
+        if event.type == "AuditFailureReleased":  # always a model (not READ_AS_VIEWS)
             decision = released(before, event, holds.get(event.audit_id))
         else:
             verdict, decision = decide(before, event, self.policy, brake_engaged=brake_engaged)

@@ -7,7 +7,7 @@ their header)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, cast
 
 import structlog
 from pydantic import BaseModel
@@ -63,11 +63,17 @@ FOLDED_ONLY: Final = frozenset(
     }
 )
 
-# Event types read as views: those only folded, and the observations the rules judge (they
-# tell events apart by ``type``). Decisions, holds, releases and discards stay models: the
-# reconciler keeps a held decision and copies it when it is released, and knows its own
-# decisions by their class (``own_decision``).
-READ_AS_VIEWS: Final = FOLDED_ONLY | {"WorkflowStatusObserved", "WorkflowProbeFailed"}
+# Event types read as views: those only folded, the observations the rules judge, failures
+# (its own decisions among them) and discarded holds: the rules, the state machine and
+# ``own_decision`` tell events apart by ``type``. Holds and their releases stay models: the
+# reconciler keeps a held decision, and copies it (``model_copy``) when it is released.
+READ_AS_VIEWS: Final = FOLDED_ONLY | {
+    "WorkflowStatusObserved",
+    "WorkflowProbeFailed",
+    "AuditFailed",
+    "AuditFailureSimulated",
+    "AuditFailureDiscarded",
+}
 
 _VIEW_HEADERS: Final = frozenset(kind.encode() for kind in READ_AS_VIEWS)
 
@@ -90,9 +96,12 @@ def decode_to_judge(record: Record) -> AuditEvent:
 
 
 def own_decision(event: AuditEvent) -> bool:
-    if isinstance(event, AuditFailureHeld):
+    """Whether ``event`` (a model or a view) is a decision of the reconciler's: a failure it
+    decided, or a failure it held."""
+    kind = event.type
+    if kind == "AuditFailureHeld":
         return event.producer == PRODUCER
-    return isinstance(event, AuditFailed) and event.data.failed_by is FailedBy.RECONCILER
+    return kind == "AuditFailed" and cast(AuditFailed, event).data.failed_by is FailedBy.RECONCILER
 
 
 def may_be_decision(record: Record) -> bool:

@@ -2,8 +2,8 @@
 the projection's rows, the reconciler's and telemetry's states (and what telemetry reports)
 come out the same, event after event, over generated histories of one audit; the rules judge a
 view of an observation as they judge its model, to the same decision, which reads back from
-its JSON as built; and the reconciler reads an event it keeps or copies (a decision, a hold) as
-the model, whatever its header says."""
+its JSON as built; the reconciler knows its own decisions read as views; and it reads a hold it keeps and copies
+as the model, whatever the record's header says."""
 
 from __future__ import annotations
 
@@ -17,15 +17,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from consumers.components.posthog_capture import capture_arguments
-from consumers.components.reconciler_log import decode_to_judge, fold_into
+from consumers.components.reconciler_log import decode_to_judge, fold_into, own_decision
 from consumers.components.telemetry import Telemetry
 from consumers.eventlog import codec
 from consumers.eventlog.port import Record
 from projections.row import AuditRow, RowFold, project
 from statemachine.errors import DecodeError
-from statemachine.events import LIFECYCLE_TYPES, AuditEvent, AuditFailed
+from statemachine.events import LIFECYCLE_TYPES, AuditEvent, AuditFailed, AuditFailureHeld
 from statemachine.policy import Policy
-from statemachine.rules import decide
+from statemachine.rules import PRODUCER, decide
 from statemachine.state import AuditState, evolve, initial, replace
 from tests.consumers.wire_events import valid_events
 from tests.fuzz.hostile import FUZZ_EXAMPLES
@@ -158,6 +158,7 @@ def test_the_reconciler_folds_what_it_reads_as_it_folds_models(values: list[byte
         except DecodeError:
             continue
         event = decode_to_judge(record)
+        assert own_decision(event) == own_decision(model), kind
         fold_into(by_view, holds_view, event, by_view.get("a-1"))
         fold_into(by_model, holds_model, model, by_model.get("a-1"))
         assert by_view == by_model, kind
@@ -249,19 +250,45 @@ def _record(value: bytes, header: bytes | None) -> Record:
     return Record("t", 0, 0, "a-1", value, headers, 0)
 
 
-def test_the_reconciler_reads_an_event_a_rule_may_judge_as_its_model_whatever_the_header() -> None:
+def test_the_reconciler_reads_a_hold_it_keeps_and_copies_as_its_model_whatever_the_header() -> None:
+    held = {
+        "event_id": "0b9b5a3e-3c1f-4a52-9b9e-1f6d2a7c8e01",
+        "type": "AuditFailureHeld",
+        "audit_id": "a-1",
+        "producer": PRODUCER,
+        "occurred_at": "2026-11-30T08:00:00Z",
+        "data": {
+            "decision": {
+                "error_code": "instance_lost",
+                "error_detail": "d",
+                "failed_by": "reconciler",
+            },
+            "reason": "the mass-failure brake is engaged",
+        },
+    }
+    value = json.dumps(held).encode()
+    # an honest header, a header that lies (an event read as a view), and none at all
+    for header in (b"AuditFailureHeld", b"AuditProgressed", None):
+        event = decode_to_judge(_record(value, header))
+        assert type(event) is AuditFailureHeld, header
+        assert own_decision(event)
+
+
+def test_the_reconciler_knows_its_own_decision_read_as_a_view() -> None:
     failed = {
         "event_id": "0b9b5a3e-3c1f-4a52-9b9e-1f6d2a7c8e01",
         "type": "AuditFailed",
         "audit_id": "a-1",
-        "producer": "reconciler",
+        "producer": PRODUCER,
         "occurred_at": "2026-11-30T08:00:00Z",
         "data": {"error_code": "oom", "error_detail": "d", "failed_by": "reconciler"},
     }
     value = json.dumps(failed).encode()
-    # an honest header, a header that lies (an event only folded), and none at all
-    for header in (b"AuditFailed", b"AuditProgressed", None):
-        assert type(decode_to_judge(_record(value, header))) is AuditFailed, header
+    event = decode_to_judge(_record(value, b"AuditFailed"))
+    assert type(event) is not AuditFailed  # a view, cheaper
+    assert own_decision(event)
+    by_operator = json.dumps({**failed, "data": {**failed["data"], "failed_by": "operator"}})
+    assert not own_decision(decode_to_judge(_record(by_operator.encode(), b"AuditFailed")))
 
 
 def test_the_reconciler_reads_an_event_it_only_folds_as_a_view() -> None:
@@ -278,6 +305,6 @@ def test_the_reconciler_reads_an_event_it_only_folds_as_a_view() -> None:
         event = decode_to_judge(_record(value, header))
         assert type(event) is not LIFECYCLE_TYPES["AuditProgressed"]  # a view, cheaper
         assert event.type == "AuditProgressed" and event.data.pages_crawled == 3
-    # a header naming a judged type costs the model, never a wrong reading
-    event = decode_to_judge(_record(value, b"AuditFailed"))
+    # a header naming a type kept as a model costs the model, never a wrong reading
+    event = decode_to_judge(_record(value, b"AuditFailureHeld"))
     assert type(event) is LIFECYCLE_TYPES["AuditProgressed"]
