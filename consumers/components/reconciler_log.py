@@ -1,8 +1,7 @@
 """How the reconciler reads its partitions: an event folded into its audit's state (terminal
 states kept compact, held decisions kept aside), a partition's states rebuilt on assignment
-(from its checkpoint and the log), the events it reads as views (those it only folds, and the
-observations its rules judge), its own decisions (and the records that may be one, told by
-their header)."""
+(from its checkpoint and the log), events read as views (all but the holds it keeps), its own
+decisions (and the records that may be one, told by their header)."""
 
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ from statemachine.state import AuditState, evolve, initial, replace
 
 __all__ = [
     "FOLDED_ONLY",
-    "READ_AS_VIEWS",
+    "MODELS_ONLY",
     "Holds",
     "Rebuilt",
     "compact",
@@ -63,36 +62,20 @@ FOLDED_ONLY: Final = frozenset(
     }
 )
 
-# Event types read as views: those only folded, the observations the rules judge, failures
-# (its own decisions among them) and discarded holds: the rules, the state machine and
-# ``own_decision`` tell events apart by ``type``. Holds and their releases stay models: the
-# reconciler keeps a held decision, and copies it (``model_copy``) when it is released.
-READ_AS_VIEWS: Final = FOLDED_ONLY | {
-    "WorkflowStatusObserved",
-    "WorkflowProbeFailed",
-    "AuditFailed",
-    "AuditFailureSimulated",
-    "AuditFailureDiscarded",
-}
-
-_VIEW_HEADERS: Final = frozenset(kind.encode() for kind in READ_AS_VIEWS)
+# Event types the reconciler needs as models: it keeps a held decision, and copies it
+# (``model_copy``) when it is released. It reads every other event as a view: the rules, the
+# state machine and ``own_decision`` tell events apart by ``type``.
+MODELS_ONLY: Final = frozenset({"AuditFailureHeld", "AuditFailureReleased"})
 
 
 def decode_to_judge(record: Record) -> AuditEvent:
     """The record's event, or :class:`~statemachine.errors.DecodeError`: a view of it
-    (:func:`~consumers.eventlog.codec.read`, a third of the cost) when its type is one of
-    ``READ_AS_VIEWS``, else the model. The ``event-type`` header spares reading as a view an
-    event that then needs the model; a header that is absent or wrong costs a second decoding,
-    never a view where the model is needed."""
-    for key, value in record.headers:
-        if key == "event-type":
-            if value not in _VIEW_HEADERS:
-                return decode(record.value)
-            break
+    (:func:`~consumers.eventlog.codec.read`, a third of the cost) unless its type is one of
+    ``MODELS_ONLY``, then the model (a second decoding, for a rare event)."""
     event = read(record.value)
-    if event.type in READ_AS_VIEWS or isinstance(event, BaseModel):
-        return event
-    return decode(record.value)
+    if event.type in MODELS_ONLY and not isinstance(event, BaseModel):
+        return decode(record.value)
+    return event
 
 
 def own_decision(event: AuditEvent) -> bool:
