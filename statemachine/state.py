@@ -1,7 +1,7 @@
-"""An audit's state and how one event changes it: ``evolve`` never raises, ``fold`` reduces.
+"""How one event changes an audit's state: ``evolve`` never raises, ``fold`` reduces.
 
-``AuditState`` carries every column of the audit row that events determine (DESIGN §6); the
-projection adds only bookkeeping (version, last event, update time). Status changes come from
+The state, ``AuditState``, is :mod:`statemachine.audit`'s, named here too (as are ``initial``
+and ``replace``): every column of the audit row that events determine. Status changes come from
 the transition table alone (:func:`statemachine.machine.next_status`: every destination is
 the row's); an event without a
 transition is recorded, not applied — except that observations of a terminal audit still
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from functools import reduce
 from typing import Any
 
+from statemachine.audit import AuditState, initial, replace
 from statemachine.copying import replacer
 from statemachine.events import (
     AuditCompleted,
@@ -32,44 +32,9 @@ from statemachine.events import (
 )
 from statemachine.machine import INITIAL, Row, next_status
 
-__all__ = ["AuditState", "evolve", "evolve_by", "fold", "initial"]
+__all__ = ["AuditState", "evolve", "evolve_by", "fold", "initial", "replace"]
 
 _intern = sys.intern
-
-
-@dataclass(frozen=True, slots=True)
-class AuditState:
-    # The fields in the order of the audit row's columns (DESIGN §6).
-    audit_id: str
-    project_id: str | None = None
-    organization_id: str | None = None
-    started_by_user_id: str | None = None
-    start_url: str | None = None
-    workflow_instance_id: str | None = None
-    status: str = INITIAL
-    current_phase: str | None = None
-    pages_crawled: int | None = None
-    pages_total: int | None = None
-    started_at: datetime | None = None
-    completed_at: datetime | None = None
-    error_code: str | None = None
-    error_detail: str | None = None
-    failed_phase: str | None = None
-    failed_by: str | None = None
-    reconciled_by: str | None = None
-    last_observed_status: str | None = None
-    last_observed_at: datetime | None = None
-    overturned: bool = False
-    # A reconciler decision held by the mass-failure brake (its AuditFailureHeld's id), if any.
-    held_decision_id: str | None = None
-    held_at: datetime | None = None
-    # When the current instance was first seen ``complete`` (or its reported end): rule 6.
-    instance_ended_at: datetime | None = None
-
-    @property
-    def exists(self) -> bool:
-        return self.status != INITIAL
-
 
 _STARTED_FIELDS = (
     *("project_id", "organization_id", "started_by_user_id", "start_url"),
@@ -79,8 +44,6 @@ _FAILURE_FIELDS = ("error_code", "error_detail", "failed_phase", "failed_by", "r
 _UNHELD = ("held_decision_id", "held_at")
 # Each event makes one: the copy is the hottest allocation of a fold (see ``copying``). The
 # frequent changes have copies of their own, which test no field.
-replace: Callable[..., AuditState] = replacer(AuditState)
-_named = replacer(AuditState, "audit_id")
 _begun = replacer(AuditState, "status", *_STARTED_FIELDS)
 _advanced = replacer(AuditState, "current_phase", "pages_crawled", "pages_total")
 _seen = replacer(AuditState, "last_observed_status", "last_observed_at", "instance_ended_at")
@@ -133,15 +96,6 @@ def _observed(state: AuditState, event: AuditEvent) -> AuditState:
 
 def _later(a: datetime | None, b: datetime) -> datetime:
     return b if a is None or b > a else a
-
-
-def initial(audit_id: str) -> AuditState:
-    """The state of an audit before its first event: ``AuditState(audit_id=audit_id)``, made
-    as a copy (a frozen dataclass's ``__init__`` is the slowest way to make one)."""
-    return _named(_BLANK, audit_id=audit_id)
-
-
-_BLANK = AuditState(audit_id="")
 
 
 def evolve(state: AuditState, event: AuditEvent) -> AuditState:

@@ -1,0 +1,66 @@
+"""An audit's state as the events determine it (``AuditState``), and fast copies of it.
+
+``AuditState`` carries every column of the audit row that events determine (DESIGN §6); the
+projection adds only bookkeeping (version, last event, update time). How an event changes it is
+:mod:`statemachine.state`'s (which names everything here too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from statemachine.copying import replacer
+from statemachine.machine import INITIAL
+
+__all__ = ["AuditState", "initial", "replace"]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditState:
+    # The fields in the order of the audit row's columns (DESIGN §6).
+    audit_id: str
+    project_id: str | None = None
+    organization_id: str | None = None
+    started_by_user_id: str | None = None
+    start_url: str | None = None
+    workflow_instance_id: str | None = None
+    status: str = INITIAL
+    current_phase: str | None = None
+    pages_crawled: int | None = None
+    pages_total: int | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    error_code: str | None = None
+    error_detail: str | None = None
+    failed_phase: str | None = None
+    failed_by: str | None = None
+    reconciled_by: str | None = None
+    last_observed_status: str | None = None
+    last_observed_at: datetime | None = None
+    overturned: bool = False
+    # A reconciler decision held by the mass-failure brake (its AuditFailureHeld's id), if any.
+    held_decision_id: str | None = None
+    held_at: datetime | None = None
+    # When the current instance was first seen ``complete`` (or its reported end): rule 6.
+    instance_ended_at: datetime | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self.status != INITIAL
+
+
+# A copy with some fields changed (see ``copying``); the state machine's own copies, which
+# change fields named in advance, are :mod:`statemachine.state`'s.
+replace: Callable[..., AuditState] = replacer(AuditState)
+_named = replacer(AuditState, "audit_id")
+
+
+def initial(audit_id: str) -> AuditState:
+    """The state of an audit before its first event: ``AuditState(audit_id=audit_id)``, made
+    as a copy (a frozen dataclass's ``__init__`` is the slowest way to make one)."""
+    return _named(_BLANK, audit_id=audit_id)
+
+
+_BLANK = AuditState(audit_id="")
