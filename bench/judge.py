@@ -5,9 +5,10 @@ and, in the same process, for another revision of it (``--against``), rounds int
     python bench/judge.py [--events 100000] [--rounds 7] [--against REF]
 
 The machine is shared and noisy: absolute times swing, the ratio of two versions measured in
-one process, round after round, much less (CPU time is measured, the best round kept). ``--against`` extracts ``REF``'s packages with
-``git archive`` into a temporary folder and imports them as a second, independent copy (each
-copy decodes its own events: its rules tell events apart by their exact class).
+one process, round after round, much less (CPU time is measured, the best round kept).
+``--against`` extracts ``REF``'s packages with ``git archive`` into a temporary folder and
+imports them as a second, independent copy (each copy decodes its own events: an older
+revision's rules may tell events apart by their exact class).
 Logging is configured as ``bench/pipeline.py`` configures it (WARNING, JSON). No services
 needed.
 """

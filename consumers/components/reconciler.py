@@ -241,7 +241,7 @@ class Reconciler(LogConsumer):
             return None
         verdict: Verdict | None = None
         decision: AuditEvent | None
-        if event.type == "AuditFailureReleased":  # always a model (not READ_AS_VIEWS)
+        if event.type == "AuditFailureReleased":  # always a model (MODELS_ONLY)
             decision = released(before, event, holds.get(event.audit_id))
         else:
             verdict, decision = decide(before, event, self.policy, brake_engaged=brake_engaged)
