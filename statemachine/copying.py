@@ -8,7 +8,7 @@ through its descriptor is 2x faster, what :func:`replacer` generates 3.5x faster
 copy that changes fields named in advance another 2x.
 
 A reconciler decision is a model made of values taken from events already validated and of
-the reconciler's own constants; validating them again costs more than the rest of the decision
+the reconciler's own constants; validating them again took a third of a decision's time
 (:func:`builder`).
 """
 
@@ -93,8 +93,9 @@ _IMMUTABLE = (type(None), str, int, float, bool, Enum, tuple, frozenset)
 
 def builder(model: type[M]) -> Callable[..., M]:
     """A constructor of ``model`` that does not validate: what ``model(**values)`` would give
-    for values it would accept unchanged (of the field's type, within its bounds), at a fifth
-    of the cost of validating (``model_construct`` loops over the fields in Python). Missing
+    for values it would accept unchanged (of the field's type, within its bounds), at less than
+    half the cost of validating (a failure's data: 5.5 µs, not 12; ``model_construct``, which
+    loops over the fields in Python, takes 8.6). Missing
     fields take their defaults; an unknown field, or a required one missing, is a ``TypeError``.
 
     Only for values known valid: taken from validated events, or constants.

@@ -257,9 +257,8 @@ _store = object.__setattr__
 def derived_id(cause: uuid.UUID | str, role: str) -> uuid.UUID:
     """The id of an event derived from ``cause``: the same cause and role give the same id.
 
-    ``uuid.uuid5(_NAMESPACE, f"{cause}:{role}")``, made without ``UUID.__init__``'s checks (a
-    third of the cost of a reconciler decision's id); ``tests/statemachine`` holds the two
-    equal."""
+    ``uuid.uuid5(_NAMESPACE, f"{cause}:{role}")``, made without ``UUID.__init__``'s checks (at
+    about half its cost); ``tests/statemachine/test_built.py`` holds the two equal."""
     digest = sha1(_NAMESPACE_BYTES + f"{cause}:{role}".encode()).digest()
     made = _new_uuid(uuid.UUID)
     _store(made, "int", int.from_bytes(digest[:16]) & _V5_CLEAR | _V5_SET)

@@ -6,9 +6,9 @@ envelope of a decision derived from the event that caused it, with an id derived
 cause's (a redelivered observation yields the same decision).
 
 A decision is made of values read from validated events and of constants, so it is built
-without validating them again (:func:`statemachine.copying.builder`, at a fifth of the cost);
-``tests/consumers/test_wire_folding.py`` holds each decision equal to the model validation
-gives and to the one read back from its JSON.
+without validating them again (:func:`statemachine.copying.builder`, at less than half the
+cost); ``tests/consumers/test_wire_folding.py`` holds each decision equal to the model
+validation gives and to the one read back from its JSON.
 """
 
 from __future__ import annotations
