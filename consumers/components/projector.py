@@ -33,12 +33,6 @@ log = structlog.get_logger("auditrec.projector")
 _YIELD_EVERY = 256
 
 
-def _next_offsets(records: list[Record]) -> dict[tuple[str, int], int]:
-    """:meth:`LogConsumer.next_offsets` in one comprehension (a record's first three fields
-    are its topic, partition and offset; the last record of a partition wins)."""
-    return {r[:2]: r[2] + 1 for r in records}
-
-
 class Projector(LogConsumer):
     name = "projector"
     max_records = 10000
@@ -100,7 +94,7 @@ class Projector(LogConsumer):
             for start in range(0, len(records), self.part_size):
                 part = records[start : start + self.part_size]
                 batch, bodies = await self._decode(part, dlq, busy=writing is not None)
-                offsets = _next_offsets(part)
+                offsets = self.next_offsets(part)
                 reached.update(offsets)
                 if writing is not None:
                     result = await writing
