@@ -55,41 +55,47 @@ async def rebuild_projection(rt: Backends, *, progress: bool = False) -> int:
     topic = rt.topics.lifecycle
     starts = await rt.log.start_offsets(topic)
     kept = await _set_aside(rt, group, {(topic, p): s for p, s in starts.items() if s > 0})
-    await rt.store.reset(group)
     ends = await rt.log.end_offsets(topic)
     total = kept + sum(end - starts.get(p, 0) for p, end in ends.items())
     queue: asyncio.Queue[_Chunk | None] = asyncio.Queue(maxsize=2)
 
     async def read() -> None:
         try:
-            if kept:
-                async for item in _kept_chunks(rt):
-                    await queue.put(item)
-            for partition, end in sorted(ends.items()):
-                chunk: list[tuple[AuditEvent, Position]] = []
-                bodies: list[bytes | None] = []
-                dlq: list[OutRecord] = []
-                last = -1
-                async for batch in rt.log.read(topic, partition, starts.get(partition, 0), end):
-                    for n, record in enumerate(batch, 1):
-                        if not n % _YIELD_EVERY:  # the store's write of the chunk before
-                            await asyncio.sleep(0)  # proceeds while this one is decoded
-                        last = record.offset
-                        try:
-                            event, body = read_verbatim(record.value)
-                        except DecodeError as exc:
-                            dlq.append(dead_letter(rt.topics, record, "auditrec-rebuild", str(exc)))
-                            continue
-                        chunk.append((event, (topic, partition, record.offset)))
-                        bodies.append(body)
-                    if len(chunk) >= CHUNK:
-                        await queue.put((chunk, bodies, {(topic, partition): last + 1}, dlq))
-                        chunk, bodies, dlq = [], [], []
-                if chunk or dlq or last >= 0:
-                    offsets = {(topic, partition): max(last + 1, 0)}
-                    await queue.put((chunk, bodies, offsets, dlq))
-        finally:
-            await queue.put(None)
+            await fill()
+        except asyncio.CancelledError:
+            raise  # the rebuild stopped: nobody takes from the queue any more
+        except BaseException:
+            await queue.put(None)  # the loop below ends, and awaiting this raises
+            raise
+        await queue.put(None)
+
+    async def fill() -> None:
+        if kept:
+            async for item in _kept_chunks(rt):
+                await queue.put(item)
+        for partition, end in sorted(ends.items()):
+            chunk: list[tuple[AuditEvent, Position]] = []
+            bodies: list[bytes | None] = []
+            dlq: list[OutRecord] = []
+            last = -1
+            async for batch in rt.log.read(topic, partition, starts.get(partition, 0), end):
+                for n, record in enumerate(batch, 1):
+                    if not n % _YIELD_EVERY:  # the store's write of the chunk before
+                        await asyncio.sleep(0)  # proceeds while this one is decoded
+                    last = record.offset
+                    try:
+                        event, body = read_verbatim(record.value)
+                    except DecodeError as exc:
+                        dlq.append(dead_letter(rt.topics, record, "auditrec-rebuild", str(exc)))
+                        continue
+                    chunk.append((event, (topic, partition, record.offset)))
+                    bodies.append(body)
+                if len(chunk) >= CHUNK:
+                    await queue.put((chunk, bodies, {(topic, partition): last + 1}, dlq))
+                    chunk, bodies, dlq = [], [], []
+            if chunk or dlq or last >= 0:
+                offsets = {(topic, partition): max(last + 1, 0)}
+                await queue.put((chunk, bodies, offsets, dlq))
 
     bar = Progress(
         TextColumn("rebuilding"),
@@ -101,8 +107,15 @@ async def rebuild_projection(rt: Backends, *, progress: bool = False) -> int:
     applied = 0
     with bar:
         task = bar.add_task("rebuild", total=total)
-        reader = asyncio.create_task(read())
+        # Emptying the projection takes a while (TRUNCATE): the log is read and decoded
+        # meanwhile. The set-aside history is read from the store, so only after it.
+        resetting = asyncio.ensure_future(rt.store.reset(group))
+        reader: asyncio.Task[None] | None = None
         try:
+            if kept:
+                await resetting
+            reader = asyncio.create_task(read())
+            await resetting
             while (item := await queue.get()) is not None:
                 events, bodies, offsets, dlq = item
                 if dlq:
@@ -112,7 +125,10 @@ async def rebuild_projection(rt: Backends, *, progress: bool = False) -> int:
                 bar.update(task, advance=len(events) + len(dlq))
             await reader
         finally:
-            reader.cancel()
+            running = [t for t in (reader, resetting) if t is not None]
+            for t in running:  # whatever failed, the others stop too (done: no-op)
+                t.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
     if kept:
         await rt.store.drop_kept_history()
     return applied

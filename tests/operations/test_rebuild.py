@@ -1,0 +1,104 @@
+"""Rebuilding the projection on each backend pair: the log is read while the projection is
+emptied, and a failure to empty it stops the rebuild before anything is written."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from consumers.components.projector import Projector
+from consumers.operations.backends import Backends
+from consumers.operations.rebuild import rebuild_projection
+from consumers.runtime.settings import load_settings
+from statemachine.errors import StoreError
+from statemachine.events import AuditEvent
+from tests.contracts.projection_store import at, completed, observed, progressed, started
+from tests.pipeline import Pipeline, append, run_until_idle
+
+
+def backends(pipeline: Pipeline) -> Backends:
+    b = pipeline.backend
+    rt = Backends(load_settings(event_log_url=b.event_log_url, database_url=b.database_url,
+                                topic_prefix=b.topic_prefix))  # fmt: skip
+    rt.log, rt.store = pipeline.log, pipeline.store
+    return rt
+
+
+async def projected(pipeline: Pipeline) -> dict[str, dict[str, Any]]:
+    events: list[AuditEvent] = []
+    for i in range(20):
+        events += [
+            started(f"a{i}", at(0), instance=f"wf-a{i}"),
+            progressed(f"a{i}", at(1), current_phase="crawl", pages_crawled=i),
+        ]
+    events += [completed("a0", at(5)), observed("a1", "running", at(6), instance="wf-a1")]
+    await append(pipeline.log, pipeline.topics.lifecycle, events)
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        await run_until_idle(projector)
+    return {r.audit_id: r.values() for r in await pipeline.store.list_audits(limit=100)}
+
+
+def without_update_times(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {a: {k: v for k, v in r.items() if k != "updated_at"} for a, r in rows.items()}
+
+
+async def test_a_rebuild_reads_the_log_while_the_projection_is_emptied(
+    pipeline: Pipeline,
+) -> None:
+    # given a projected table, and a store that is slow to empty
+    before = await projected(pipeline)
+    rt = backends(pipeline)
+    read_while_emptying = []
+    reset, read = rt.store.reset, rt.log.read
+
+    async def slow_reset(consumer: str) -> None:
+        await asyncio.sleep(0.3)
+        read_while_emptying.append(bool(reading))
+        await reset(consumer)
+
+    reading: list[int] = []
+
+    async def counted_read(*args: Any, **kwargs: Any) -> Any:
+        reading.append(args[1])
+        async for batch in read(*args, **kwargs):
+            yield batch
+
+    rt.store.reset = slow_reset  # type: ignore[method-assign]
+    rt.log.read = counted_read  # type: ignore[method-assign]
+
+    # when the table is rebuilt
+    applied = await rebuild_projection(rt)
+
+    # then the log was being read before the store was empty, and the table is as it was
+    assert read_while_emptying == [True]
+    assert applied == 42
+    after = {r.audit_id: r.values() for r in await pipeline.store.list_audits(limit=100)}
+    assert without_update_times(after) == without_update_times(before)
+
+
+async def test_a_rebuild_whose_store_cannot_be_emptied_stops_and_changes_nothing(
+    pipeline: Pipeline,
+) -> None:
+    # given a projected table, and a store that refuses to be emptied after a while
+    before = await projected(pipeline)
+    rt = backends(pipeline)
+
+    async def failing_reset(consumer: str) -> None:
+        await asyncio.sleep(0.2)
+        raise StoreError("the store is down")
+
+    rt.store.reset = failing_reset  # type: ignore[method-assign]
+    tasks = asyncio.all_tasks()
+
+    # when the table is rebuilt, the store's error is the rebuild's
+    with pytest.raises(StoreError, match="the store is down"):
+        await rebuild_projection(rt)
+
+    # then the log is no longer read (no task of the rebuild's is left), and the table is as
+    # it was
+    left = [t for t in asyncio.all_tasks() - tasks if not t.done()]
+    assert not [t for t in left if "rebuild" in t.get_coro().__qualname__], left
+    after = {r.audit_id: r.values() for r in await pipeline.store.list_audits(limit=100)}
+    assert after == before
