@@ -86,7 +86,11 @@ class LogConsumer(Component):
 
     async def step(self) -> int:
         """Poll a batch, then handle it under :attr:`batch_lock` until it is committed."""
-        records = await self.poll()
+        return await self.step_within(self.poll_timeout)
+
+    async def step_within(self, wait: float) -> int:
+        """:meth:`step`, waiting at most ``wait`` seconds for a first record."""
+        records = await self.poll(wait)
         if not records:
             return 0
         async with self.batch_lock:
@@ -146,12 +150,14 @@ class LogConsumer(Component):
         """Handle and commit one polled batch; the number of records handled."""
         raise NotImplementedError(f"{type(self).__name__} handles its batches in step()")
 
-    async def poll(self) -> list[Record]:
-        """A batch: what arrives within ``poll_timeout``, topped up for at most ``linger``
-        seconds while more keeps arriving, up to ``max_records``. Under load batches grow
-        (fewer commits, fewer round trips); when quiet a record waits at most ~10 ms more."""
+    async def poll(self, wait: float | None = None) -> list[Record]:
+        """A batch: what arrives within ``wait`` (default :attr:`poll_timeout`), topped up for
+        at most ``linger`` seconds while more keeps arriving, up to ``max_records``. Under load
+        batches grow (fewer commits, fewer round trips); when quiet a record waits at most
+        ~10 ms more."""
         assert self.consumer is not None, f"{self.name} is not started"
-        records = await self.consumer.poll(self.max_records, self.poll_timeout)
+        timeout = self.poll_timeout if wait is None else wait
+        records = await self.consumer.poll(self.max_records, timeout)
         # A seek during the poll (an assignment inside it) came before these records were
         # fetched; one from now on comes after: the records in hand are then stale.
         self.polled_at = self._seeks

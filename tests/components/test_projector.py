@@ -4,6 +4,7 @@ cannot decode."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -183,10 +184,15 @@ async def test_a_store_that_is_down_is_retried_not_set_aside(
 
     monkeypatch.setattr(pipeline.store, "apply", flaky)
 
-    # when the projector steps: the failing step raises (the supervisor backs off and restarts)
+    # when the projector steps: a step raises once the write failed (the batch's own step, or
+    # the next one when the write was still in flight); the supervisor backs off and restarts
+    async def step_until_it_fails(projector: Projector) -> None:
+        while True:
+            await projector.step()
+
     async with Projector(pipeline.log, pipeline.store) as projector:
         with pytest.raises(StoreError):
-            await eventually(projector.step, until=lambda handled: handled > 0, timeout=10)
+            await asyncio.wait_for(step_until_it_fails(projector), 10)
     async with Projector(pipeline.log, pipeline.store) as projector:
         await run_until_idle(projector)
 
@@ -292,3 +298,97 @@ async def test_a_store_failing_in_a_later_part_keeps_the_parts_before_and_loses_
     for event in events:
         assert [h.event for h in await pipeline.store.history(event.audit_id)] == [event]
     assert projector.applied == len(events) - committed
+
+
+class GatedStore:
+    """Holds the store's writes until its gate is set; records the offsets of each batch."""
+
+    def __init__(self, pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.real_apply = pipeline.store.apply
+        self.gate = asyncio.Event()
+        self.started: list[list[int]] = []
+        self.done: list[list[int]] = []
+        monkeypatch.setattr(pipeline.store, "apply", self.apply)
+
+    async def apply(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
+        offsets = [position[2] for _, position in batch]
+        self.started.append(offsets)
+        await self.gate.wait()
+        result = await self.real_apply(batch, *args, **kwargs)
+        self.done.append(offsets)
+        return result
+
+
+async def test_the_next_batch_is_polled_and_decoded_while_the_last_one_is_written(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given four events of one audit (one partition), and a store whose writes are held
+    events = [started("w", at(0))]
+    events += [progressed("w", at(i), pages_crawled=i) for i in range(1, 4)]
+    await append(pipeline.log, pipeline.topics.lifecycle, events)
+    store = GatedStore(pipeline, monkeypatch)
+
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        projector.max_records = projector.part_size = 2
+        projector.poll_timeout = 0.05
+        try:
+            # when the projector handles a first batch of two
+            first = eventually(projector.step, until=bool, message="a batch")
+            handled = await asyncio.wait_for(first, 10)  # not waiting for its write
+
+            # then the step is over while that batch's write is still going on
+            await eventually(lambda: store.started, message="the first write")
+            assert handled == 2 and store.started == [[0, 1]] and store.done == []
+            # and the next step takes the next batch, then waits for the first write to end
+            second = asyncio.create_task(projector.step())
+            await asyncio.sleep(0.2)
+            assert not second.done() and len(store.started) == 1
+        finally:
+            store.gate.set()  # (stopping waits for the write)
+        assert await second == 2
+        await run_until_idle(projector)
+
+    # and the batches were written in order, each once, with nothing left out
+    assert store.done == [[0, 1], [2, 3]]
+    assert projector.applied == 4
+    assert [h.event for h in await pipeline.store.history("w")] == events
+    assert same_row(await pipeline.store.get("w"), pure_fold(events)["w"])
+
+
+@pytest.mark.parametrize("how", ["stop", "revocation"])
+async def test_partitions_change_hands_and_the_projector_stops_only_after_the_write_in_flight(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    # given a batch whose write is held, and the batch's step over
+    topic = pipeline.topics.lifecycle
+    events = [started("r", at(0)), progressed("r", at(1), pages_crawled=1)]
+    await append(pipeline.log, topic, events)
+    store = GatedStore(pipeline, monkeypatch)
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        projector.poll_timeout = 0.05
+        try:
+            first = eventually(projector.step, until=bool, message="a batch")
+            await asyncio.wait_for(first, 10)
+            await eventually(lambda: store.started, message="the write")
+            consumer = projector.consumer
+            assert consumer is not None and not store.done
+
+            # when it stops, or its partitions are revoked
+            if how == "stop":
+                ending = asyncio.create_task(projector.stop())
+            else:
+                partitions = sorted(consumer.assignment())
+                ending = asyncio.create_task(projector._revoked(consumer, partitions))
+
+            # then that waits for the write …
+            await asyncio.sleep(0.2)
+            assert not ending.done()
+        finally:
+            store.gate.set()
+        await ending
+        # … whose rows and offsets are in the store once it is over
+        assert store.done and projector.applied == 2
+        stored = await pipeline.store.stored_offsets(projector.group)
+        ends = await pipeline.log.end_offsets(topic)
+        assert {p: stored.get((topic, p), 0) for p in ends} == ends
+        assert [h.event for h in await pipeline.store.history("r")] == events
