@@ -51,7 +51,8 @@ class _Batch:
 class Projector(LogConsumer):
     name = "projector"
     # Large batches coalesce an audit's events into one row write (bench/pipeline.py, 200,000
-    # events: 27.7k/s with 10,000 and parts of 2,500; 33.4k/s with 20,000 and parts of 10,000).
+    # events, side by side: 24.5k/s with 10,000 in parts of 2,500; 30.0k/s with 20,000 in
+    # parts of 10,000; 30.7k/s in one part of 20,000, a transaction twice as long).
     max_records = 20000
     part_size = 10000  # records a store transaction when a batch is large
 
