@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from consumers.components.projector import Projector
+from consumers.components.projector import Projector, split_lanes
 from consumers.eventlog.codec import encode
 from consumers.eventlog.port import OutRecord
 from statemachine.errors import StoreError
+from tests.conftest import BACKEND_PAIRS
 from tests.contracts.projection_store import (
     at,
     completed,
@@ -392,3 +393,96 @@ async def test_partitions_change_hands_and_the_projector_stops_only_after_the_wr
         ends = await pipeline.log.end_offsets(topic)
         assert {p: stored.get((topic, p), 0) for p in ends} == ends
         assert [h.event for h in await pipeline.store.history("r")] == events
+
+
+def test_a_part_splits_into_lanes_of_whole_partitions_of_about_equal_size() -> None:
+    # given a part over five partitions (one with nothing decodable left, only an offset)
+    sizes = {0: 7, 1: 1, 2: 4, 3: 4}
+    batch = []
+    for i in range(max(sizes.values())):
+        for partition, size in sizes.items():
+            if i < size:
+                batch.append((started(f"{partition}-{i}"), ("t", partition, i)))
+    offsets = {("t", p): n for p, n in sizes.items()} | {("t", 4): 9}
+
+    # when it is split into two lanes
+    lanes = split_lanes(batch, offsets, 2)
+
+    # then each partition is in exactly one lane, with its offset …
+    assert len(lanes) == 2
+    merged: dict[tuple[str, int], int] = {}
+    for _, lane_offsets in lanes:
+        assert not set(merged) & set(lane_offsets)
+        merged |= lane_offsets
+    assert merged == offsets
+    # … each event is in its partition's lane, in the part's order
+    for rows, lane_offsets in lanes:
+        assert rows == sorted(rows)
+        assert {batch[i][1][:2] for i in rows} <= set(lane_offsets)
+    assert sorted(i for rows, _ in lanes for i in rows) == list(range(len(batch)))
+    # … and the lanes are as even as whole partitions allow (7 + 1 against 4 + 4)
+    assert sorted(len(rows) for rows, _ in lanes) == [8, 8]
+    # and one lane, or one partition, is the part as it is
+    assert split_lanes(batch, offsets, 1) == [(list(range(len(batch))), offsets)]
+    one = [e for e in batch if e[1][1] == 0]
+    assert split_lanes(one, {("t", 0): 7}, 2) == [(list(range(7)), {("t", 0): 7})]
+
+
+@pytest.mark.parametrize("backend", [BACKEND_PAIRS[1]], indirect=True)
+async def test_lanes_are_written_at_once_and_a_failed_lane_loses_nothing(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given audits spread over the log's partitions, and a store whose write fails once for
+    # the lane holding the first audit's partition (the others commit)
+    topic = pipeline.topics.lifecycle
+    events = [started(f"l-{i}", at(i)) for i in range(12)]
+    events += [progressed(f"l-{i}", at(20 + i), pages_crawled=i) for i in range(12)]
+    await append(pipeline.log, topic, events)
+    real_apply = pipeline.store.apply
+    calls: list[set[int]] = []
+    writing = most = 0
+    failed: list[int] = []
+
+    async def apply(batch: Any, offsets: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal writing, most
+        partitions = {p for _, p in offsets}
+        calls.append(partitions)
+        writing += 1
+        most = max(most, writing)
+        try:
+            await asyncio.sleep(0.05)  # both lanes are under way before either ends
+            if not failed and any(event.audit_id == "l-0" for event, _ in batch):
+                failed.append(min(partitions))
+                raise StoreError("connection reset", retriable=True)
+            return await real_apply(batch, offsets, *args, **kwargs)
+        finally:
+            writing -= 1
+
+    monkeypatch.setattr(pipeline.store, "apply", apply)
+
+    # when a projector with two lanes fails, and another resumes
+    async def step_until_it_fails(projector: Projector) -> None:
+        while True:
+            await projector.step()
+
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        projector.lanes = 2
+        with pytest.raises(StoreError):
+            await asyncio.wait_for(step_until_it_fails(projector), 10)
+    group = pipeline.topics.group(Projector.name)
+    committed = await pipeline.store.stored_offsets(group)
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        projector.lanes = 2
+        await run_until_idle(projector)
+
+    # then the lanes of a part were written at once, over partitions of their own
+    assert most == 2
+    assert len(calls[0] & calls[1]) == 0 and len(calls[0] | calls[1]) > 1
+    # and the lane that did not fail had kept its partitions' offsets
+    assert {p for (_, p), n in committed.items() if n} and failed
+    assert not {p for (_, p), n in committed.items() if n} & {failed[0]}
+    # and in the end each event is applied exactly once
+    for audit_id, expected in pure_fold(events).items():
+        assert same_row(await pipeline.store.get(audit_id), expected)
+        history = [h.event for h in await pipeline.store.history(audit_id)]
+        assert history == [e for e in events if e.audit_id == audit_id]
