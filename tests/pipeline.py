@@ -17,7 +17,9 @@ from datetime import datetime
 from consumers.eventlog.codec import decode, encode
 from consumers.eventlog.factory import open_event_log
 from consumers.eventlog.port import EventLog, OutRecord, Record, Topics
+from consumers.operations.backends import Backends
 from consumers.runtime.component import Component
+from consumers.runtime.settings import load_settings
 from projections.factory import open_store
 from projections.store import ProjectionStore
 from statemachine.events import AuditEvent, ProbeRequested, ProbeRequestedData, Trigger
@@ -81,6 +83,15 @@ async def _delete_topics(backend: Backend, topics: Topics) -> None:
     with contextlib.suppress(Exception):
         await admin.delete_topics(list(topics.all()))
     await admin.close()
+
+
+def backends_of(pipeline: Pipeline) -> Backends:
+    """Backends (what operations such as ``rebuild`` take) over the pipeline's log and store."""
+    b = pipeline.backend
+    rt = Backends(load_settings(event_log_url=b.event_log_url, database_url=b.database_url,
+                                topic_prefix=b.topic_prefix))  # fmt: skip
+    rt.log, rt.store = pipeline.log, pipeline.store
+    return rt
 
 
 async def append(log: EventLog, topic: str, events: Iterable[AuditEvent | ProbeRequested]) -> None:

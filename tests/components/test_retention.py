@@ -13,14 +13,12 @@ from consumers.components.projector import Projector
 from consumers.components.reconciler import Reconciler
 from consumers.components.retention import Retention
 from consumers.components.telemetry import Telemetry
-from consumers.operations.backends import Backends
 from consumers.operations.rebuild import rebuild_projection
-from consumers.runtime.settings import load_settings
 from statemachine.errors import InvalidInput
 from statemachine.events import AuditEvent, AuditFailed
 from statemachine.policy import Policy
 from tests.contracts.projection_store import at, completed, observed, progressed, started
-from tests.pipeline import Pipeline, append, lifecycle_events, run_until_idle
+from tests.pipeline import Pipeline, append, backends_of, lifecycle_events, run_until_idle
 
 LATER = datetime.now(UTC) + timedelta(days=30)  # every record is older than the retention
 
@@ -157,13 +155,7 @@ async def test_a_rebuild_over_a_trimmed_log_gives_the_same_table(pipeline: Pipel
     histories = {a: await pipeline.store.history(a) for a in before}
 
     # when the table is rebuilt
-    b = pipeline.backend
-    rt = Backends(
-        load_settings(
-            event_log_url=b.event_log_url, database_url=b.database_url, topic_prefix=b.topic_prefix
-        )
-    )
-    rt.log, rt.store = pipeline.log, pipeline.store
+    rt = backends_of(pipeline)
     applied = await rebuild_projection(rt)
 
     # then every row and every history is as it was, from history set aside and the log
@@ -190,10 +182,7 @@ async def test_a_rebuild_refuses_when_neither_the_log_nor_the_projection_holds_t
     await pipeline.log.trim(
         pipeline.topics.lifecycle, await pipeline.log.end_offsets(pipeline.topics.lifecycle)
     )
-    b = pipeline.backend
-    rt = Backends(load_settings(event_log_url=b.event_log_url, database_url=b.database_url,
-                                topic_prefix=b.topic_prefix))  # fmt: skip
-    rt.log, rt.store = pipeline.log, pipeline.store
+    rt = backends_of(pipeline)
 
     # when a rebuild is asked for, it says why it cannot, and changes nothing
     with pytest.raises(InvalidInput, match="nowhere to rebuild from"):

@@ -9,21 +9,11 @@ from typing import Any
 import pytest
 
 from consumers.components.projector import Projector
-from consumers.operations.backends import Backends
 from consumers.operations.rebuild import rebuild_projection
-from consumers.runtime.settings import load_settings
 from statemachine.errors import StoreError
 from statemachine.events import AuditEvent
 from tests.contracts.projection_store import at, completed, observed, progressed, started
-from tests.pipeline import Pipeline, append, run_until_idle
-
-
-def backends(pipeline: Pipeline) -> Backends:
-    b = pipeline.backend
-    rt = Backends(load_settings(event_log_url=b.event_log_url, database_url=b.database_url,
-                                topic_prefix=b.topic_prefix))  # fmt: skip
-    rt.log, rt.store = pipeline.log, pipeline.store
-    return rt
+from tests.pipeline import Pipeline, append, backends_of, run_until_idle
 
 
 async def projected(pipeline: Pipeline) -> dict[str, dict[str, Any]]:
@@ -49,7 +39,7 @@ async def test_a_rebuild_reads_the_log_while_the_projection_is_emptied(
 ) -> None:
     # given a projected table, and a store that is slow to empty
     before = await projected(pipeline)
-    rt = backends(pipeline)
+    rt = backends_of(pipeline)
     read_while_emptying = []
     reset, read = rt.store.reset, rt.log.read
 
@@ -83,7 +73,7 @@ async def test_a_rebuild_whose_store_cannot_be_emptied_stops_and_changes_nothing
 ) -> None:
     # given a projected table, and a store that refuses to be emptied after a while
     before = await projected(pipeline)
-    rt = backends(pipeline)
+    rt = backends_of(pipeline)
 
     async def failing_reset(consumer: str) -> None:
         await asyncio.sleep(0.2)
