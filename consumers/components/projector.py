@@ -42,6 +42,10 @@ log = structlog.get_logger("auditrec.projector")
 _YIELD_EVERY = 256
 
 
+# Events of some partitions, their JSON as read, and those partitions' next offsets.
+_Lane = tuple[list[tuple[AuditEvent, Position]], list[bytes | None], dict[tuple[str, int], int]]
+
+
 @dataclass(slots=True)
 class _Batch:
     """What a batch leaves to do once its last part is written."""
@@ -225,12 +229,12 @@ class Projector(LogConsumer):
         row, and each commits or fails alone); a failure is raised once all have ended."""
         lanes = split_lanes(batch, offsets, self.lanes)
         if len(lanes) == 1:
-            await self._apply_lane(records, batch, bodies, offsets, tally)
+            await self._apply_lane(records, (batch, bodies, offsets), tally)
             return
         ended = await asyncio.gather(
             *(
                 self._apply_lane(
-                    records, [batch[i] for i in rows], [bodies[i] for i in rows], lane, tally
+                    records, ([batch[i] for i in rows], [bodies[i] for i in rows], lane), tally
                 )
                 for rows, lane in lanes
             ),
@@ -240,15 +244,10 @@ class Projector(LogConsumer):
             if isinstance(outcome, BaseException):
                 raise outcome
 
-    async def _apply_lane(
-        self,
-        records: list[Record],
-        batch: list[tuple[AuditEvent, Position]],
-        bodies: list[bytes | None],
-        offsets: dict[tuple[str, int], int],
-        tally: _Batch,
-    ) -> None:
-        """Events of some partitions in one store transaction, with their next offsets."""
+    async def _apply_lane(self, records: list[Record], lane: _Lane, tally: _Batch) -> None:
+        """A lane's events (of some partitions), their bodies and their partitions' next
+        offsets, in one store transaction."""
+        batch, bodies, offsets = lane
         try:
             result = await self.store.apply(batch, offsets, self.group, bodies)
         except Exception as exc:

@@ -27,6 +27,12 @@ from tests.eventually import eventually
 from tests.pipeline import Pipeline, append, read_topic, run_until_idle
 
 
+async def step_until_it_fails(projector: Projector) -> None:
+    """Step until a step raises (a write's failure surfaces in the step after it, at most)."""
+    while True:
+        await projector.step()
+
+
 async def test_a_batch_is_folded_into_rows_history_and_stored_offsets(pipeline: Pipeline) -> None:
     # given two audits' events in the log
     events = [
@@ -187,10 +193,6 @@ async def test_a_store_that_is_down_is_retried_not_set_aside(
 
     # when the projector steps: a step raises once the write failed (the batch's own step, or
     # the next one when the write was still in flight); the supervisor backs off and restarts
-    async def step_until_it_fails(projector: Projector) -> None:
-        while True:
-            await projector.step()
-
     async with Projector(pipeline.log, pipeline.store) as projector:
         with pytest.raises(StoreError):
             await asyncio.wait_for(step_until_it_fails(projector), 10)
@@ -461,10 +463,6 @@ async def test_lanes_are_written_at_once_and_a_failed_lane_loses_nothing(
     monkeypatch.setattr(pipeline.store, "apply", apply)
 
     # when a projector with two lanes fails, and another resumes
-    async def step_until_it_fails(projector: Projector) -> None:
-        while True:
-            await projector.step()
-
     async with Projector(pipeline.log, pipeline.store) as projector:
         projector.lanes = 2
         with pytest.raises(StoreError):
