@@ -14,7 +14,9 @@ that write is awaited before the next part is written, before partitions change 
 the consumer stops, and as soon as a poll finds nothing at hand.
 
 A record that is not a valid event, and an event the store refuses for a reason retrying will
-not change, go to the dead-letter topic with the reason; the rest of the batch proceeds.
+not change, go to the dead-letter topic with the reason; the rest of the batch proceeds. Dead
+letters are appended before the store's offsets move past them: a failure in between sets them
+aside twice, never not at all.
 """
 
 from __future__ import annotations
@@ -51,7 +53,6 @@ class _Batch:
     """What a batch leaves to do once its last part is written."""
 
     reached: dict[tuple[str, int], int] = field(default_factory=dict)  # next offsets
-    dlq: list[OutRecord] = field(default_factory=list)
     applied: int = 0
     skipped: int = 0
 
@@ -93,14 +94,16 @@ class Projector(LogConsumer):
         batch: list[tuple[AuditEvent, Position]],
         bodies: list[bytes | None],
         offsets: dict[tuple[str, int], int],
-        dlq: list[OutRecord],
         cause: Exception,
     ) -> ApplyResult:
         """A batch the store refused for a reason that retrying will not change: apply its
         events one by one, dead-letter those refused (with the reason), and move past them,
-        so one event never holds back its batch, its partition or anyone after it."""
+        so one event never holds back its batch, its partition or anyone after it. The dead
+        letters are appended before the offsets move past them (after a failure in between
+        they are set aside again: twice, never lost)."""
         log.warning("batch refused; applying its events one by one", error=str(cause)[:300])
         by_position = {(r.topic, r.partition, r.offset): r for r in records}
+        dlq: list[OutRecord] = []
         applied = skipped = 0
         for (event, position), body in zip(batch, bodies, strict=True):
             topic, partition, offset = position
@@ -116,6 +119,8 @@ class Projector(LogConsumer):
                 continue
             applied += one.applied
             skipped += one.skipped
+        if dlq:
+            await self.log.append(dlq)
         await self.store.apply([], offsets, self.group)  # past the refused ones, too
         return ApplyResult(applied, skipped)
 
@@ -141,7 +146,10 @@ class Projector(LogConsumer):
         try:
             for start in range(0, len(records), self.part_size):
                 part = records[start : start + self.part_size]
-                events, bodies = await self._decode(part, batch.dlq, busy=self._writing is not None)
+                dlq: list[OutRecord] = []
+                events, bodies = await self._decode(part, dlq, busy=self._writing is not None)
+                if dlq:  # set aside before the store moves past them: never lost
+                    await self.log.append(dlq)
                 offsets = self.next_offsets(part)
                 batch.reached.update(offsets)
                 await self._flush()  # the previous part, of this batch or the one before
@@ -155,7 +163,7 @@ class Projector(LogConsumer):
 
     async def _flush(self) -> None:
         """Wait for the part being written; after a batch's last part, finish the batch: its
-        dead letters appended, its offsets committed to the log as well (for lag only).
+        counts, and its offsets committed to the log as well (for lag only).
 
         A store error propagates (the component restarts from the offsets in the store).
         Called under :attr:`batch_lock`, so never twice at once."""
@@ -169,8 +177,6 @@ class Projector(LogConsumer):
                 self._writing = None
         if finished is None:
             return
-        if finished.dlq:
-            await self.log.append(finished.dlq)
         self.applied += finished.applied
         EVENTS_PROJECTED.labels("applied").inc(finished.applied)
         EVENTS_PROJECTED.labels("skipped").inc(finished.skipped)
@@ -253,7 +259,7 @@ class Projector(LogConsumer):
         except Exception as exc:
             if getattr(exc, "retriable", False):
                 raise  # the store is down: the whole batch again, after a backoff
-            result = await self._isolate(records, batch, bodies, offsets, tally.dlq, exc)
+            result = await self._isolate(records, batch, bodies, offsets, exc)
         tally.applied += result.applied
         tally.skipped += result.skipped
 

@@ -303,6 +303,43 @@ async def test_a_store_failing_in_a_later_part_keeps_the_parts_before_and_loses_
     assert projector.applied == len(events) - committed
 
 
+async def test_a_record_set_aside_before_a_failed_part_is_never_lost(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given an audit's events with a record that is not an event in the first part of two,
+    # and a store that goes down on the second part
+    topic = pipeline.topics.lifecycle
+    good = [started("d-1", at(0))] + [progressed("d-1", at(i), pages_crawled=i) for i in (1, 2)]
+    await pipeline.log.append(
+        [encode(topic, good[0]), OutRecord(topic, "d-1", b"\xffnot json")]
+        + [encode(topic, e) for e in good[1:]]
+    )
+    real_apply = pipeline.store.apply
+    parts = 0
+
+    async def failing_second(*args: Any, **kwargs: Any) -> Any:
+        nonlocal parts
+        parts += 1
+        if parts == 2:
+            raise StoreError("connection reset", retriable=True)
+        return await real_apply(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline.store, "apply", failing_second)
+
+    # when a projector with parts of two fails after the first part, and another resumes
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        projector.part_size = 2
+        with pytest.raises(StoreError):
+            await asyncio.wait_for(step_until_it_fails(projector), 10)
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        await run_until_idle(projector)
+
+    # then the bad record is set aside, though the store had moved past it before the failure
+    letters = await read_topic(pipeline.log, pipeline.topics.dead_letter)
+    assert [json.loads(letter.value)["source_offset"] for letter in letters] == [1]
+    assert [h.event for h in await pipeline.store.history("d-1")] == good
+
+
 class GatedStore:
     """Holds the store's writes until its gate is set; records the offsets of each batch."""
 
