@@ -28,7 +28,9 @@ HOST=127.0.0.1
 KAFKA_PORT=9092
 KAFKA_CONTROLLER_PORT=9093
 PG_PORT=5432
-KAFKA_HEAP="${AUDITREC_KAFKA_HEAP:--Xms256m -Xmx512m}"
+# Every test keeps its own topics: a broker that serves many suite runs holds thousands of
+# partitions, and 512 MB ran out after a few suite runs and benchmarks.
+KAFKA_HEAP="${AUDITREC_KAFKA_HEAP:--Xms256m -Xmx1g}"
 
 EVENT_LOG_URL="kafka://$HOST:$KAFKA_PORT"
 DATABASE_URL="postgresql://postgres@$HOST:$PG_PORT/postgres"
