@@ -267,6 +267,21 @@ async def test_a_large_batch_is_applied_in_parts_each_with_the_offsets_it_reache
     assert {p: stored.get((topic, p), 0) for p in ends} == ends
 
 
+def fail_on_write(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
+    """The store goes down (a retriable error) on its ``nth`` write, and only then."""
+    real_apply = pipeline.store.apply
+    writes = 0
+
+    async def apply(*args: Any, **kwargs: Any) -> Any:
+        nonlocal writes
+        writes += 1
+        if writes == nth:
+            raise StoreError("connection reset", retriable=True)
+        return await real_apply(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline.store, "apply", apply)
+
+
 async def test_a_store_failing_in_a_later_part_keeps_the_parts_before_and_loses_nothing(
     pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -274,17 +289,7 @@ async def test_a_store_failing_in_a_later_part_keeps_the_parts_before_and_loses_
     topic = pipeline.topics.lifecycle
     events = [started(f"b-{i}", at(i)) for i in range(8)]
     await append(pipeline.log, topic, events)
-    real_apply = pipeline.store.apply
-    parts = 0
-
-    async def failing_third(*args: Any, **kwargs: Any) -> Any:
-        nonlocal parts
-        parts += 1
-        if parts == 3:
-            raise StoreError("connection reset", retriable=True)
-        return await real_apply(*args, **kwargs)
-
-    monkeypatch.setattr(pipeline.store, "apply", failing_third)
+    fail_on_write(pipeline, monkeypatch, 3)
 
     # when a projector with parts of two fails in the middle of the batch, and another resumes
     async with Projector(pipeline.log, pipeline.store) as projector:
@@ -314,17 +319,7 @@ async def test_a_record_set_aside_before_a_failed_part_is_never_lost(
         [encode(topic, good[0]), OutRecord(topic, "d-1", b"\xffnot json")]
         + [encode(topic, e) for e in good[1:]]
     )
-    real_apply = pipeline.store.apply
-    parts = 0
-
-    async def failing_second(*args: Any, **kwargs: Any) -> Any:
-        nonlocal parts
-        parts += 1
-        if parts == 2:
-            raise StoreError("connection reset", retriable=True)
-        return await real_apply(*args, **kwargs)
-
-    monkeypatch.setattr(pipeline.store, "apply", failing_second)
+    fail_on_write(pipeline, monkeypatch, 2)
 
     # when a projector with parts of two fails after the first part, and another resumes
     async with Projector(pipeline.log, pipeline.store) as projector:
