@@ -1,7 +1,8 @@
 """Readers: a decoded struct made to read as the pydantic instance validation would make.
 
 msgspec leaves three things for afterwards, which a reader does in place on the struct:
-an optional field the JSON left out holds ``UNSET`` and gets the model's default; a timestamp
+an optional field the JSON left out holds ``UNSET`` when its default is a model, and gets that
+default as its struct (a scalar default is msgspec's own); a timestamp
 gets :func:`statemachine.values._sane_time`'s treatment (in UTC, within its years); a string of
 one character class (the audit id) is checked for characters outside it. A value the model
 would refuse, or read otherwise, raises :class:`Doubt`, and the record is left to pydantic.
@@ -77,7 +78,7 @@ def _emit(spec: ModelSpec, source: str, scope: dict[str, Any], body: list[str]) 
     for i, f in enumerate(spec.fields):
         var, target = f"v{n}_{i}", f"{source}.{f.name}"
         steps: list[tuple[str, list[str]]] = []  # (condition, statements), as if/elif
-        if not f.required:
+        if not f.filled:
             scope[f"D{n}_{i}"] = as_struct(f.default)
             steps.append((f"{var} is UNSET", [f"{target} = D{n}_{i}"]))
         if f.time:
@@ -87,7 +88,8 @@ def _emit(spec: ModelSpec, source: str, scope: dict[str, Any], body: list[str]) 
             _emit(spec_for(nested), var, scope, inner)
             struct = f"S{len(scope)}"
             scope[struct] = spec_for(nested).struct
-            steps.append((f"{var}.__class__ is {struct}", inner))
+            if inner:  # else, as decoded, it already reads as the model would
+                steps.append((f"{var}.__class__ is {struct}", inner))
         if f.charset is not None:
             scope[f"C{n}_{i}"] = f.charset
             check = [f"if {var}.strip(C{n}_{i}):", f"    raise Doubt({f.name!r})"]

@@ -12,8 +12,9 @@ recorded for the reader (:mod:`consumers.eventlog.wire.readers`) or guarded befo
   lone surrogates, which is what :func:`statemachine.values._storable` adds to a plain string;
 - a pattern of one character class (the audit id's) becomes lengths msgspec checks and a
   ``str.strip`` the reader does, much cheaper than a regular expression per event;
-- an optional field defaults to ``UNSET``, which the reader replaces with the model's default
-  (a nested model's as its struct), so that a default is never rebuilt per event.
+- an optional field defaults to the model's default when it is a scalar (shared, as pydantic
+  shares it); a nested model's default is ``UNSET``, which the reader replaces with the
+  default as its struct, so that a default is never rebuilt per event.
 
 Anything this translation does not know (a new validator, a pattern construct whose meaning
 differs between pydantic's Rust regex and Python's ``re``, a default factory, an alias) raises
@@ -60,6 +61,9 @@ class FieldSpec:
     default: Any
     time: bool = False
     """The value, unless None, is a timestamp string to parse."""
+    filled: bool = True
+    """The decoded value is the model's (a scalar default is msgspec's own); else a missing
+    value is ``UNSET``, and the reader puts the model's default (as its struct) in its place."""
     nested: tuple[type[BaseModel], ...] = ()
     """The models a value may be (their structs are read in turn)."""
     in_union: bool = False
@@ -119,8 +123,12 @@ def spec_for(model: type[BaseModel], tag: str | None = None) -> ModelSpec:
         required = info.is_required() or (tag is not None and name == "type")
         if name == "type" and tag is not None and kind != Literal[tag]:
             raise TypeError(f"{model.__name__}.type is not Literal[{tag!r}]")
+        filled = required or not isinstance(info.default, BaseModel)
         if required:
             struct_fields.append((name, kind, msgspec.NODEFAULT))
+        elif filled:  # msgspec gives the default itself (an immutable scalar, shared)
+            _immutable(info.default, f"{model.__name__}.{name}")
+            struct_fields.append((name, kind, info.default))
         else:
             _immutable(info.default, f"{model.__name__}.{name}")
             struct_fields.append((name, kind | msgspec.UnsetType, msgspec.UNSET))
@@ -129,6 +137,7 @@ def spec_for(model: type[BaseModel], tag: str | None = None) -> ModelSpec:
                 name=name,
                 required=required,
                 default=None if required else info.default,
+                filled=filled,
                 time=found.time,
                 nested=tuple(found.nested),
                 in_union=found.union,
