@@ -265,6 +265,39 @@ async def test_two_projectors_on_the_same_audits_never_corrupt_rows(
         assert await one.pool.fetchval("SELECT count(*) FROM audit_events") == len(events)
 
 
+async def test_a_new_audit_another_writer_inserts_meanwhile_is_a_retriable_loss(
+    pg: PostgresStore,
+) -> None:
+    """When another writer inserts an audit between a batch's read of its rows and its write,
+    the batch keeps nothing and is retried (as when it loses a race on an existing row), and
+    the retry folds onto that writer's row."""
+    batch = positioned([started("a-1", at(0)), progressed("a-1", at(1), pages_crawled=3)])
+    other = await pg.pool.acquire()
+    try:
+        async with other.transaction():  # the other writer: its row is not yet visible
+            await other.execute(
+                "INSERT INTO audits (audit_id, status, version, updated_at, overturned) "
+                "VALUES ('a-1', 'running', 7, now(), false)"
+            )
+            write = asyncio.create_task(pg.apply(batch, next_offsets(batch), CONSUMER))
+            await asyncio.sleep(0.5)  # the copy waits for the other writer's row
+            assert not write.done()
+        with pytest.raises(StoreError) as lost:
+            await write
+    finally:
+        await pg.pool.release(other)
+    assert lost.value.retriable, lost.value
+    assert await pg.pool.fetchval("SELECT count(*) FROM audit_events") == 0
+    assert await pg.stored_offsets(CONSUMER) == {}
+    row = await pg.get("a-1")
+    assert row is not None and row.version == 7
+
+    result = await pg.apply(batch, next_offsets(batch), CONSUMER)
+    assert result.applied == 2
+    row = await pg.get("a-1")
+    assert row is not None and row.version == 8 and row.state.pages_crawled == 3
+
+
 # -- the watchdog query plan and apply throughput -------------------------------------------
 
 
