@@ -2,7 +2,8 @@
 ``kafka://`` URL), the connection and security options (SASL, TLS) that its producers,
 consumers and admin client share, and how its producers and consumers are made: producers
 idempotent with ``acks=all``, consumers ``read_committed`` without auto-commit, reading from
-the earliest offset when their group has none. Credentials never come from the URL.
+the earliest offset when their group has none, their records made as the port's
+(``fetching.py``). Credentials never come from the URL.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.helpers import create_ssl_context
 
+from consumers.eventlog.kafka.fetching import as_record, install
 from statemachine.errors import ConfigError
 
 __all__ = [
@@ -116,12 +118,14 @@ def new_consumer(
     options: Mapping[str, Any],
     extra: Mapping[str, Any],
 ) -> AIOKafkaConsumer:
+    install()  # its records are made as the port's (fetching.py)
     return AIOKafkaConsumer(
         client_id=client_id,
         group_id=group,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         isolation_level="read_committed",
+        value_deserializer=as_record,
         **conn,
         **options,
         **extra,

@@ -39,7 +39,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.structs import TopicPartition as KafkaTP
 
 from consumers.eventlog.kafka.errors import translate
-from consumers.eventlog.kafka.records import send_all, to_record
+from consumers.eventlog.kafka.fetching import records
+from consumers.eventlog.kafka.records import send_all
 from consumers.eventlog.port import AssignCallback, Consumer, OutRecord, Record, TopicPartition
 from statemachine.errors import EventLogError
 
@@ -188,7 +189,7 @@ class KafkaConsumer(Consumer):
         self._raise_callback_error()
         out: list[Record] = []
         for msgs in batches.values():
-            out.extend(map(to_record, msgs))
+            out.extend(records(msgs))
         return out
 
     async def commit(

@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as KafkaTP
 
 from consumers.eventlog.kafka.errors import translate
-from consumers.eventlog.kafka.records import to_record
+from consumers.eventlog.kafka.fetching import records
 from consumers.eventlog.port import Record
 from statemachine.errors import EventLogError
 
@@ -49,7 +49,7 @@ async def read_partition(
                 if position >= end:  # judged by position: markers occupy offsets too
                     return
                 batches = await reader.getmany(tp, timeout_ms=500, max_records=5000)
-            batch = [to_record(m) for m in batches.get(tp, ()) if m.offset < end]
+            batch = [r for r in records(batches.get(tp, [])) if r.offset < end]
             if batch:
                 yield batch
             if position != last:

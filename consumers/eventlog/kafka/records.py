@@ -19,29 +19,44 @@ from aiokafka.structs import ConsumerRecord
 from consumers.eventlog.kafka.errors import event_log_error
 from consumers.eventlog.port import OutRecord, Record
 
-__all__ = ["key_hash", "raise_failure", "send_all", "send_some", "to_record"]
+__all__ = ["key_hash", "port_record", "raise_failure", "send_all", "send_some", "to_record"]
 
 
 _new_record = tuple.__new__  # a named tuple's own __new__ is a Python function: skipped
 
 
-def to_record(msg: ConsumerRecord[bytes, bytes]) -> Record:  # hot path: keep it lean
-    key, value, headers = msg.key, msg.value, msg.headers
+def port_record(
+    topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: tuple[tuple[str, bytes | None], ...],
+    timestamp: int,
+) -> Record:  # hot path: keep it lean
+    """The port's record of a fetched one: the key as text, no value as ``b""``, a header
+    without value (other producers) as ``b""``."""
     for _, v in headers:
-        if v is None:  # a header without value (other producers): b""
+        if v is None:
             headers = tuple((k, v or b"") for k, v in headers)
             break
     return _new_record(
         Record,
         (
-            msg.topic,
-            msg.partition,
-            msg.offset,
+            topic,
+            partition,
+            offset,
             None if key is None else key.decode("utf-8", "replace"),
             b"" if value is None else value,
             headers,
-            msg.timestamp,
+            timestamp,
         ),
+    )
+
+
+def to_record(msg: ConsumerRecord[bytes, bytes]) -> Record:
+    return port_record(
+        msg.topic, msg.partition, msg.offset, msg.key, msg.value, msg.headers, msg.timestamp
     )
 
 

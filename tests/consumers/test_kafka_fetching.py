@@ -1,0 +1,128 @@
+"""Fetched records made straight into the port's Record (``fetching.py``), against a real
+broker: the same records as copied from aiokafka's, for the log's consumers and its reads;
+any other aiokafka consumer unaffected; aiokafka left alone when it is not the one expected."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import aiokafka
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.consumer import fetcher
+from aiokafka.structs import ConsumerRecord
+from aiokafka.structs import TopicPartition as KafkaTP
+
+from consumers.eventlog.kafka import fetching
+from consumers.eventlog.kafka.log import KafkaEventLog
+from consumers.eventlog.kafka.records import to_record
+from consumers.eventlog.port import Record, Topics
+from tests.contracts.eventlog import drain
+from tests.services import kafka_bootstrap
+
+pytestmark = pytest.mark.kafka
+
+# A record of each kind another producer may write: a key that is not UTF-8, no key, no
+# value (a tombstone), a header without value.
+SENT: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]] = [
+    (b"a-1", b'{"n": 1}', [("event-type", b"AuditStarted"), ("schema-version", b"1")]),
+    (None, b"no key", [("empty", None)]),
+    (b"\xff\xfe", None, []),
+    (b"a-2", b"", [("a", b"1"), ("b", None), ("c", b"3")]),
+]
+
+
+@pytest.fixture
+async def log() -> AsyncIterator[KafkaEventLog]:
+    log = KafkaEventLog(f"kafka://{kafka_bootstrap()}", Topics(f"f{uuid.uuid4().hex[:12]}"))
+    await log.start()
+    await log.init()
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap())
+    await producer.start()
+    try:
+        for key, value, headers in SENT:
+            await producer.send_and_wait(
+                log.topics.lifecycle, value, key=key, partition=0, headers=headers
+            )
+    finally:
+        await producer.stop()
+    yield log
+    await log.stop()
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap().split(","))
+    await admin.start()
+    try:
+        await admin.delete_topics(sorted(log.topics.all()))
+    finally:
+        await admin.close()
+
+
+async def plain_records(topic: str) -> list[ConsumerRecord[bytes, bytes]]:
+    """The records as aiokafka makes them for a consumer not marked (in this same process)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap(), enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tp = KafkaTP(topic, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        got: list[ConsumerRecord[bytes, bytes]] = []
+        while len(got) < len(SENT):
+            got += (await consumer.getmany(tp, timeout_ms=1000)).get(tp, [])
+        return got
+    finally:
+        await consumer.stop()
+
+
+async def test_the_log_reads_records_made_as_the_port_s_equal_to_copies_of_aiokafka_s(
+    log: KafkaEventLog,
+) -> None:
+    topic = log.topics.lifecycle
+    group = log.consumer(f"g-{uuid.uuid4().hex[:8]}", [topic], transactional=False)
+    await group.start()
+    try:
+        polled = await drain(group, len(SENT))
+    finally:
+        await group.stop()
+    read = [r async for batch in log.read(topic, 0, 0, None) for r in batch]
+    assert fetching.installed()
+
+    plain = await plain_records(topic)
+    assert all(type(m) is ConsumerRecord for m in plain)  # another consumer: unaffected
+    expected = [to_record(m) for m in plain]
+    assert [r.key for r in expected] == ["a-1", None, "\ufffd\ufffd", "a-2"]
+    assert expected[3].headers == (("a", b"1"), ("b", b""), ("c", b"3"))
+    assert expected[2].value == b""
+    for got in (polled, read):
+        assert all(type(r) is Record for r in got)
+        assert got == expected
+
+
+def test_aiokafka_is_left_alone_when_it_is_not_the_one_expected(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(fetcher, "PartitionRecords", fetching._Original)
+    monkeypatch.setattr(aiokafka, "__version__", "0.15.0")
+    assert not fetching.install()
+    assert fetcher.PartitionRecords is fetching._Original
+
+    class Changed(fetching._Original):  # type: ignore[misc, valid-type]
+        def _consumer_record(self, tp: object, record: object, extra: object) -> object:
+            raise AssertionError("never called")
+
+    monkeypatch.setattr(aiokafka, "__version__", "0.14.0")
+    monkeypatch.setattr(fetcher, "PartitionRecords", Changed)
+    assert not fetching.install()
+    assert fetcher.PartitionRecords is Changed
+
+    monkeypatch.setattr(fetcher, "PartitionRecords", fetching._Original)
+    assert fetching.install() and fetching.installed()
+
+
+def test_records_made_by_aiokafka_are_copied_and_the_port_s_are_kept() -> None:
+    made = Record("t", 0, 5, "k", b"v", (), 7)
+    assert list(fetching.records([made])) == [made]
+    assert fetching.records([made])[0] is made  # type: ignore[index]
+    copied = ConsumerRecord("t", 0, 5, 7, 0, b"k", b"v", None, 1, 1, ((("h", None)),))
+    assert list(fetching.records([copied])) == [Record("t", 0, 5, "k", b"v", (("h", b""),), 7)]
+    assert list(fetching.records([])) == []
