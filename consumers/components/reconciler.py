@@ -22,7 +22,6 @@ it would have had), in the same transaction as the release's offset.
 
 from __future__ import annotations
 
-import logging
 import operator
 import time
 from collections import Counter
@@ -33,6 +32,13 @@ import structlog
 from consumers.components.base import LogConsumer
 from consumers.components.checkpoints import Checkpoints
 from consumers.components.counting import count_verdict, flush_counts
+from consumers.components.judgments import (
+    loudness,
+    overturned,
+    overturns,
+    tell_decided,
+    tell_unchanged,
+)
 from consumers.components.reconciler_log import (
     FOLDED_ONLY,
     Holds,
@@ -42,15 +48,9 @@ from consumers.components.reconciler_log import (
 )
 from consumers.eventlog.codec import encode
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record
-from consumers.runtime.metrics import OVERTURNED
 from projections.store import ProjectionStore
 from statemachine.errors import DecodeError
-from statemachine.events import (
-    AuditEvent,
-    AuditFailed,
-    AuditFailureHeld,
-    AuditFailureSimulated,
-)
+from statemachine.events import AuditEvent
 from statemachine.policy import Policy
 from statemachine.rules import Verdict, decide, released
 from statemachine.state import AuditState
@@ -60,42 +60,6 @@ __all__ = ["Reconciler"]
 log = structlog.get_logger("auditrec.reconciler")
 
 BRAKE_READ_EVERY = 1.0  # seconds the brake's state is reused
-
-
-def _code(decision: AuditEvent | None) -> str:
-    """The error code a decision carries (a held one: ``held``); ``""`` for none."""
-    if isinstance(decision, AuditFailureHeld):
-        return "held"
-    if isinstance(decision, AuditFailed | AuditFailureSimulated):
-        return decision.data.error_code
-    return ""
-
-
-def _overturns(before: AuditState | None, after: AuditState) -> bool:
-    """Whether a reconciler failure was overturned (the first test fails for nearly all)."""
-    return (
-        before is not None
-        and before.status == "failed"
-        and before.failed_by == "reconciler"
-        and after.status == "completed"
-    )
-
-
-def _overturned(event: AuditEvent, info: bool) -> None:
-    """Count and log (when ``info`` lines are emitted) a reconciler failure overturned by
-    ``event``."""
-    OVERTURNED.inc()
-    if info:
-        log.info("failure overturned", audit_id=event.audit_id, rule="overturn")
-
-
-def _emits(level: int) -> bool:
-    """Whether ``log`` emits at ``level`` as structlog is configured now. A call at a level
-    filtered out still costs a bound logger first (the module's logger is a lazy proxy, so
-    that a later configuration applies): several µs, per event on the reconciler's path, so
-    it is asked once a batch instead."""
-    is_enabled_for = getattr(log.bind(), "is_enabled_for", None)
-    return is_enabled_for is None or bool(is_enabled_for(level))
 
 
 _topic_partition = operator.attrgetter("topic", "partition")
@@ -133,8 +97,8 @@ class Reconciler(LogConsumer):
         self._read_log_levels()
 
     def _read_log_levels(self) -> None:
-        """Ask which of the judge's log lines are emitted (once a batch: see ``_emits``)."""
-        self._loud = (_emits(logging.DEBUG), _emits(logging.INFO))
+        """Ask which of the judge's log lines are emitted (once a batch: see ``judgments``)."""
+        self._loud = loudness()
 
     @property
     def running(self) -> int:
@@ -240,8 +204,8 @@ class Reconciler(LogConsumer):
         before = states.get(event.audit_id)
         if event.type in FOLDED_ONLY:  # no rule judges these: fold (most events take this path)
             after = fold_into(states, holds, event, before)
-            if _overturns(before, after):
-                _overturned(event, self._loud[1])
+            if overturns(before, after):
+                overturned(event, self._loud[1])
             return None
         verdict: Verdict | None = None
         decision: AuditEvent | None
@@ -250,32 +214,18 @@ class Reconciler(LogConsumer):
         else:
             verdict, decision = decide(before, event, self.policy, brake_engaged=brake_engaged)
         after = fold_into(states, holds, event, before)
-        if _overturns(before, after):
-            _overturned(event, self._loud[1])
+        if overturns(before, after):
+            overturned(event, self._loud[1])
         count_verdict(verdict, decision, event)
         debug, info = self._loud
         if decision is None:
             if verdict is not None and debug:  # an observation that changed nothing: why
-                log.debug(
-                    "judged", audit_id=event.audit_id, rule=verdict.rule, reason=verdict.reason
-                )
+                tell_unchanged(event, verdict)
             return None
         fold_into(states, holds, decision, states.get(event.audit_id))
         self.decided += 1
-        if not info:
-            return decision
-        if type(decision) is AuditFailureHeld:
-            what = "audit failure held"
-        else:
-            what = "audit failed" if not self.policy.shadow else "audit would fail (shadow)"
-        log.info(
-            what,
-            audit_id=event.audit_id,
-            rule=verdict.rule if verdict else "released",
-            error_code=_code(decision),
-            reason=verdict.reason if verdict else "the held decision was released",
-            decision_id=str(decision.event_id),
-        )
+        if info:
+            tell_decided(event, verdict, decision, self.policy)
         return decision
 
     async def _handle(self, records: list[Record]) -> int:

@@ -1,0 +1,85 @@
+"""What the reconciler says about its judgments: a log line per decision (and, at debug, per
+observation that changed nothing, with the reason), and each reconciler failure that a later
+completion overturned, counted and logged.
+
+Whether a line is emitted is asked once a batch (:func:`loudness`), not per event: a call at a
+level filtered out still costs a bound logger first (the logger is a lazy proxy, so that a
+later configuration applies), several µs on the reconciler's path.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import structlog
+
+from consumers.runtime.metrics import OVERTURNED
+from statemachine.events import AuditEvent, AuditFailed, AuditFailureHeld, AuditFailureSimulated
+from statemachine.policy import Policy
+from statemachine.rules import Verdict
+from statemachine.state import AuditState
+
+__all__ = ["code", "loudness", "overturned", "overturns", "tell_decided", "tell_unchanged"]
+
+log = structlog.get_logger("auditrec.reconciler")
+
+
+def _emits(level: int) -> bool:
+    """Whether ``log`` emits at ``level`` as structlog is configured now."""
+    is_enabled_for = getattr(log.bind(), "is_enabled_for", None)
+    return is_enabled_for is None or bool(is_enabled_for(level))
+
+
+def loudness() -> tuple[bool, bool]:
+    """Whether the reconciler's DEBUG and INFO lines are emitted now."""
+    return _emits(logging.DEBUG), _emits(logging.INFO)
+
+
+def code(decision: AuditEvent | None) -> str:
+    """The error code a decision carries (a held one: ``held``); ``""`` for none."""
+    if isinstance(decision, AuditFailureHeld):
+        return "held"
+    if isinstance(decision, AuditFailed | AuditFailureSimulated):
+        return decision.data.error_code
+    return ""
+
+
+def overturns(before: AuditState | None, after: AuditState) -> bool:
+    """Whether a reconciler failure was overturned (the first test fails for nearly all)."""
+    return (
+        before is not None
+        and before.status == "failed"
+        and before.failed_by == "reconciler"
+        and after.status == "completed"
+    )
+
+
+def overturned(event: AuditEvent, info: bool) -> None:
+    """Count and log (when ``info`` lines are emitted) a reconciler failure overturned by
+    ``event``."""
+    OVERTURNED.inc()
+    if info:
+        log.info("failure overturned", audit_id=event.audit_id, rule="overturn")
+
+
+def tell_unchanged(event: AuditEvent, verdict: Verdict) -> None:
+    """Why an observation changed nothing (a DEBUG line)."""
+    log.debug("judged", audit_id=event.audit_id, rule=verdict.rule, reason=verdict.reason)
+
+
+def tell_decided(
+    event: AuditEvent, verdict: Verdict | None, decision: AuditEvent, policy: Policy
+) -> None:
+    """The decision ``event`` called for, with the rule and its reason (an INFO line)."""
+    if type(decision) is AuditFailureHeld:
+        what = "audit failure held"
+    else:
+        what = "audit failed" if not policy.shadow else "audit would fail (shadow)"
+    log.info(
+        what,
+        audit_id=event.audit_id,
+        rule=verdict.rule if verdict else "released",
+        error_code=code(decision),
+        reason=verdict.reason if verdict else "the held decision was released",
+        decision_id=str(decision.event_id),
+    )
