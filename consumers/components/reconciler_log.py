@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from typing import Final, cast
 
 import structlog
-from pydantic import BaseModel
 
 from consumers.components.checkpoints import Checkpoints
-from consumers.eventlog.codec import decode, read
+from consumers.eventlog.codec import decode
 from consumers.eventlog.port import EventLog, Record
+from consumers.eventlog.wire import decode_view
 from statemachine.errors import DecodeError
 from statemachine.events import AuditEvent, AuditFailed, AuditFailureHeld, FailedBy
 from statemachine.machine import INITIAL, TERMINAL
@@ -72,10 +72,11 @@ def decode_to_judge(record: Record) -> AuditEvent:
     """The record's event, or :class:`~statemachine.errors.DecodeError`: a view of it
     (:func:`~consumers.eventlog.codec.read`, a third of the cost) unless its type is one of
     ``MODELS_ONLY``, then the model (a second decoding, for a rare event)."""
-    event = read(record.value)
-    if event.type in MODELS_ONLY and not isinstance(event, BaseModel):
-        return decode(record.value)
-    return event
+    value = record.value
+    view = decode_view(value)  # codec.read's first step, without a frame of its own
+    if view is None or view.type in MODELS_ONLY:
+        return decode(value)
+    return cast(AuditEvent, view)
 
 
 def own_decision(event: AuditEvent) -> bool:
