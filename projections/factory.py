@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from projections.store import ProjectionStore, SchemaState
+from projections.store import ProjectionStore
+from projections.values import SchemaState
 from statemachine.errors import ConfigError
 
 __all__ = ["open_store", "schema_state"]

@@ -1,8 +1,8 @@
 """The projection store port: the ``audits`` table, its ``audit_events`` history, and the
 small amount of shared state the services keep beside them.
 
-Two adapters implement it, ``sqlite.py`` and ``postgres.py``; both pass
-``tests/contracts/projection_store.py``.
+Two adapters implement it, ``sqlite/`` and ``postgres/``; both pass
+``tests/contracts/projection_store.py``. The values it takes and gives are ``values.py``'s.
 
 :meth:`ProjectionStore.apply` is the projector's one write: rows, history and the consumed
 offsets in one transaction; an ``event_id`` already in the history is skipped, so a
@@ -16,86 +16,23 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from datetime import datetime
 
 from projections.row import AuditRow
+from projections.values import (
+    ApplyResult,
+    BrakeState,
+    HistoryEntry,
+    OpenSweep,
+    Position,
+    RequestSlot,
+)
 from statemachine.events import AuditEvent
 from statemachine.longlived import LongLived
 
-__all__ = [
-    "ApplyResult",
-    "BrakeState",
-    "HistoryEntry",
-    "OpenSweep",
-    "Position",
-    "ProjectionStore",
-    "RequestSlot",
-    "SchemaState",
-]
+__all__ = ["ProjectionStore"]
 
-Position = tuple[str, int, int]  # topic, partition, offset
 CHANGE_POLL = 0.005  # seconds between looks when a store cannot notify
-
-
-@dataclass(frozen=True, slots=True)
-class SchemaState:
-    """What a database holds, read without connecting a store (starting a store creates or
-    migrates its schema): the schema version found (``None``: never initialised) and the
-    version this release makes."""
-
-    found: int | None
-    current: int
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryEntry:
-    event: AuditEvent
-    position: Position | None
-    recorded_at: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ApplyResult:
-    applied: int
-    skipped: int
-
-
-@dataclass(frozen=True, slots=True)
-class RequestSlot:
-    """The answer to taking one request of a shared budget: ``granted``, or why not — a pause
-    until ``paused_until`` (a 429), or a full window whose oldest request leaves at
-    ``frees_at``."""
-
-    granted: bool
-    paused_until: datetime | None = None
-    frees_at: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class OpenSweep:
-    """A watchdog sweep awaiting the mass-failure brake's verdict: the ids of the probe
-    requests it made, and when it must be judged with whatever answers are in."""
-
-    sweep_id: str
-    requests: tuple[str, ...]
-    at: datetime
-    deadline: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class BrakeState:
-    """The mass-failure brake: engaged (since, by which sweep, with what counts), or not —
-    and how it last ended (``released`` / ``discarded``, by whom, when)."""
-
-    engaged: bool = False
-    since: datetime | None = None
-    sweep_id: str | None = None
-    lost: int = 0
-    observations: int = 0
-    ended_at: datetime | None = None
-    ended_by: str | None = None
-    how: str | None = None
 
 
 class ProjectionStore(LongLived, ABC):

@@ -33,7 +33,8 @@ from consumers.eventlog.codec import encode
 from consumers.eventlog.port import EventLog
 from consumers.runtime.metrics import BRAKE_ENGAGED, DECISIONS_HELD
 from projections.row import AuditRow
-from projections.store import BrakeState, OpenSweep, ProjectionStore
+from projections.store import ProjectionStore
+from projections.values import BrakeState, OpenSweep
 from statemachine.events import (
     AuditEvent,
     AuditFailureDiscarded,

@@ -31,7 +31,8 @@ from consumers.components.base import LogConsumer
 from consumers.eventlog.codec import read_verbatim
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record
 from consumers.runtime.metrics import EVENTS_PROJECTED
-from projections.store import ApplyResult, Position, ProjectionStore
+from projections.store import ProjectionStore
+from projections.values import ApplyResult, Position
 from statemachine.errors import DecodeError
 from statemachine.events import AuditEvent
 

@@ -26,7 +26,7 @@ from consumers.components.projector import Projector
 from consumers.eventlog.codec import dead_letter, read_verbatim
 from consumers.eventlog.port import OutRecord
 from consumers.operations.backends import Backends
-from projections.store import Position
+from projections.values import Position
 from statemachine.errors import DecodeError, InvalidInput, NoServer
 from statemachine.events import AuditEvent
 

@@ -22,7 +22,7 @@ from typing import Protocol
 
 import httpx
 
-from projections.store import RequestSlot
+from projections.values import RequestSlot
 
 __all__ = [
     "BudgetStore",

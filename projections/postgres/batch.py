@@ -24,7 +24,7 @@ from projections.postgres.rows import (
     write_rows,
 )
 from projections.row import AuditRow, RowFold
-from projections.store import Position
+from projections.values import Position
 from statemachine.events import AuditEvent
 
 __all__ = ["apply_batch"]

@@ -13,7 +13,7 @@ import asyncpg
 
 from projections.postgres.rows import SELECT_ROWS, decode_row
 from projections.row import AuditRow
-from projections.store import BrakeState, OpenSweep
+from projections.values import BrakeState, OpenSweep
 
 __all__ = ["KEEP_SWEEPS", "PostgresBrake"]
 

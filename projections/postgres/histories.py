@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from projections.store import HistoryEntry
+from projections.values import HistoryEntry
 from statemachine.events import EVENT_ADAPTER
 
 __all__ = ["CHUNK", "fetch_histories"]

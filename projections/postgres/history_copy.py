@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from projections.store import Position
+from projections.values import Position
 from statemachine.events import AuditEvent
 
 __all__ = ["COLUMNS", "HistoryEncoder", "encode_all"]

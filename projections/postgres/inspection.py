@@ -7,7 +7,7 @@ import asyncpg
 
 from projections.postgres.errors import DRIVER_ERRORS, describe_url, translate
 from projections.postgres.schema import SCHEMA_VERSION
-from projections.store import SchemaState
+from projections.values import SchemaState
 from statemachine.errors import StoreError
 
 __all__ = ["schema_state"]

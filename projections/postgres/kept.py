@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import asyncpg
 
-from projections.store import Position
+from projections.values import Position
 
 __all__ = ["PostgresKeptHistory"]
 

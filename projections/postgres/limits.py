@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from projections.postgres.coordination import advisory_key
-from projections.store import RequestSlot
+from projections.values import RequestSlot
 
 __all__ = ["PostgresLimits"]
 

@@ -16,7 +16,7 @@ from projections.postgres.coordination import event_uuids
 from projections.postgres.histories import fetch_histories
 from projections.postgres.rows import SELECT_ROWS, decode_row
 from projections.row import AuditRow
-from projections.store import HistoryEntry
+from projections.values import HistoryEntry
 from statemachine.events import EVENT_ADAPTER, AuditEvent
 
 __all__ = ["STALE_RUNNING", "PostgresReads"]

@@ -15,7 +15,7 @@ import asyncpg
 
 from projections.postgres.schema import ROW_COLUMNS, ROW_TYPES
 from projections.row import STATE_FIELDS, AuditRow
-from projections.store import Position
+from projections.values import Position
 from statemachine.events import AuditEvent
 from statemachine.state import AuditState
 

@@ -46,7 +46,8 @@ from projections.postgres.limits import PostgresLimits
 from projections.postgres.reads import STALE_RUNNING, PostgresReads
 from projections.postgres.rows import init_connection
 from projections.postgres.schema import BODY_AS_JSON, SCHEMA_VERSION, create_schema, migrate
-from projections.store import ApplyResult, Position, ProjectionStore
+from projections.store import ProjectionStore
+from projections.values import ApplyResult, Position
 from statemachine.errors import StoreError
 from statemachine.events import AuditEvent
 

@@ -17,7 +17,7 @@ from projections.sqlite.rows import (
     encode_row,
     to_micros,
 )
-from projections.store import ApplyResult, Position
+from projections.values import ApplyResult, Position
 from statemachine.events import AuditEvent
 
 __all__ = ["apply_batch"]

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from projections.row import AuditRow
 from projections.sqlite.connection import SQLiteDB
 from projections.sqlite.rows import SELECT_ROWS, decode_row, from_micros, to_micros
-from projections.store import BrakeState, OpenSweep
+from projections.values import BrakeState, OpenSweep
 
 __all__ = ["KEEP_SWEEPS", "SQLiteBrake"]
 

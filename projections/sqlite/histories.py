@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from projections.sqlite.rows import chunks, from_micros
-from projections.store import HistoryEntry
+from projections.values import HistoryEntry
 from statemachine.events import EVENT_ADAPTER
 
 __all__ = ["read_histories"]

@@ -8,7 +8,7 @@ import sqlite3
 
 from projections.sqlite.connection import open_read_only, sqlite_file
 from projections.sqlite.schema import SCHEMA_VERSION
-from projections.store import SchemaState
+from projections.values import SchemaState
 from statemachine.errors import StoreError
 
 __all__ = ["schema_state"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from projections.sqlite.connection import SQLiteDB
-from projections.store import Position
+from projections.values import Position
 
 __all__ = ["SQLiteKeptHistory"]
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from projections.sqlite.connection import SQLiteDB
 from projections.sqlite.rows import from_micros, to_micros
-from projections.store import RequestSlot
+from projections.values import RequestSlot
 
 __all__ = ["SQLiteLimits"]
 

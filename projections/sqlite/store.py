@@ -26,7 +26,8 @@ from projections.sqlite.kept import SQLiteKeptHistory
 from projections.sqlite.limits import SQLiteLimits
 from projections.sqlite.rows import SELECT_ROWS, chunks, decode_row, from_micros, to_micros
 from projections.sqlite.schema import SCHEMA, SCHEMA_VERSION, upgrade
-from projections.store import ApplyResult, HistoryEntry, Position, ProjectionStore
+from projections.store import ProjectionStore
+from projections.values import ApplyResult, HistoryEntry, Position
 from statemachine.errors import StoreError
 from statemachine.events import EVENT_ADAPTER, AuditEvent
 

@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 
 from projections.row import AuditRow, project
-from projections.store import ApplyResult, Position, ProjectionStore
+from projections.store import ProjectionStore
+from projections.values import ApplyResult, Position
 from statemachine.errors import StoreError
 from statemachine.events import (
     EVENT_ADAPTER,
