@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from consumers.components.projector import Projector, split_lanes
 from consumers.eventlog.codec import encode
 from consumers.eventlog.port import OutRecord
 from statemachine.errors import StoreError
+from statemachine.events import AuditEvent
 from tests.conftest import BACKEND_PAIRS
 from tests.contracts.projection_store import (
     at,
@@ -31,6 +33,15 @@ async def step_until_it_fails(projector: Projector) -> None:
     """Step until a step raises (a write's failure surfaces in the step after it, at most)."""
     while True:
         await projector.step()
+
+
+async def assert_applied_once(pipeline: Pipeline, events: Sequence[AuditEvent]) -> None:
+    """Each audit's row is the fold of its events, and its history is its events, in order:
+    each event applied exactly once."""
+    for audit_id, expected in pure_fold(events).items():
+        assert same_row(await pipeline.store.get(audit_id), expected)
+        history = [h.event for h in await pipeline.store.history(audit_id)]
+        assert history == [e for e in events if e.audit_id == audit_id]
 
 
 async def test_a_batch_is_folded_into_rows_history_and_stored_offsets(pipeline: Pipeline) -> None:
@@ -257,10 +268,7 @@ async def test_a_large_batch_is_applied_in_parts_each_with_the_offsets_it_reache
     assert calls and max(n for n, _ in calls) <= 3 and sum(n for n, _ in calls) == len(events)
     assert all(offsets for _, offsets in calls)
     # and the rows and histories are those of one batch: each event applied once, in order
-    for audit_id, expected in pure_fold(events).items():
-        assert same_row(await pipeline.store.get(audit_id), expected)
-        history = [h.event for h in await pipeline.store.history(audit_id)]
-        assert history == [e for e in events if e.audit_id == audit_id]
+    await assert_applied_once(pipeline, events)
     assert projector.applied == len(events)
     ends = await pipeline.log.end_offsets(topic)
     stored = await pipeline.store.stored_offsets(pipeline.topics.group(Projector.name))
@@ -512,7 +520,4 @@ async def test_lanes_are_written_at_once_and_a_failed_lane_loses_nothing(
     assert {p for (_, p), n in committed.items() if n} and failed
     assert not {p for (_, p), n in committed.items() if n} & {failed[0]}
     # and in the end each event is applied exactly once
-    for audit_id, expected in pure_fold(events).items():
-        assert same_row(await pipeline.store.get(audit_id), expected)
-        history = [h.event for h in await pipeline.store.history(audit_id)]
-        assert history == [e for e in events if e.audit_id == audit_id]
+    await assert_applied_once(pipeline, events)
