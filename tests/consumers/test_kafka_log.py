@@ -199,7 +199,7 @@ async def test_outputs_of_an_aborted_transaction_stay_invisible(
         inputs = await drain(worker, 3)
         done = next_offsets(inputs)
         outputs = [OutRecord(topics.lifecycle, "p-1", b"out-%d" % i) for i in range(3)]
-        producer = worker._txns[next(iter(done))]
+        producer = worker.transactions.producers[next(iter(done))]
         assert producer is not None
 
         async def broker_goes_away(*args: object) -> None:  # after the outputs were acked
@@ -235,7 +235,7 @@ async def test_group_offsets_wait_for_a_pending_transaction(
     async with worker:
         inputs = await drain(worker, 3)
         [(tp, offset)] = next_offsets(inputs).items()
-        producer = worker._txns[tp]
+        producer = worker.transactions.producers[tp]
         await producer.begin_transaction()  # offsets sent, not yet committed: pending
         await producer.send_offsets_to_transaction({KafkaTP(*tp): offset}, "txn")
         _, admin, _ = log._started()

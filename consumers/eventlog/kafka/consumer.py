@@ -8,8 +8,9 @@ and its producer, in ``log.py``):
 - Rebalancing is eager: every rebalance revokes all of a member's partitions (``on_revoke``)
   and then assigns the new set (``on_assign``). An exception in either callback is raised by
   the next :meth:`Consumer.poll`.
-- A ``transactional`` consumer owns one transactional producer per assigned input partition,
-  with the stable ``transactional_id`` ``"{client_id}-{group}-{topic}-{partition}"`` (the
+- A ``transactional`` consumer owns one transactional producer per assigned input partition
+  (``transactions.py``), with the stable ``transactional_id``
+  ``"{client_id}-{group}-{topic}-{partition}"`` (the
   classic exactly-once design before KIP-447, which aiokafka's group-id-only
   ``send_offsets_to_transaction`` does not support). A new owner of a partition starts its
   producer *before* its ``on_assign`` reads committed offsets: that fences the previous owner
@@ -35,36 +36,29 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.structs import TopicPartition as KafkaTP
 
 from consumers.eventlog.kafka.errors import translate
 from consumers.eventlog.kafka.fetching import records
-from consumers.eventlog.kafka.records import send_all
+from consumers.eventlog.kafka.transactions import PartitionTransactions, ProducerSource
 from consumers.eventlog.port import AssignCallback, Consumer, OutRecord, Record, TopicPartition
 from statemachine.errors import EventLogError
 
 __all__ = ["KafkaConnection", "KafkaConsumer"]
 
 
-class KafkaConnection(Protocol):
+class KafkaConnection(ProducerSource, Protocol):
     """What a consumer uses of the log that made it (:class:`~consumers.eventlog.kafka.log.
     KafkaEventLog`): its clients' settings, producers, committed offsets, and its registry of
     live consumers."""
 
-    client_id: str
     instance_id: str | None
-    transaction_timeout_ms: int
-    request_timeout_ms: int
     _consumers: set[KafkaConsumer]
 
     def _started(self) -> tuple[Any, ...]: ...
 
-    def _new_producer(self, **options: Any) -> AIOKafkaProducer: ...
-
     def _new_consumer(self, group: str | None, **options: Any) -> AIOKafkaConsumer: ...
-
-    async def _close(self, *clients: Any) -> None: ...
 
     async def append(self, records: Sequence[OutRecord]) -> None: ...
 
@@ -79,7 +73,7 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
         await self.owner._call(self.owner.on_revoke, revoked)
-        await self.owner._drop_producers(revoked)
+        await self.owner.transactions.drop((tp.topic, tp.partition) for tp in revoked)
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
         try:
@@ -107,22 +101,13 @@ class KafkaConsumer(Consumer):
         self.on_revoke = on_revoke
         self.transactional = transactional
         self._consumer: AIOKafkaConsumer | None = None
-        self._txns: dict[TopicPartition, AIOKafkaProducer] = {}
+        self.transactions = PartitionTransactions(log, group, lambda: self._consumer is not None)
         self._callback_error: BaseException | None = None
-
-    def transactional_id(self, tp: TopicPartition) -> str:
-        return f"{self.log.client_id}-{self.group}-{tp[0]}-{tp[1]}"
 
     async def _fence(self, assigned: Any) -> None:
         """Start the producers of newly assigned partitions (fencing their previous owners)."""
-        if not self.transactional:
-            return
-        tps = [(tp.topic, tp.partition) for tp in assigned]
-        await asyncio.gather(*(self._transactional_producer(tp) for tp in tps))
-
-    async def _drop_producers(self, revoked: Any) -> None:
-        producers = [self._txns.pop((tp.topic, tp.partition), None) for tp in revoked]
-        await self.log._close(*producers)
+        if self.transactional:
+            await self.transactions.fence((tp.topic, tp.partition) for tp in assigned)
 
     async def _call(self, callback: AssignCallback | None, tps: Any) -> None:
         if callback is None or not tps:  # aiokafka also reports empty revocations
@@ -146,8 +131,8 @@ class KafkaConsumer(Consumer):
                 await consumer.start()
         except BaseException:
             self._consumer = None
-            txns, self._txns = list(self._txns.values()), {}
-            await log._close(consumer, *txns)
+            await self.transactions.close()
+            await log._close(consumer)
             raise
         log._consumers.add(self)
 
@@ -162,8 +147,8 @@ class KafkaConsumer(Consumer):
         finally:
             self._consumer = None
             self.log._consumers.discard(self)
-            txns, self._txns = list(self._txns.values()), {}
-            await self.log._close(*txns, consumer)
+            await self.transactions.close()
+            await self.log._close(consumer)
 
     def _running(self) -> AIOKafkaConsumer:
         if self._consumer is None:
@@ -210,67 +195,13 @@ class KafkaConsumer(Consumer):
                     retriable=False,
                 )
             [tp] = offsets
-            await self._commit_transaction(tp, positions, outputs, where)
+            await self.transactions.commit(tp, positions, outputs, where)
             return
         if outputs:
             await self.log.append(outputs)
         if positions:
             with translate(where):
                 await consumer.commit(positions)
-
-    async def _transactional_producer(self, tp: TopicPartition) -> AIOKafkaProducer:
-        producer = self._txns.get(tp)
-        if producer is None:
-            producer = self.log._new_producer(
-                transactional_id=self.transactional_id(tp),
-                transaction_timeout_ms=self.log.transaction_timeout_ms,
-            )
-            try:
-                with translate(f"start transactional producer for {tp[0]}/{tp[1]}"):
-                    await producer.start()
-            except BaseException:
-                await self.log._close(producer)
-                raise
-            if self._consumer is None:  # stopped while the producer was starting
-                await self.log._close(producer)
-                raise EventLogError(f"consumer of group {self.group} stopped", retriable=True)
-            self._txns[tp] = producer
-        return producer
-
-    async def _commit_transaction(
-        self,
-        tp: TopicPartition,
-        positions: dict[KafkaTP, int],
-        outputs: Sequence[OutRecord],
-        where: str,
-    ) -> None:
-        with translate(where):
-            producer = await self._transactional_producer(tp)
-        try:
-            with translate(where):
-                await producer.begin_transaction()
-                await send_all(producer, outputs)
-                if positions:
-                    await producer.send_offsets_to_transaction(positions, self.group)
-                await producer.commit_transaction()
-        except BaseException:
-            await self._abort(tp, producer)
-            raise
-
-    async def _abort(self, tp: TopicPartition, producer: AIOKafkaProducer) -> None:
-        """Abort the open transaction; a producer that cannot is replaced on next use."""
-        state = producer._txn_manager.state.name
-        if state == "READY":  # nothing open (e.g. begin failed before sending)
-            return
-        try:
-            if state not in ("IN_TRANSACTION", "ABORTABLE_ERROR"):
-                raise RuntimeError(state)
-            timeout = self.log.request_timeout_ms / 1000
-            await asyncio.wait_for(producer.abort_transaction(), timeout)
-        except BaseException:  # the broker aborts it after transaction_timeout_ms
-            if self._txns.get(tp) is producer:
-                del self._txns[tp]
-            await self.log._close(producer)
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         with translate(f"seek {tp[0]}/{tp[1]} to {offset}"):
