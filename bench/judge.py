@@ -88,8 +88,8 @@ def main() -> None:
     n = args.events - args.events % 5
 
     sys.path.insert(0, ROOT)
+    from consumers.runtime.collector import tune_gc
     from consumers.runtime.logs import configure_logging
-    from consumers.runtime.supervision import tune_gc
 
     configure_logging("WARNING", "json")  # as the pipeline benchmark's phases run
     tune_gc()

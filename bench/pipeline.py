@@ -322,7 +322,7 @@ def main() -> None:
         from consumers.runtime.logs import configure_logging
 
         configure_logging("WARNING", "json")  # decisions are logged at INFO: not measured
-        from consumers.runtime.supervision import tune_gc
+        from consumers.runtime.collector import tune_gc
 
         tune_gc()  # as `auditrec serve` does
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)

@@ -171,7 +171,7 @@ def main() -> None:
         from consumers.runtime.logs import configure_logging
 
         configure_logging("WARNING", "json")
-        from consumers.runtime.supervision import tune_gc
+        from consumers.runtime.collector import tune_gc
 
         tune_gc()
         asyncio.run(member(args.prefix, args.partitions))

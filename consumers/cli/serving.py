@@ -57,8 +57,8 @@ def serve(
     """Run the components (all by default)."""
     from consumers.cli.assembly import Service, parse_components
     from consumers.operations.backends import Backends
+    from consumers.runtime.collector import tune_gc
     from consumers.runtime.exposition import serve_metrics
-    from consumers.runtime.supervision import tune_gc
 
     obj = ctx.ensure_object(dict)
     obj["overrides"].update(api_host=host, api_port=port)

@@ -9,7 +9,6 @@ import asyncio
 import json
 import re
 from collections import Counter
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
@@ -20,7 +19,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from consumers.workflows.simulator.bodies import ConfigBody, FaultBody, InstanceBody
-from consumers.workflows.simulator.state import LISTING, STATUSES, Fault, Instance, Simulator, iso
+from consumers.workflows.simulator.listing import ListingQuery, page_of
+from consumers.workflows.simulator.state import LISTING, Fault, Instance, Simulator, iso
 
 __all__ = ["API_PREFIX", "build_app"]
 
@@ -162,63 +162,13 @@ def _change_status(sim: Simulator, inst: Instance, request: Request) -> Response
 
 
 def _list(instances: dict[str, Instance], workflow: str, request: Request) -> JSONResponse:
-    """Instances by creation time (``direction``, default ``asc``), filtered by ``status`` and
-    ``date_start``/``date_end`` on ``created_on``; ``cursor`` pages are stable while the
-    filter's instances do not change."""
-    q = request.query_params
-    wanted = q.get("status")
-    if wanted is not None and wanted not in STATUSES:
-        return _error(400, 10021, f"status must be one of {', '.join(STATUSES)}")
-    if q.get("direction", "asc") not in ("asc", "desc"):
-        return _error(400, 10021, "direction must be asc or desc")
-    if "cursor" in q and "page" in q:
-        return _error(400, 10021, "cursor and page are mutually exclusive")
+    """A page of the instance listing (``listing.py``)."""
     try:
-        start, end = _date(q.get("date_start")), _date(q.get("date_end"))
-        per_page = max(1, min(int(q.get("per_page", 50)), 100))
-        page_no = max(int(q.get("page", 1)), 1)
-        offset = _offset(q["cursor"]) if "cursor" in q else (page_no - 1) * per_page
+        query = ListingQuery.parse(request.query_params)
     except ValueError as exc:
         return _error(400, 10021, str(exc))
-    rows = sorted(
-        (
-            i
-            for i in instances.values()
-            if (wanted is None or i.status == wanted)
-            and (start is None or i.queued >= start)
-            and (end is None or i.queued <= end)
-        ),
-        key=lambda i: (i.queued, i.id),
-        reverse=q.get("direction") == "desc",
-    )
-    page = rows[offset : offset + per_page]
-    info: dict[str, Any] = {"page": offset // per_page + 1, "per_page": per_page,
-                            "count": len(page), "total_count": len(rows)}  # fmt: skip
-    if offset + per_page < len(rows):
-        info["cursor"] = _CURSOR_PREFIX + str(offset + per_page)
-    return _ok([i.summary(workflow) for i in page], result_info=info)
-
-
-_CURSOR_PREFIX = "c1."
-
-
-def _offset(cursor: str) -> int:
-    if not cursor.startswith(_CURSOR_PREFIX) or not cursor[len(_CURSOR_PREFIX) :].isdigit():
-        raise ValueError("cursor is not one this API gave")
-    return int(cursor[len(_CURSOR_PREFIX) :])
-
-
-def _date(value: str | None) -> datetime | None:
-    """``date_start``/``date_end``: ISO 8601 in UTC (no offset, or ``Z``)."""
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.removesuffix("Z"))
-    except ValueError:
-        raise ValueError(f"{value[:40]!r} is not an ISO 8601 date") from None
-    if parsed.tzinfo is not None:
-        raise ValueError("dates take no timezone offset: give them in UTC")
-    return parsed.replace(tzinfo=UTC)
+    items, info = page_of(instances, workflow, query)
+    return _ok(items, result_info=info)
 
 
 # --- the control API --------------------------------------------------------------------------
