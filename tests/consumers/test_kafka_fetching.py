@@ -1,6 +1,8 @@
 """Fetched records made straight into the port's Record (``fetching.py``), against a real
-broker: the same records as copied from aiokafka's, for the log's consumers and its reads;
-any other aiokafka consumer unaffected; aiokafka left alone when it is not the one expected."""
+broker: the same records as copied from aiokafka's, for the log's consumers and its reads,
+aborted transactions skipped as aiokafka skips them, a partition's records drained a few at a
+time; any other aiokafka consumer unaffected; aiokafka left alone when it is not the one
+expected."""
 
 from __future__ import annotations
 
@@ -58,16 +60,21 @@ async def log() -> AsyncIterator[KafkaEventLog]:
         await admin.close()
 
 
-async def plain_records(topic: str) -> list[ConsumerRecord[bytes, bytes]]:
-    """The records as aiokafka makes them for a consumer not marked (in this same process)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap(), enable_auto_commit=False)
+async def plain_records(topic: str, count: int = len(SENT)) -> list[ConsumerRecord[bytes, bytes]]:
+    """The records as aiokafka makes them for a consumer not marked (in this same process),
+    reading committed records as the log's consumers do."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=kafka_bootstrap(),
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+    )
     await consumer.start()
     try:
         tp = KafkaTP(topic, 0)
         consumer.assign([tp])
         await consumer.seek_to_beginning(tp)
         got: list[ConsumerRecord[bytes, bytes]] = []
-        while len(got) < len(SENT):
+        while len(got) < count:
             got += (await consumer.getmany(tp, timeout_ms=1000)).get(tp, [])
         return got
     finally:
@@ -98,6 +105,77 @@ async def test_the_log_reads_records_made_as_the_port_s_equal_to_copies_of_aioka
         assert got == expected
 
 
+async def test_aborted_transactions_are_skipped_and_a_partition_drains_a_few_at_a_time(
+    log: KafkaEventLog,
+) -> None:
+    """Committed, aborted and plain records interleaved (control batches between them): the
+    log's consumer and its reads get the records a plain aiokafka consumer gets, also when each
+    poll takes fewer records than a fetched batch holds (the unpacking resumes)."""
+    topic = log.topics.lifecycle
+    producer = AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap(), transactional_id=f"t-{uuid.uuid4().hex[:8]}"
+    )
+    plain = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap())
+    await producer.start()
+    await plain.start()
+    try:
+        for n, outcome in enumerate(("commit", "abort", "commit", "abort", "commit")):
+            await producer.begin_transaction()
+            for i in range(3):
+                await producer.send(topic, f"{outcome}-{n}-{i}".encode(), key=b"k", partition=0)
+            if outcome == "abort":
+                await producer.abort_transaction()
+            else:
+                await producer.commit_transaction()
+            await plain.send_and_wait(topic, f"plain-{n}".encode(), key=b"k", partition=0)
+    finally:
+        await producer.stop()
+        await plain.stop()
+    expected = [to_record(m) for m in await plain_records(topic, len(SENT) + 3 * 3 + 5)]
+    values = [r.value for r in expected[len(SENT) :]]
+    assert not any(v.startswith(b"abort") for v in values)
+    assert values[:4] == [b"commit-0-0", b"commit-0-1", b"commit-0-2", b"plain-0"]
+    assert len(values) == 3 * 3 + 5
+
+    for max_records in (1000, 2):
+        group = log.consumer(f"g-{uuid.uuid4().hex[:8]}", [topic], transactional=False)
+        await group.start()
+        try:
+            polled = await drain(group, len(expected), max_records=max_records)
+        finally:
+            await group.stop()
+        assert polled == expected, max_records
+    read = [r async for batch in log.read(topic, 0, 0, None) for r in batch]
+    assert read == expected
+    for position, last in await positions_two_at_a_time(topic, len(expected)):
+        assert position == last.offset + 1
+
+
+async def positions_two_at_a_time(topic: str, count: int) -> list[tuple[int, Record]]:
+    """A marked consumer's position after each batch of at most two records, with the last."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=kafka_bootstrap(),
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        value_deserializer=fetching.as_record,
+    )
+    await consumer.start()
+    try:
+        tp = KafkaTP(topic, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        seen, positions = 0, []
+        while seen < count:
+            got = (await consumer.getmany(tp, timeout_ms=1000, max_records=2)).get(tp, [])
+            if got:
+                assert all(type(r) is Record for r in got)
+                seen += len(got)
+                positions.append((await consumer.position(tp), got[-1]))
+        return positions
+    finally:
+        await consumer.stop()
+
+
 def test_aiokafka_is_left_alone_when_it_is_not_the_one_expected(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -110,10 +188,15 @@ def test_aiokafka_is_left_alone_when_it_is_not_the_one_expected(
         def _consumer_record(self, tp: object, record: object, extra: object) -> object:
             raise AssertionError("never called")
 
+    class Unpacks(fetching._Original):  # type: ignore[misc, valid-type]
+        def _unpack_records(self, limit: int) -> object:
+            raise AssertionError("never called")
+
     monkeypatch.setattr(aiokafka, "__version__", "0.14.0")
-    monkeypatch.setattr(fetcher, "PartitionRecords", Changed)
-    assert not fetching.install()
-    assert fetcher.PartitionRecords is Changed
+    for other in (Changed, Unpacks):
+        monkeypatch.setattr(fetcher, "PartitionRecords", other)
+        assert not fetching.install()
+        assert fetcher.PartitionRecords is other
 
     monkeypatch.setattr(fetcher, "PartitionRecords", fetching._Original)
     assert fetching.install() and fetching.installed()

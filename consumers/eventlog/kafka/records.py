@@ -35,7 +35,8 @@ def port_record(
     timestamp: int,
 ) -> Record:  # hot path: keep it lean
     """The port's record of a fetched one: the key as text, no value as ``b""``, a header
-    without value (other producers) as ``b""``."""
+    without value (other producers) as ``b""``. (``fetching.py`` makes its records so, inline:
+    ``tests/consumers/test_kafka_fetching.py`` holds the two equal.)"""
     for _, v in headers:
         if v is None:
             headers = tuple((k, v or b"") for k, v in headers)
