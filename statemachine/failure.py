@@ -17,7 +17,7 @@ import functools
 from datetime import datetime
 from typing import Any
 
-from statemachine.classifier import error_text, truncate
+from statemachine.classifier import truncate
 from statemachine.copying import builder
 from statemachine.events import (
     AuditEvent,
@@ -57,8 +57,11 @@ def failure_data(
     policy: Policy,
     code: str,
     detail: str,
+    text: str | None,
 ) -> AuditFailedData:
-    """What ``rule`` records when it fails the audit in ``state`` on observation ``obs``."""
+    """What ``rule`` records when it fails the audit in ``state`` on observation ``obs``;
+    ``text`` is the observed error's (:func:`~statemachine.classifier.error_text`, which the
+    rule has read already)."""
     d = obs.data
     evidence = dict(_evidence(policy))
     evidence["trigger"] = d.trigger.value
@@ -66,7 +69,6 @@ def failure_data(
     evidence["observation_id"] = str(obs.event_id)
     if d.workflow_ended_at is not None:
         evidence["workflow_ended_at"] = d.workflow_ended_at.isoformat()
-    text = error_text(d.error)
     if text:
         evidence["error"] = truncate(text)
     if d.workflow_instance_id:

@@ -26,6 +26,7 @@ __all__ = [
     "TERMINAL",
     "TRANSITIONS",
     "TRIGGERS",
+    "UNCONDITIONAL",
     "Row",
     "TableRow",
     "mermaid",
@@ -220,11 +221,19 @@ def _validate() -> dict[tuple[str, str], tuple[Row, ...]]:
 
 
 _INDEX: Final = _validate()
+UNCONDITIONAL: Final[Mapping[tuple[str, str], Row]] = {
+    key: rows[0] for key, rows in _INDEX.items() if len(rows) == 1 and not rows[0].conditions
+}
+"""The row of each (status, trigger) that has one row and no condition: most events' (the
+row that :func:`next_status` gives whatever the audit, found in one look-up)."""
 
 
 def next_status(status: str, trigger: str, audit: Facts | None = None) -> Row | None:
     """The row that ``trigger`` takes from ``status`` for ``audit`` (whose facts the row's
     conditions read), or ``None``: recorded, not applied."""
+    row = UNCONDITIONAL.get((status, trigger))
+    if row is not None:
+        return row
     for row in _INDEX.get((status, trigger), ()):
         if not row.conditions or row.allows(audit):
             return row

@@ -95,7 +95,7 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
                 f" → {_fails(policy, code)}"
             ),
             failure_data(
-                "errored", state, observed, policy, code, text or "Workflow instance errored"
+                "errored", state, observed, policy, code, text or "Workflow instance errored", text
             ),
         )
     if status == "terminated":
@@ -113,6 +113,7 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
                 policy,
                 code,
                 text or "Workflow instance was terminated",
+                text,
             ),
         )
     if status in ("not_found", "not_attached"):
@@ -130,7 +131,9 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
                     f"{status}, age {format_duration(age)} ≥ grace {format_duration(grace)}"
                     f" → {_fails(policy, 'instance_lost')}"
                 ),
-                failure_data(rule, state, observed, policy, "instance_lost", detail),
+                failure_data(
+                    rule, state, observed, policy, "instance_lost", detail, error_text(d.error)
+                ),
             )
         return Verdict(
             rule,
@@ -157,6 +160,7 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
                     policy,
                     "finalize_lost",
                     "Workflow completed but the audit was never finalized",
+                    error_text(d.error),
                 ),
             )
         return Verdict(

@@ -8,12 +8,12 @@ dead-letter topic, and commits each input partition's offset with the outputs de
 from __future__ import annotations
 
 import asyncio
-import operator
 import time
 from collections.abc import Sequence
 
 import structlog
 
+from consumers.components.batches import next_offsets, partitions_of
 from consumers.eventlog.codec import dead_letter, decode
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record
 from consumers.runtime.component import Component
@@ -24,9 +24,6 @@ from statemachine.events import AuditEvent
 __all__ = ["LogConsumer"]
 
 log = structlog.get_logger("auditrec")
-
-_topic_partition = operator.attrgetter("topic", "partition")
-_offset = operator.attrgetter("offset")
 
 
 class LogConsumer(Component):
@@ -104,7 +101,7 @@ class LogConsumer(Component):
     def progressed(self, records: list[Record]) -> None:
         """Record when each partition of ``records`` (handled) last made progress."""
         now = time.time()
-        for tp in set(map(_topic_partition, records)):  # each pair made in C
+        for tp in partitions_of(records):
             CONSUMER_PROGRESS.labels(self.name, tp[0], str(tp[1])).set(now)
 
     def seek(self, consumer: Consumer, tp: tuple[str, int], offset: int) -> None:
@@ -142,7 +139,7 @@ class LogConsumer(Component):
         if self.consumer is None:
             return []
         assigned = self.consumer.assignment()
-        if assigned.issuperset(map(_topic_partition, records)):  # each pair made in C
+        if assigned.issuperset(partitions_of(records)):
             return records
         return [r for r in records if (r.topic, r.partition) in assigned]
 
@@ -229,11 +226,7 @@ class LogConsumer(Component):
             *(consumer.commit({tp: nxt}, outputs.get(tp, ())) for tp, nxt in offsets.items())
         )
 
-    @staticmethod
-    def next_offsets(records: Sequence[Record]) -> dict[tuple[str, int], int]:
-        """Each partition's offset past its last record in ``records``."""
-        last = dict(zip(map(_topic_partition, records), map(_offset, records), strict=True))
-        return {tp: offset + 1 for tp, offset in last.items()}
+    next_offsets = staticmethod(next_offsets)
 
     async def lags(self) -> dict[tuple[str, int], int]:
         if self.consumer is None:

@@ -22,14 +22,13 @@ it would have had), in the same transaction as the release's offset.
 
 from __future__ import annotations
 
-import operator
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
 from consumers.components.base import LogConsumer
+from consumers.components.batches import counts_by_partition
 from consumers.components.checkpoints import Checkpoints
 from consumers.components.counting import count_verdict, flush_counts
 from consumers.components.judgments import (
@@ -60,9 +59,6 @@ __all__ = ["Reconciler"]
 log = structlog.get_logger("auditrec.reconciler")
 
 BRAKE_READ_EVERY = 1.0  # seconds the brake's state is reused
-
-
-_topic_partition = operator.attrgetter("topic", "partition")
 
 
 class Reconciler(LogConsumer):
@@ -273,8 +269,7 @@ class Reconciler(LogConsumer):
             ]
         await self.commit(records, outputs)
         if self.checkpoints is not None:  # the states are exactly as of the committed offsets
-            counts = Counter(map(_topic_partition, records))
-            for tp, count in counts.items():
+            for tp, count in counts_by_partition(records).items():
                 self.checkpoints.progressed(
                     tp, count, self.positions[tp], self.partitions[tp], self.holds.get(tp)
                 )
