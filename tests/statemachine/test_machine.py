@@ -420,6 +420,11 @@ def test_a_conditioned_row_is_not_taken_without_an_audit_to_check() -> None:
     assert next_status("failed", "AuditCompleted") is None
 
 
+@pytest.mark.parametrize("trigger", TRIGGERS)
+def test_a_status_outside_the_table_has_no_row(trigger: str) -> None:
+    assert next_status("archived", trigger, AuditState(audit_id="a-1", status="archived")) is None
+
+
 def test_the_table_covers_every_event_type_and_only_known_states() -> None:
     from statemachine.events import LIFECYCLE_TYPES
 
