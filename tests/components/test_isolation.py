@@ -11,6 +11,7 @@ import pytest
 
 from consumers.components.probe import Probe
 from consumers.components.reconciler import Reconciler
+from consumers.components.reconciler_log import fold_into
 from consumers.workflows.client import WorkflowsClient
 from consumers.workflows.simulator.server import SimulatorServer
 from statemachine.errors import EventLogError
@@ -46,6 +47,17 @@ class PoisonedReconciler(Reconciler):
         if event.audit_id == "poison":
             raise self.failure
         return super()._judge(states, holds, event, brake_engaged)
+
+    def _fold(  # the events no rule judges: folded without _judge
+        self,
+        states: dict[str, AuditState],
+        holds: dict[str, AuditFailureHeld],
+        event: AuditEvent,
+        before: AuditState | None,
+    ) -> AuditState:
+        if event.audit_id == "poison":
+            raise self.failure
+        return fold_into(states, holds, event, before)
 
 
 class PoisonedProbe(Probe):
