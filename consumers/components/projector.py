@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 import structlog
 
 from consumers.components.base import LogConsumer
-from consumers.eventlog.codec import read_verbatim
+from consumers.eventlog.codec import decode_verbatim
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record
+from consumers.eventlog.wire import decode_view
 from consumers.runtime.metrics import EVENTS_PROJECTED
 from projections.store import ProjectionStore
 from projections.values import ApplyResult, Position
@@ -212,11 +213,15 @@ class Projector(LogConsumer):
         batch: list[tuple[AuditEvent, Position]] = []
         bodies: list[bytes | None] = []  # stored as the history's JSON when current
         for n, record in enumerate(records, 1):
-            try:
-                event, body = read_verbatim(record.value)
-            except DecodeError as exc:
-                self.dead_letter(record, str(exc), dlq)
-                continue
+            value = record.value
+            event: AuditEvent | None = decode_view(value)  # read_verbatim, inline
+            body: bytes | None = value
+            if event is None:  # not a view: pydantic's path decides
+                try:
+                    event, body = decode_verbatim(value)
+                except DecodeError as exc:
+                    self.dead_letter(record, str(exc), dlq)
+                    continue
             batch.append((event, record[:3]))  # topic, partition, offset
             bodies.append(body)
             if busy and not n % _YIELD_EVERY:
