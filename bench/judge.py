@@ -1,6 +1,8 @@
-"""Microbenchmark: the reconciler's work per event after decoding — ``Reconciler._judge``
-over the lifecycle events of ``bench/pipeline.py``, decoded beforehand — for this checkout
-and, in the same process, for another revision of it (``--against``), rounds interleaved.
+"""Microbenchmark: the reconciler's work per event after decoding, as its loop does it — the
+events no rule judges folded (``Reconciler._fold``, then the overturn check), the others
+through ``Reconciler._judge`` (all of them, for a revision whose loop does not fold inline) — over the
+lifecycle events of ``bench/pipeline.py``, decoded beforehand, for this checkout and, in the
+same process, for another revision of it (``--against``), rounds interleaved.
 
     python bench/judge.py [--events 100000] [--rounds 7] [--against REF]
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import inspect
 import os
 import subprocess
 import sys
@@ -44,8 +47,14 @@ def load(root: str, n: int) -> tuple[Callable[[], float], list[Any]]:
         import pipeline
 
         from consumers.components.reconciler import Reconciler
+        from consumers.components.reconciler_log import FOLDED_ONLY
         from consumers.eventlog.port import Topics
         from statemachine.policy import Policy
+
+        try:
+            from consumers.components.judgments import overturns
+        except ImportError:  # a revision before judgments.py
+            from consumers.components.reconciler import overturns  # type: ignore[attr-defined,no-redef]
 
         events = pipeline._events(n)
         topics = Topics("bench")
@@ -60,10 +69,17 @@ def load(root: str, n: int) -> tuple[Callable[[], float], list[Any]]:
         states: dict[str, Any] = {}
         holds: dict[str, Any] = {}
         judge = reconciler._judge
+        fold = getattr(reconciler, "_fold", None)  # earlier, a helper of three arguments
+        inline = fold is not None and len(inspect.signature(fold).parameters) == 4
+        folded_only = FOLDED_ONLY if inline else frozenset()
         gc.collect()
         t = time.process_time()  # CPU: a loaded machine deschedules, it does not slow this
         for event in events:
-            judge(states, holds, event, False)
+            if event.type in folded_only:
+                before = states.get(event.audit_id)
+                overturns(before, fold(states, holds, event, before))
+            else:
+                judge(states, holds, event, False)
         elapsed = time.process_time() - t
         assert reconciler.decided == n // 5 // 4 + (n // 5 % 4 > 0), reconciler.decided
         return elapsed
@@ -103,7 +119,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, run in runs.items():
                 best[name] = min(best[name], run())
-    print(f"Reconciler._judge over {n} pre-decoded events, best of {args.rounds} rounds:")
+    print(f"The reconciler's fold and judge over {n} pre-decoded events, best of {args.rounds} rounds:")
     for name, seconds in best.items():
         print(f"  {name:<16} {seconds / n * 1e6:7.2f} µs CPU/event")
     if args.against:
