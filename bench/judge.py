@@ -119,7 +119,9 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, run in runs.items():
                 best[name] = min(best[name], run())
-    print(f"The reconciler's fold and judge over {n} pre-decoded events, best of {args.rounds} rounds:")
+    print(
+        f"The reconciler's fold and judge over {n} pre-decoded events, best of {args.rounds} rounds:"
+    )
     for name, seconds in best.items():
         print(f"  {name:<16} {seconds / n * 1e6:7.2f} µs CPU/event")
     if args.against:
