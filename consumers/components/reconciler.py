@@ -264,8 +264,8 @@ class Reconciler(LogConsumer):
                         overturned(event, info)
                     continue
                 decision = judge(states, holds, event, brake_engaged)
-                if decision is not None:
-                    out.append(encode(lifecycle, decision))
+                if decision is not None:  # beside the events it was made from
+                    out.append(encode(lifecycle, decision, tp[1]))
             except Exception as exc:  # one event must not hold back its partition
                 self.cannot_handle(record, exc, out)
         flush_counts()

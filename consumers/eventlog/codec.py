@@ -56,7 +56,9 @@ def _fields(value: Any) -> Any:
 _to_json = msgspec.json.Encoder(enc_hook=_fields).encode
 
 
-def encode(topic: str, event: BaseModel) -> OutRecord:
+def encode(topic: str, event: BaseModel, partition: int | None = None) -> OutRecord:
+    """``event`` as a record of ``topic``, keyed by its audit id (``partition``: see
+    :class:`~consumers.eventlog.port.OutRecord`)."""
     value = _to_json(event)
     kind = getattr(event, "type", "")
     version = str(getattr(event, "schema_version", 1))
@@ -65,6 +67,7 @@ def encode(topic: str, event: BaseModel) -> OutRecord:
         key=getattr(event, "audit_id"),  # noqa: B009 - every envelope has one
         value=value,
         headers=(("event-type", kind.encode()), ("schema-version", version.encode())),
+        partition=partition,
     )
 
 

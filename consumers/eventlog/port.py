@@ -75,12 +75,16 @@ class Record(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class OutRecord:
-    """A record to append. ``key`` picks the partition (the audit id)."""
+    """A record to append. ``key`` picks the partition (the audit id), unless ``partition``
+    is given: the partition of the record it was derived from, in the same topic (a decision
+    stays with the events it was made from, whichever partitioner their publisher used). A log
+    with one partition per topic has no choice to make."""
 
     topic: str
     key: str
     value: bytes
     headers: tuple[tuple[str, bytes], ...] = field(default=())
+    partition: int | None = None
 
 
 AssignCallback = Callable[["Consumer", Sequence[TopicPartition]], Awaitable[None]]

@@ -302,6 +302,19 @@ async def test_an_oversized_output_fails_the_commit_and_publishes_nothing(
     assert [r.value for r in await read_settled(log, topics.lifecycle, 1)] == [b"fine"]
 
 
+async def test_an_output_for_a_partition_the_topic_lacks_is_refused_and_nothing_published(
+    log: KafkaEventLog, topics: Topics
+) -> None:
+    partitions = await log.partitions(topics.lifecycle)
+    placed = OutRecord(topics.lifecycle, "p-3", b"placed", partition=partitions[-1])
+    nowhere = OutRecord(topics.lifecycle, "p-3", b"nowhere", partition=len(partitions))
+    with pytest.raises(ValueError, match=f"has no partition {len(partitions)}"):
+        await log.append([placed, nowhere])
+    await log.append([placed])
+    settled = await read_settled(log, topics.lifecycle, 1)
+    assert [(r.partition, r.value) for r in settled] == [(partitions[-1], b"placed")]
+
+
 async def test_transactional_outputs_and_offsets_appear_together(
     log: KafkaEventLog, topics: Topics
 ) -> None:

@@ -104,7 +104,12 @@ async def send_some(
             if rec.topic not in partitions:
                 partitions[rec.topic] = sorted(await producer.partitions_for(rec.topic))
             ids = partitions[rec.topic]
-            tp = (rec.topic, ids[key_hash(key) % len(ids)])
+            if rec.partition is None:
+                tp = (rec.topic, ids[key_hash(key) % len(ids)])
+            elif rec.partition in ids:
+                tp = (rec.topic, rec.partition)
+            else:
+                raise ValueError(f"{rec.topic} has no partition {rec.partition}")
             batch = building.get(tp)
             if batch is None:
                 batch = building[tp] = producer.create_batch()
