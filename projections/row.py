@@ -17,7 +17,7 @@ from types import NoneType
 from typing import Any, Final, Literal, get_args, get_type_hints
 
 from statemachine.events import AuditEvent
-from statemachine.machine import next_status
+from statemachine.machine import UNCONDITIONAL, next_status
 from statemachine.state import AuditState, evolve_by, initial
 
 __all__ = [
@@ -140,7 +140,10 @@ class RowFold:
             )
             self._open[event.audit_id] = entry
         state = entry[0]
-        transition = next_status(state.status, event.type, state)
+        kind = event.type
+        transition = UNCONDITIONAL[state.status].get(kind)  # next_status's
+        if transition is None:  # first look-up, inline: most events take it
+            transition = next_status(state.status, kind, state)
         entry[0] = evolve_by(state, event, transition)
         if transition is not None:  # see project(): only applied events are counted
             entry[1] += 1

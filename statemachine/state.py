@@ -52,7 +52,6 @@ _ended = replacer(AuditState, "status", *_FAILURE_FIELDS, "completed_at", *_UNHE
 
 
 _LOST = frozenset({"not_found", "not_attached"})
-_NO_ROWS: dict[str, Row] = {}  # of a status outside the table: none
 
 
 def _observed(state: AuditState, event: AuditEvent) -> AuditState:
@@ -105,7 +104,7 @@ def evolve(state: AuditState, event: AuditEvent) -> AuditState:
     :func:`evolve_by` of :func:`next_status`'s row, inline: every consumer folds every event
     through here, and most take a row without a condition (one look-up, no call)."""
     kind = event.type
-    row = UNCONDITIONAL.get(state.status, _NO_ROWS).get(kind)
+    row = UNCONDITIONAL[state.status].get(kind)
     if row is None:
         row = next_status(state.status, kind, state)
         if row is None:  # recorded, not applied (as in evolve_by)
