@@ -42,6 +42,9 @@ _BODY_IS_JSONB = (
     "WHERE attrelid = 'audit_events'::regclass AND attname = 'body'"
 )
 _NUL = b"\\u0000"
+# A body is searched for a backslash first: a one-byte search (an int: memchr) costs a tenth of
+# the six-byte one (0.05 against 0.76 µs for the bench's bodies), and most bodies have none.
+_BACKSLASH = ord("\\")
 
 
 async def apply_batch(
@@ -127,7 +130,7 @@ class _History:
             body = bodies[i] if bodies is not None else None
             if body is None:
                 body = event.model_dump_json().encode()
-            if _NUL in body:  # jsonb and text refuse NUL: rare, slow path
+            if _BACKSLASH in body and _NUL in body:  # jsonb, text refuse NUL: rare, slow path
                 self.nul = True
                 body = json.dumps(replace_nul_json(json.loads(body)), ensure_ascii=False).encode()
             add(event, position, body)
