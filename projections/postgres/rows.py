@@ -21,6 +21,7 @@ from statemachine.state import AuditState
 
 __all__ = [
     "SELECT_ROWS",
+    "UPDATE_FROM_STAGE",
     "decode_row",
     "init_connection",
     "load_rows",
@@ -52,11 +53,15 @@ _CREATE_STAGE = (
 )
 # Optimistic concurrency: a row is written only if it still has the version it was folded
 # from (`expected`); `version` counts the audit's events, so it grows with every write.
-_UPDATE_FROM_STAGE = (
+# The audit ids to update are a parameter too: the staging table has no statistics, and
+# joined by itself the planner may hash the whole of `audits` (a scan of every row, 30 ms
+# at 40,000 audits to update a dozen); `= ANY` reaches them through the primary key.
+UPDATE_FROM_STAGE = (
     "UPDATE audits AS a SET "
     + ", ".join(f"{c} = s.{c}" for c in _STAGED if c != "audit_id")
     + f", updated_at = $1::timestamptz FROM pg_temp.{_STAGE} AS s"
-    " WHERE s.expected IS NOT NULL AND a.audit_id = s.audit_id AND a.version = s.expected"
+    " WHERE a.audit_id = ANY($2::text[]) AND s.expected IS NOT NULL"
+    " AND a.audit_id = s.audit_id AND a.version = s.expected"
 )
 _INSERT_FROM_STAGE = (
     f"INSERT INTO audits ({', '.join(_STAGED)}, updated_at) "
@@ -160,12 +165,12 @@ async def write_rows(
     await conn.copy_records_to_table(
         _STAGE, records=staged, columns=_STAGE_COLUMNS, schema_name="pg_temp"
     )
-    updates = sum(1 for audit_id in changed if audit_id in folded_from)
+    updates = [audit_id for audit_id in changed if audit_id in folded_from]
     written = 0
     if updates:
-        status = await conn.execute(_UPDATE_FROM_STAGE, now)
+        status = await conn.execute(UPDATE_FROM_STAGE, now, updates)
         written += int(status.rsplit(" ", 1)[-1])
-    if updates < len(staged):
+    if len(updates) < len(staged):
         status = await conn.execute(_INSERT_FROM_STAGE, now)
         written += int(status.rsplit(" ", 1)[-1])
     return len(staged) - written

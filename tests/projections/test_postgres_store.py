@@ -16,6 +16,7 @@ import asyncpg
 import pytest
 
 from projections.factory import open_store
+from projections.postgres.rows import UPDATE_FROM_STAGE
 from projections.postgres.store import SCHEMA_VERSION, PostgresStore
 from projections.store import ProjectionStore
 from statemachine.errors import StoreError
@@ -336,6 +337,36 @@ async def test_the_watchdog_query_uses_its_partial_index_on_50k_rows(pg: Postgre
             "-- PostgresStore.stale_running on 50,000 audits (10,000 running), limit 100\n"
             f"-- {' '.join(pg.watchdog_query.split())}\n\n{plan}\n"
         )
+
+
+async def test_a_batch_reaches_the_rows_it_updates_through_the_primary_key(
+    pg: PostgresStore,
+) -> None:
+    """The staging table has no statistics: joined by itself, the planner hashed the whole of
+    ``audits`` to update a dozen rows (a scan of every row each batch)."""
+    await pg.pool.execute(
+        "INSERT INTO audits (audit_id, status, version, updated_at, overturned) "
+        "SELECT 'a-' || lpad(i::text, 6, '0'), 'running', 1, now(), false "
+        "FROM generate_series(1, 40000) AS i"
+    )
+    await pg.pool.execute("ANALYZE audits")
+    updates = [f"a-{i:06d}" for i in range(1, 13)]
+    async with pg.pool.acquire() as conn, conn.transaction():
+        await conn.execute(
+            "INSERT INTO pg_temp.auditrec_stage (audit_id, status, overturned, version, expected) "
+            "SELECT audit_id, 'running', false, 2, 1 FROM audits WHERE audit_id = ANY($1::text[])",
+            updates,
+        )
+        await conn.execute(  # the batch's new audits
+            "INSERT INTO pg_temp.auditrec_stage (audit_id, status, version) "
+            "SELECT 'b-' || i, 'running', 1 FROM generate_series(1, 4000) AS i"
+        )
+        plan = "\n".join(
+            r[0] for r in await conn.fetch(f"EXPLAIN {UPDATE_FROM_STAGE}", at(0), updates)
+        )
+        print(plan)
+        assert "Seq Scan on audits" not in plan
+        assert await conn.execute(UPDATE_FROM_STAGE, at(0), updates) == "UPDATE 12"
 
 
 async def test_apply_throughput(pg: PostgresStore) -> None:
