@@ -3,8 +3,9 @@ of statements whatever its size: load the affected rows (``= ANY``); stream the 
 binary ``COPY`` (encoded by ``history_copy.py``) while folding, so folding overlaps the
 server's work, the unique ``event_id`` skipping what was recorded before (see
 :func:`apply_batch`); write each changed audit once (``COPY`` into a temporary table, then one
-``UPDATE`` guarded by the version each row was folded from and one ``INSERT ... ON CONFLICT
-DO NOTHING`` for new audits); upsert the consumer's offsets.
+``UPDATE`` guarded by the version each row was folded from and one ``INSERT`` for new audits,
+which the primary key refuses when another writer inserted one meanwhile); upsert the
+consumer's offsets.
 """
 
 from __future__ import annotations

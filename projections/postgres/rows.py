@@ -63,10 +63,12 @@ UPDATE_FROM_STAGE = (
     " WHERE a.audit_id = ANY($2::text[]) AND s.expected IS NOT NULL"
     " AND a.audit_id = s.audit_id AND a.version = s.expected"
 )
+# New audits: another writer inserting one meanwhile makes the primary key refuse the INSERT
+# (the transaction is then lost as a whole). ``ON CONFLICT DO NOTHING`` would count the rows
+# instead, but its speculative insertion costs the server about half as much again per row.
 _INSERT_FROM_STAGE = (
     f"INSERT INTO audits ({', '.join(_STAGED)}, updated_at) "
-    f"SELECT {', '.join(_STAGED)}, $1::timestamptz FROM pg_temp.{_STAGE} WHERE expected IS NULL "
-    "ON CONFLICT (audit_id) DO NOTHING"
+    f"SELECT {', '.join(_STAGED)}, $1::timestamptz FROM pg_temp.{_STAGE} WHERE expected IS NULL"
 )
 
 
@@ -154,7 +156,8 @@ async def write_rows(
     nul: bool,
 ) -> int:
     """Write each changed row once; return how many another writer changed concurrently
-    (and so were not written: the caller's transaction must not commit)."""
+    (and so were not written: the caller's transaction must not commit, and after a new
+    audit's insert was refused it can run no other statement)."""
     # Rows come from stored rows (never NUL) and this batch's events: only a NUL in an
     # event can put one in a row.
     staged = [
@@ -171,6 +174,9 @@ async def write_rows(
         status = await conn.execute(UPDATE_FROM_STAGE, now, updates)
         written += int(status.rsplit(" ", 1)[-1])
     if len(updates) < len(staged):
-        status = await conn.execute(_INSERT_FROM_STAGE, now)
+        try:
+            status = await conn.execute(_INSERT_FROM_STAGE, now)
+        except asyncpg.UniqueViolationError:
+            return len(staged) - len(updates)  # inserted meanwhile: none of them written
         written += int(status.rsplit(" ", 1)[-1])
     return len(staged) - written

@@ -198,8 +198,8 @@ class PostgresStore(
         folding overlaps the server's work (an event recorded before makes the unique
         ``event_id`` refuse the copy, which is then made again without the recorded events);
         write each changed audit once (``COPY`` into a temporary table, then one ``UPDATE``
-        guarded by the version each row was folded from and one ``INSERT ... ON CONFLICT DO
-        NOTHING`` for new audits); upsert the offsets. A lost race with another writer is a
+        guarded by the version each row was folded from and one ``INSERT`` for new audits);
+        upsert the offsets. A lost race with another writer is a
         retriable :class:`StoreError`.
         """
         now = datetime.now(UTC)
@@ -208,14 +208,14 @@ class PostgresStore(
                 applied, lost = await apply_batch(
                     conn, self.schema, events, offsets, consumer, bodies, now
                 )
-                if applied:  # readers waiting for an outcome look again at commit
-                    await conn.execute("SELECT pg_notify($1, '')", self._channel)
                 if lost:  # raised inside the transaction: nothing of the batch is kept
                     raise StoreError(
                         f"PostgreSQL {self._where} (schema {self.schema}): another writer "
                         f"changed {lost} audits of this batch concurrently; retry",
                         retriable=True,
                     )
+                if applied:  # readers waiting for an outcome look again at commit
+                    await conn.execute("SELECT pg_notify($1, '')", self._channel)
         return ApplyResult(applied=applied, skipped=len(events) - applied)
 
     async def stored_offsets(self, consumer: str) -> dict[tuple[str, int], int]:

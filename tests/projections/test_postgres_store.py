@@ -288,6 +288,7 @@ async def test_a_new_audit_another_writer_inserts_meanwhile_is_a_retriable_loss(
     finally:
         await pg.pool.release(other)
     assert lost.value.retriable, lost.value
+    assert "another writer changed 1 audits" in str(lost.value)
     assert await pg.pool.fetchval("SELECT count(*) FROM audit_events") == 0
     assert await pg.stored_offsets(CONSUMER) == {}
     row = await pg.get("a-1")
