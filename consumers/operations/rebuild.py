@@ -2,7 +2,8 @@
 
 Unlike the projector, a rebuild reads each partition directly (no consumer group to join)
 and in large chunks, and overlaps reading the log with writing the store. Events of one
-audit share a partition, so a chunk coalesces each audit's events into one row write. The
+audit share a partition, so a chunk coalesces each audit's events into one row write, and
+chunks of different partitions are written at once, each in its own transaction. The
 projector's stored offsets end where the rebuild read, so ``serve`` continues from there.
 
 **Over a trimmed log** (lifecycle retention, :mod:`consumers.components.retention`), the events
@@ -18,7 +19,7 @@ history outlives an interrupted rebuild and is dropped when one finishes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -26,13 +27,14 @@ from consumers.components.projector import Projector
 from consumers.eventlog.codec import dead_letter, read_verbatim
 from consumers.eventlog.port import OutRecord
 from consumers.operations.backends import Backends
-from projections.values import Position
+from projections.values import ApplyResult, Position
 from statemachine.errors import DecodeError, InvalidInput, NoServer
 from statemachine.events import AuditEvent
 
 __all__ = ["CHUNK", "rebuild_projection"]
 
 CHUNK = 20_000
+WRITERS = 2  # chunks of different partitions written at once (bench/pipeline.py: rebuild)
 _YIELD_EVERY = 256  # records decoded between two chances for the store's write to proceed
 
 _Chunk = tuple[
@@ -104,9 +106,9 @@ async def rebuild_projection(rt: Backends, *, progress: bool = False) -> int:
         TimeRemainingColumn(),
         disable=not progress,
     )
-    applied = 0
     with bar:
         task = bar.add_task("rebuild", total=total)
+        writes = _Writes(rt, group, lambda n: bar.update(task, advance=n))
         # Emptying the projection takes a while (TRUNCATE): the log is read and decoded
         # meanwhile. The set-aside history is read from the store, so only after it.
         resetting = asyncio.ensure_future(rt.store.reset(group))
@@ -118,20 +120,70 @@ async def rebuild_projection(rt: Backends, *, progress: bool = False) -> int:
             await resetting
             while (item := await queue.get()) is not None:
                 events, bodies, offsets, dlq = item
-                if dlq:
+                if dlq:  # before the store's offsets move past them
                     await rt.log.append(dlq)
-                result = await rt.store.apply(events, offsets, group, bodies)
-                applied += result.applied
-                bar.update(task, advance=len(events) + len(dlq))
+                await writes.add(events, bodies, offsets, len(dlq))
+            await writes.drain()
             await reader
         finally:
-            running = [t for t in (reader, resetting) if t is not None]
+            running = [t for t in (reader, resetting, *writes.tasks()) if t is not None]
             for t in running:  # whatever failed, the others stop too (done: no-op)
                 t.cancel()
+            # A reader can miss its cancellation (seen on Kafka: it read on to the end) and
+            # would then wait forever to put into the queue nobody takes from: take what it
+            # puts until it ends.
+            while reader is not None and not reader.done():
+                while not queue.empty():
+                    queue.get_nowait()
+                await asyncio.wait([reader], timeout=0.05)
             await asyncio.gather(*running, return_exceptions=True)
     if kept:
         await rt.store.drop_kept_history()
-    return applied
+    return writes.applied
+
+
+class _Writes:
+    """Chunks written to the store at once, each in its own transaction: at most
+    :data:`WRITERS`, and never two over the same partition (an audit lives in one partition,
+    so they share no row, and each partition's chunks are written in order). A chunk without
+    offsets (the set-aside history, of any partition) is written alone."""
+
+    def __init__(self, rt: Backends, group: str, done: Callable[[int], object]) -> None:
+        self.rt, self.group, self.done = rt, group, done
+        self.applied = 0
+        # each write's partitions, its task, and how many records it stands for
+        self._pending: list[tuple[frozenset[tuple[str, int]], asyncio.Task[ApplyResult], int]] = []
+
+    async def add(
+        self,
+        events: list[tuple[AuditEvent, Position]],
+        bodies: list[bytes | None],
+        offsets: dict[tuple[str, int], int],
+        dead: int,
+    ) -> None:
+        keys = frozenset(offsets)
+        while self._pending and (
+            len(self._pending) >= WRITERS
+            or not keys
+            or any(not other or other & keys for other, _, _ in self._pending)
+        ):
+            await self._oldest()
+        write = asyncio.create_task(self.rt.store.apply(events, offsets, self.group, bodies))
+        self._pending.append((keys, write, len(events) + dead))
+
+    async def drain(self) -> None:
+        while self._pending:
+            await self._oldest()
+
+    def tasks(self) -> list[asyncio.Task[ApplyResult]]:
+        return [write for _, write, _ in self._pending]
+
+    async def _oldest(self) -> None:
+        _, write, records = self._pending[0]
+        result = await write  # a failure propagates; the caller cancels the rest
+        del self._pending[0]
+        self.applied += result.applied
+        self.done(records)
 
 
 async def _set_aside(rt: Backends, group: str, trimmed: dict[tuple[str, int], int]) -> int:

@@ -1,5 +1,6 @@
 """Rebuilding the projection on each backend pair: the log is read while the projection is
-emptied, and a failure to empty it stops the rebuild before anything is written."""
+emptied, a failure to empty it stops the rebuild before anything is written, and chunks of
+different partitions are written at once, never two of one partition."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from consumers.components.projector import Projector
+from consumers.operations import rebuild
 from consumers.operations.rebuild import rebuild_projection
 from statemachine.errors import StoreError
 from statemachine.events import AuditEvent
@@ -92,3 +94,71 @@ async def test_a_rebuild_whose_store_cannot_be_emptied_stops_and_changes_nothing
     assert not [t for t in left if "rebuild" in t.get_coro().__qualname__], left
     after = {r.audit_id: r.values() for r in await pipeline.store.list_audits(limit=100)}
     assert after == before
+
+
+async def test_a_rebuild_writes_chunks_of_different_partitions_at_once_never_of_one(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a projected table, chunks of 5 events (several a partition), a slow store
+    before = await projected(pipeline)
+    rt = backends_of(pipeline)
+    monkeypatch.setattr(rebuild, "CHUNK", 5)
+    apply = rt.store.apply
+    writing: list[frozenset[tuple[str, int]]] = []
+    overlaps: list[tuple[frozenset[tuple[str, int]], ...]] = []
+    order: dict[tuple[str, int], list[int]] = {}
+
+    async def slow_apply(events: Any, offsets: Any, *args: Any, **kwargs: Any) -> Any:
+        mine = frozenset(offsets)
+        writing.append(mine)
+        overlaps.append(tuple(writing))
+        for tp, offset in offsets.items():
+            order.setdefault(tp, []).append(offset)
+        try:
+            await asyncio.sleep(0.02)
+            return await apply(events, offsets, *args, **kwargs)
+        finally:
+            writing.remove(mine)
+
+    rt.store.apply = slow_apply  # type: ignore[method-assign]
+
+    # when the table is rebuilt
+    applied = await rebuild_projection(rt)
+
+    # then (with more than one partition) two writes were under way at once, never two of one
+    # partition, at most WRITERS, each partition's chunks in order, and the table is as it was
+    partitions = len(await rt.log.end_offsets(rt.topics.lifecycle))
+    assert max(len(o) for o in overlaps) == min(partitions, rebuild.WRITERS)
+    for under_way in overlaps:
+        written = [tp for keys in under_way for tp in keys]
+        assert len(written) == len(set(written)), under_way
+    assert all(offsets == sorted(offsets) for offsets in order.values()), order
+    assert applied == 42
+    after = {r.audit_id: r.values() for r in await pipeline.store.list_audits(limit=100)}
+    assert without_update_times(after) == without_update_times(before)
+
+
+async def test_a_rebuild_whose_write_fails_stops_with_its_error_and_leaves_no_task(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await projected(pipeline)
+    rt = backends_of(pipeline)
+    monkeypatch.setattr(rebuild, "CHUNK", 5)
+    apply = rt.store.apply
+    calls = 0
+
+    async def failing_apply(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise StoreError("the store is down")
+        await asyncio.sleep(0.02)
+        return await apply(*args, **kwargs)
+
+    rt.store.apply = failing_apply  # type: ignore[method-assign]
+    tasks = asyncio.all_tasks()
+    with pytest.raises(StoreError, match="the store is down"):
+        await rebuild_projection(rt)
+    left = [t for t in asyncio.all_tasks() - tasks if not t.done()]
+    assert not [t for t in left if "rebuild" in t.get_coro().__qualname__], left
+    assert not [t for t in left if "apply" in t.get_coro().__qualname__], left
