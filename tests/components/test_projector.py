@@ -303,7 +303,7 @@ async def test_a_store_failing_in_a_later_part_keeps_the_parts_before_and_loses_
     async with Projector(pipeline.log, pipeline.store) as projector:
         projector.part_size = 2
         with pytest.raises(StoreError):
-            await eventually(projector.step, until=lambda handled: handled > 0, timeout=10)
+            await asyncio.wait_for(step_until_it_fails(projector), 10)
     committed = sum((await pipeline.store.stored_offsets(projector.group)).values())
     async with Projector(pipeline.log, pipeline.store) as projector:
         await run_until_idle(projector)
@@ -362,12 +362,12 @@ class GatedStore:
         return result
 
 
-async def test_the_next_batch_is_polled_and_decoded_while_the_last_one_is_written(
+async def test_the_next_batches_are_polled_and_decoded_while_the_last_ones_are_written(
     pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # given four events of one audit (one partition), and a store whose writes are held
+    # given six events of one audit (one partition), and a store whose writes are held
     events = [started("w", at(0))]
-    events += [progressed("w", at(i), pages_crawled=i) for i in range(1, 4)]
+    events += [progressed("w", at(i), pages_crawled=i) for i in range(1, 6)]
     await append(pipeline.log, pipeline.topics.lifecycle, events)
     store = GatedStore(pipeline, monkeypatch)
 
@@ -382,18 +382,23 @@ async def test_the_next_batch_is_polled_and_decoded_while_the_last_one_is_writte
             # then the step is over while that batch's write is still going on
             await eventually(lambda: store.started, message="the first write")
             assert handled == 2 and store.started == [[0, 1]] and store.done == []
-            # and the next step takes the next batch, then waits for the first write to end
-            second = asyncio.create_task(projector.step())
+            # and the next step takes the next batch, whose write (of the same partition)
+            # waits for the first one's to end before it starts
+            assert await asyncio.wait_for(projector.step(), 10) == 2
+            await asyncio.sleep(0.1)
+            assert store.started == [[0, 1]]
+            # and with two batches being written, the next step waits for the first write
+            third = asyncio.create_task(projector.step())
             await asyncio.sleep(0.2)
-            assert not second.done() and len(store.started) == 1
+            assert not third.done() and store.started == [[0, 1]]
         finally:
-            store.gate.set()  # (stopping waits for the write)
-        assert await second == 2
+            store.gate.set()  # (stopping waits for the writes)
+        assert await third == 2
         await run_until_idle(projector)
 
     # and the batches were written in order, each once, with nothing left out
-    assert store.done == [[0, 1], [2, 3]]
-    assert projector.applied == 4
+    assert store.done == [[0, 1], [2, 3], [4, 5]]
+    assert projector.applied == 6
     assert [h.event for h in await pipeline.store.history("w")] == events
     assert same_row(await pipeline.store.get("w"), pure_fold(events)["w"])
 
@@ -435,6 +440,133 @@ async def test_partitions_change_hands_and_the_projector_stops_only_after_the_wr
         ends = await pipeline.log.end_offsets(topic)
         assert {p: stored.get((topic, p), 0) for p in ends} == ends
         assert [h.event for h in await pipeline.store.history("r")] == events
+
+
+async def test_writes_never_overlap_over_one_partition_and_store_its_offsets_in_order(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given twelve audits of four events over the log's partitions, and a slow store
+    topic = pipeline.topics.lifecycle
+    events = [started(f"o-{i}", at(i)) for i in range(12)]
+    events += [
+        progressed(f"o-{i}", at(20 + n), pages_crawled=n) for n in range(3) for i in range(12)
+    ]
+    await append(pipeline.log, topic, events)
+    real_apply = pipeline.store.apply
+    writing: list[frozenset[tuple[str, int]]] = []
+    overlaps: list[tuple[frozenset[tuple[str, int]], ...]] = []
+    order: dict[tuple[str, int], list[int]] = {}
+
+    async def slow_apply(batch: Any, offsets: Any, *args: Any, **kwargs: Any) -> Any:
+        mine = frozenset(offsets)
+        writing.append(mine)
+        overlaps.append(tuple(writing))
+        for tp, offset in offsets.items():
+            order.setdefault(tp, []).append(offset)
+        try:
+            await asyncio.sleep(0.02)
+            return await real_apply(batch, offsets, *args, **kwargs)
+        finally:
+            writing.remove(mine)
+
+    monkeypatch.setattr(pipeline.store, "apply", slow_apply)
+
+    # when a projector writing parts of three events has caught up
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        projector.part_size = 3
+        await run_until_idle(projector)
+
+    # then no two writes under way were over one partition, and each partition's offsets were
+    # stored in order
+    assert overlaps
+    for under_way in overlaps:
+        written = [tp for keys in under_way for tp in keys]
+        assert len(written) == len(set(written)), under_way
+    assert all(offsets == sorted(offsets) for offsets in order.values()), order
+    # and each event is applied exactly once
+    await assert_applied_once(pipeline, events)
+    assert projector.applied == len(events)
+
+
+@pytest.mark.parametrize("backend", [BACKEND_PAIRS[1]], indirect=True)
+async def test_a_part_over_other_partitions_is_written_while_the_one_before_is(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a batch of two events of one partition, two of another, and two more of the first,
+    # and a store whose writes are held
+    topic = pipeline.topics.lifecycle
+    events = [started(f"g-{i}", at(i)) for i in range(12)]
+    await append(pipeline.log, topic, events)
+    by_partition: dict[int, list[Any]] = {}
+    for record in await read_topic(pipeline.log, topic):
+        by_partition.setdefault(record.partition, []).append(record)
+    first, other = sorted(by_partition.values(), key=len, reverse=True)[:2]
+    assert len(first) >= 4 and len(other) >= 2
+    batch = first[:2] + other[:2] + first[2:4]
+    store = GatedStore(pipeline, monkeypatch)
+
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        projector.part_size, projector.poll_timeout = 2, 0.05
+        try:
+            # when the projector handles it in parts of two
+            handling = asyncio.create_task(projector._handle(batch))
+
+            # then the second part's write starts while the first one's is under way, and the
+            # third (over the first's partition) waits for the first to end
+            await eventually(lambda: len(store.started) == 2, message="two writes")
+            await asyncio.sleep(0.1)
+            assert len(store.started) == 2 and not handling.done()
+            assert {offsets[0] for offsets in store.started} == {0}
+        finally:
+            store.gate.set()
+        assert await handling == 6
+        await run_until_idle(projector)
+
+    # and the first partition's second write started last; each event was applied once
+    assert store.started[:3] == [[0, 1], [0, 1], [2, 3]]
+    await assert_applied_once(pipeline, events)
+
+
+async def test_a_write_waiting_for_one_that_fails_is_never_made_and_nothing_is_lost(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given one audit's six events (one partition), and a store whose first write fails when
+    # the test lets it
+    topic = pipeline.topics.lifecycle
+    events = [started("f", at(0))]
+    events += [progressed("f", at(i), pages_crawled=i) for i in range(1, 6)]
+    await append(pipeline.log, topic, events)
+    real_apply = pipeline.store.apply
+    fail = asyncio.Event()
+    calls: list[list[int]] = []
+
+    async def apply(batch: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append([position[2] for _, position in batch])
+        if len(calls) == 1:
+            await fail.wait()
+            raise StoreError("connection reset", retriable=True)
+        return await real_apply(batch, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline.store, "apply", apply)
+
+    # when a projector taking two events a step has handled two batches (the second one's
+    # write waiting for the first's), and then the first write fails
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        projector.max_records = projector.part_size = 2
+        projector.poll_timeout = 0.05
+        for _ in range(2):
+            await asyncio.wait_for(eventually(projector.step, until=bool, message="a batch"), 10)
+        fail.set()
+        with pytest.raises(StoreError):
+            await asyncio.wait_for(step_until_it_fails(projector), 10)
+
+    # then the write that waited was never made
+    assert calls == [[0, 1]]
+    # and a projector that resumes applies each event exactly once
+    monkeypatch.setattr(pipeline.store, "apply", real_apply)
+    async with Projector(pipeline.log, pipeline.store) as projector:
+        await run_until_idle(projector)
+    await assert_applied_once(pipeline, events)
 
 
 def test_a_part_splits_into_lanes_of_whole_partitions_of_about_equal_size() -> None:
