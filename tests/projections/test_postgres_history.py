@@ -22,6 +22,7 @@ from tests.contracts.projection_store import (
     at,
     completed,
     observed,
+    progressed,
     started,
 )
 from tests.services import postgres_url
@@ -178,3 +179,45 @@ async def test_migration_4_turns_an_existing_jsonb_history_into_json(schema: str
         # then the body is json and the history reads as before
         assert await body_type(store) == "json"
         assert [h.event for h in await store.history("a-1")] == [event]
+
+
+async def test_migration_5_keys_the_history_by_event_id_alone_and_keeps_it(schema: str) -> None:
+    # given a database at schema version 4 with an audit's history of two events
+    events = [started("a-1", at(0)), progressed("a-1", at(1), pages_crawled=3)]
+    conn = await asyncpg.connect(postgres_url(), server_settings={"search_path": schema})
+    try:
+        await conn.execute(f'CREATE SCHEMA "{schema}"')
+        await conn.execute(
+            "CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
+            "applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        for version, ddl in MIGRATIONS[:4]:
+            await conn.execute(ddl)
+            await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", version)
+        for event in events:
+            await conn.execute(
+                "INSERT INTO audit_events (event_id, audit_id, type, occurred_at, body, "
+                "recorded_at) VALUES ($1, $2, $3, $4, $5, now())",
+                event.event_id,
+                event.audit_id,
+                event.type,
+                event.occurred_at,
+                event.model_dump_json(),
+            )
+    finally:
+        await conn.close()
+
+    # when a store of this version starts on it
+    async with PostgresStore(postgres_url(), schema=schema) as store:
+        # then the history's only unique index is event_id's, which identifies its rows …
+        unique = await store.pool.fetch(
+            "SELECT a.attname, i.indisreplident FROM pg_index i JOIN pg_attribute a "
+            "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+            "WHERE i.indrelid = 'audit_events'::regclass AND i.indisunique"
+        )
+        assert [tuple(r) for r in unique] == [("event_id", True)]
+        # … the history reads as before, in order, and an event recorded again is refused
+        assert [h.event for h in await store.history("a-1")] == events
+        again = [(events[1], (TOPIC, 0, 9))]
+        await store.apply(again, {}, CONSUMER)
+        assert [h.event for h in await store.history("a-1")] == events
