@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -52,6 +52,8 @@ _YIELD_EVERY = 256
 
 # Events of some partitions, their JSON as read, and those partitions' next offsets.
 _Lane = tuple[list[tuple[AuditEvent, Position]], list[bytes | None], dict[tuple[str, int], int]]
+# A partition's events in a part, and their JSON as read.
+_Run = tuple[list[tuple[AuditEvent, Position]], list[bytes | None]]
 
 
 @dataclass(slots=True)
@@ -161,14 +163,14 @@ class Projector(LogConsumer):
             for start in range(0, len(records), self.part_size):
                 part = records[start : start + self.part_size]
                 dlq: list[OutRecord] = []
-                events, bodies = await self._decode(part, dlq, busy=bool(self._parts))
+                runs = await self._decode(part, dlq, busy=bool(self._parts))
                 if dlq:  # set aside before the store moves past them: never lost
                     await self.log.append(dlq)
                 offsets = self.next_offsets(part)
                 batch.reached.update(offsets)
                 await self._flush(keep=self.depth - 1)
                 last = start + self.part_size >= len(records)
-                writes = self._write(part, events, bodies, offsets, batch)
+                writes = self._write(part, runs, offsets, batch)
                 self._parts.append((writes, batch if last else None))
         except BaseException:
             await self._abandon()
@@ -222,12 +224,17 @@ class Projector(LogConsumer):
 
     async def _decode(
         self, records: list[Record], dlq: list[OutRecord], *, busy: bool
-    ) -> tuple[list[tuple[AuditEvent, Position]], list[bytes | None]]:
-        """The events of ``records`` and their JSON as read; while the store is ``busy``
-        with the previous part, every few hundred records let it move on."""
-        batch: list[tuple[AuditEvent, Position]] = []
+    ) -> dict[tuple[str, int], _Run]:
+        """The events of ``records`` and their JSON as read, by partition; while the store is
+        ``busy``, every few hundred records let it move on."""
+        runs: dict[tuple[str, int], _Run] = {}
+        topic, partition = None, None
+        events: list[tuple[AuditEvent, Position]] = []
         bodies: list[bytes | None] = []  # stored as the history's JSON when current
         for n, record in enumerate(records, 1):
+            if record.partition != partition or record.topic != topic:  # a partition's records
+                topic, partition = record.topic, record.partition  # come in runs
+                events, bodies = runs.setdefault((topic, partition), ([], []))
             value = record.value
             event: AuditEvent | None = decode_view(value)  # read_verbatim, inline
             body: bytes | None = value
@@ -237,17 +244,16 @@ class Projector(LogConsumer):
                 except DecodeError as exc:
                     self.dead_letter(record, str(exc), dlq)
                     continue
-            batch.append((event, record[:3]))  # topic, partition, offset
+            events.append((event, record[:3]))  # topic, partition, offset
             bodies.append(body)
             if busy and not n % _YIELD_EVERY:
                 await asyncio.sleep(0)
-        return batch, bodies
+        return runs
 
     def _write(
         self,
         records: list[Record],
-        batch: list[tuple[AuditEvent, Position]],
-        bodies: list[bytes | None],
+        runs: dict[tuple[str, int], _Run],
         offsets: dict[tuple[str, int], int],
         tally: _Batch,
     ) -> list[asyncio.Task[None]]:
@@ -255,18 +261,20 @@ class Projector(LogConsumer):
         own log partitions with their offsets (an audit lives in one partition, so they share
         no row, and each commits or fails alone), each after the earlier writes over its
         partitions."""
-        lanes = split_lanes(batch, offsets, self.lanes)
+        sizes = {tp: len(runs[tp][0]) if tp in runs else 0 for tp in offsets}
         writes = []
-        for rows, lane_offsets in lanes:
-            if len(lanes) == 1:
-                lane: _Lane = (batch, bodies, offsets)
-            else:
-                lane = ([batch[i] for i in rows], [bodies[i] for i in rows], lane_offsets)
-            before = {self._last_write[tp] for tp in lane_offsets if tp in self._last_write}
+        for partitions in split_lanes(sizes, self.lanes):
+            lane: _Lane = ([], [], {})
+            for tp in partitions:
+                if tp in runs:
+                    lane[0].extend(runs[tp][0])
+                    lane[1].extend(runs[tp][1])
+                lane[2][tp] = offsets[tp]
+            before = {self._last_write[tp] for tp in partitions if tp in self._last_write}
             write = asyncio.create_task(self._apply_after(before, records, lane, tally))
             self._writes.add(write)
             write.add_done_callback(self._writes.discard)
-            for tp in lane_offsets:
+            for tp in partitions:
                 self._last_write[tp] = write
             writes.append(write)
         return writes
@@ -297,21 +305,12 @@ class Projector(LogConsumer):
         tally.skipped += result.skipped
 
 
-def split_lanes(
-    batch: list[tuple[AuditEvent, Position]], offsets: dict[tuple[str, int], int], n: int
-) -> list[tuple[list[int], dict[tuple[str, int], int]]]:
-    """``batch`` split by log partition into at most ``n`` lanes of about equal size: each
-    lane's event indexes (in order) and the next offsets of its partitions."""
-    rows: dict[tuple[str, int], list[int]] = {tp: [] for tp in offsets}
-    for i, (_, position) in enumerate(batch):
-        rows[position[:2]].append(i)
-    if n <= 1 or len(rows) <= 1:
-        return [(list(range(len(batch))), offsets)]
-    lanes: list[tuple[list[int], dict[tuple[str, int], int]]] = [([], {}) for _ in range(n)]
-    for tp in sorted(rows, key=lambda tp: len(rows[tp]), reverse=True):
-        indexes, lane_offsets = min(lanes, key=lambda lane: len(lane[0]))
-        indexes.extend(rows[tp])
-        lane_offsets[tp] = offsets[tp]
-    for indexes, _ in lanes:
-        indexes.sort()
-    return [lane for lane in lanes if lane[1]]
+def split_lanes(sizes: Mapping[tuple[str, int], int], n: int) -> list[list[tuple[str, int]]]:
+    """The partitions of ``sizes`` (each with its number of events) split into at most ``n``
+    lanes of about equal size, largest partitions first."""
+    lanes: list[tuple[list[tuple[str, int]], list[int]]] = [([], [0]) for _ in range(max(n, 1))]
+    for tp in sorted(sizes, key=sizes.__getitem__, reverse=True):
+        partitions, size = min(lanes, key=lambda lane: lane[1][0])
+        partitions.append(tp)
+        size[0] += sizes[tp]
+    return [partitions for partitions, _ in lanes if partitions]
