@@ -8,11 +8,13 @@ left; :func:`lifecycle_events` reads the lifecycle topic back as events.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from consumers.eventlog.codec import decode, encode
 from consumers.eventlog.factory import open_event_log
@@ -152,3 +154,37 @@ def probe_request(
         correlation_id=correlation_id,
         data=ProbeRequestedData(workflow_instance_id=instance, trigger=trigger),
     )
+
+
+class OverlappingWrites:
+    """A store's ``apply``, slowed down, that records which partitions the writes under way
+    cover whenever one starts, and the offsets each partition is stored at, in order."""
+
+    def __init__(self, apply: Any, delay: float = 0.02) -> None:
+        self.real_apply, self.delay = apply, delay
+        self.writing: list[frozenset[tuple[str, int]]] = []
+        self.overlaps: list[tuple[frozenset[tuple[str, int]], ...]] = []
+        self.order: dict[tuple[str, int], list[int]] = {}
+
+    async def __call__(self, events: Any, offsets: Any, *args: Any, **kwargs: Any) -> Any:
+        mine = frozenset(offsets)
+        self.writing.append(mine)
+        self.overlaps.append(tuple(self.writing))
+        for tp, offset in offsets.items():
+            self.order.setdefault(tp, []).append(offset)
+        try:
+            await asyncio.sleep(self.delay)
+            return await self.real_apply(events, offsets, *args, **kwargs)
+        finally:
+            self.writing.remove(mine)
+
+    def most_at_once(self) -> int:
+        return max(len(under_way) for under_way in self.overlaps)
+
+    def assert_one_write_a_partition_in_order(self) -> None:
+        """No two writes under way covered one partition; each partition's offsets grew."""
+        assert self.overlaps
+        for under_way in self.overlaps:
+            written = [tp for keys in under_way for tp in keys]
+            assert len(written) == len(set(written)), under_way
+        assert all(offsets == sorted(offsets) for offsets in self.order.values()), self.order

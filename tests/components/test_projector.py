@@ -26,7 +26,7 @@ from tests.contracts.projection_store import (
     started,
 )
 from tests.eventually import eventually
-from tests.pipeline import Pipeline, append, read_topic, run_until_idle
+from tests.pipeline import OverlappingWrites, Pipeline, append, read_topic, run_until_idle
 
 
 async def step_until_it_fails(projector: Projector) -> None:
@@ -452,24 +452,8 @@ async def test_writes_never_overlap_over_one_partition_and_store_its_offsets_in_
         progressed(f"o-{i}", at(20 + n), pages_crawled=n) for n in range(3) for i in range(12)
     ]
     await append(pipeline.log, topic, events)
-    real_apply = pipeline.store.apply
-    writing: list[frozenset[tuple[str, int]]] = []
-    overlaps: list[tuple[frozenset[tuple[str, int]], ...]] = []
-    order: dict[tuple[str, int], list[int]] = {}
-
-    async def slow_apply(batch: Any, offsets: Any, *args: Any, **kwargs: Any) -> Any:
-        mine = frozenset(offsets)
-        writing.append(mine)
-        overlaps.append(tuple(writing))
-        for tp, offset in offsets.items():
-            order.setdefault(tp, []).append(offset)
-        try:
-            await asyncio.sleep(0.02)
-            return await real_apply(batch, offsets, *args, **kwargs)
-        finally:
-            writing.remove(mine)
-
-    monkeypatch.setattr(pipeline.store, "apply", slow_apply)
+    writes = OverlappingWrites(pipeline.store.apply)
+    monkeypatch.setattr(pipeline.store, "apply", writes)
 
     # when a projector writing parts of three events has caught up
     async with Projector(pipeline.log, pipeline.store) as projector:
@@ -478,11 +462,7 @@ async def test_writes_never_overlap_over_one_partition_and_store_its_offsets_in_
 
     # then no two writes under way were over one partition, and each partition's offsets were
     # stored in order
-    assert overlaps
-    for under_way in overlaps:
-        written = [tp for keys in under_way for tp in keys]
-        assert len(written) == len(set(written)), under_way
-    assert all(offsets == sorted(offsets) for offsets in order.values()), order
+    writes.assert_one_write_a_partition_in_order()
     # and each event is applied exactly once
     await assert_applied_once(pipeline, events)
     assert projector.applied == len(events)

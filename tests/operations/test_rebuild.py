@@ -15,7 +15,7 @@ from consumers.operations.rebuild import rebuild_projection
 from statemachine.errors import StoreError
 from statemachine.events import AuditEvent
 from tests.contracts.projection_store import at, completed, observed, progressed, started
-from tests.pipeline import Pipeline, append, backends_of, run_until_idle
+from tests.pipeline import OverlappingWrites, Pipeline, append, backends_of, run_until_idle
 
 
 async def projected(pipeline: Pipeline) -> dict[str, dict[str, Any]]:
@@ -103,24 +103,8 @@ async def test_a_rebuild_writes_chunks_of_different_partitions_at_once_never_of_
     before = await projected(pipeline)
     rt = backends_of(pipeline)
     monkeypatch.setattr(rebuild, "CHUNK", 5)
-    apply = rt.store.apply
-    writing: list[frozenset[tuple[str, int]]] = []
-    overlaps: list[tuple[frozenset[tuple[str, int]], ...]] = []
-    order: dict[tuple[str, int], list[int]] = {}
-
-    async def slow_apply(events: Any, offsets: Any, *args: Any, **kwargs: Any) -> Any:
-        mine = frozenset(offsets)
-        writing.append(mine)
-        overlaps.append(tuple(writing))
-        for tp, offset in offsets.items():
-            order.setdefault(tp, []).append(offset)
-        try:
-            await asyncio.sleep(0.02)
-            return await apply(events, offsets, *args, **kwargs)
-        finally:
-            writing.remove(mine)
-
-    rt.store.apply = slow_apply  # type: ignore[method-assign]
+    writes = OverlappingWrites(rt.store.apply)
+    rt.store.apply = writes  # type: ignore[method-assign]
 
     # when the table is rebuilt
     applied = await rebuild_projection(rt)
@@ -128,11 +112,8 @@ async def test_a_rebuild_writes_chunks_of_different_partitions_at_once_never_of_
     # then (with more than one partition) two writes were under way at once, never two of one
     # partition, at most WRITERS, each partition's chunks in order, and the table is as it was
     partitions = len(await rt.log.end_offsets(rt.topics.lifecycle))
-    assert max(len(o) for o in overlaps) == min(partitions, rebuild.WRITERS)
-    for under_way in overlaps:
-        written = [tp for keys in under_way for tp in keys]
-        assert len(written) == len(set(written)), under_way
-    assert all(offsets == sorted(offsets) for offsets in order.values()), order
+    assert writes.most_at_once() == min(partitions, rebuild.WRITERS)
+    writes.assert_one_write_a_partition_in_order()
     assert applied == 42
     after = {r.audit_id: r.values() for r in await pipeline.store.list_audits(limit=100)}
     assert without_update_times(after) == without_update_times(before)

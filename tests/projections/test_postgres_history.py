@@ -15,7 +15,7 @@ import pytest
 from projections.postgres.history_copy import COLUMNS, encode_all
 from projections.postgres.schema import MIGRATIONS
 from projections.postgres.store import PostgresStore
-from statemachine.events import EVENT_ADAPTER
+from statemachine.events import EVENT_ADAPTER, AuditEvent
 from tests.contracts.projection_store import (
     CONSUMER,
     TOPIC,
@@ -37,6 +37,33 @@ async def schema() -> AsyncIterator[str]:
     conn = await asyncpg.connect(postgres_url())
     try:
         await conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    finally:
+        await conn.close()
+
+
+async def at_version(schema: str, version: int, history: list[AuditEvent]) -> None:
+    """A database at schema ``version`` (its migrations applied as released), with
+    ``history`` in ``audit_events``."""
+    conn = await asyncpg.connect(postgres_url(), server_settings={"search_path": schema})
+    try:
+        await conn.execute(f'CREATE SCHEMA "{schema}"')
+        await conn.execute(
+            "CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
+            "applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        for applied, ddl in MIGRATIONS[:version]:
+            await conn.execute(ddl)
+            await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", applied)
+        for event in history:
+            await conn.execute(
+                "INSERT INTO audit_events (event_id, audit_id, type, occurred_at, body, "
+                "recorded_at) VALUES ($1, $2, $3, $4, $5, now())",
+                event.event_id,
+                event.audit_id,
+                event.type,
+                event.occurred_at,
+                event.model_dump_json(),
+            )
     finally:
         await conn.close()
 
@@ -152,27 +179,7 @@ async def test_a_history_kept_as_jsonb_is_written_alike_and_a_reset_makes_it_jso
 async def test_migration_4_turns_an_existing_jsonb_history_into_json(schema: str) -> None:
     # given a database at schema version 3 with a history row (body jsonb)
     event = started("a-1", at(0))
-    conn = await asyncpg.connect(postgres_url(), server_settings={"search_path": schema})
-    try:
-        await conn.execute(f'CREATE SCHEMA "{schema}"')
-        await conn.execute(
-            "CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
-            "applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        for version, ddl in MIGRATIONS[:3]:
-            await conn.execute(ddl)
-            await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", version)
-        await conn.execute(
-            "INSERT INTO audit_events (event_id, audit_id, type, occurred_at, body, recorded_at)"
-            " VALUES ($1, $2, $3, $4, $5, now())",
-            event.event_id,
-            event.audit_id,
-            event.type,
-            event.occurred_at,
-            event.model_dump_json(),
-        )
-    finally:
-        await conn.close()
+    await at_version(schema, 3, [event])
 
     # when a store of this version starts on it
     async with PostgresStore(postgres_url(), schema=schema) as store:
@@ -184,28 +191,7 @@ async def test_migration_4_turns_an_existing_jsonb_history_into_json(schema: str
 async def test_migration_5_keys_the_history_by_event_id_alone_and_keeps_it(schema: str) -> None:
     # given a database at schema version 4 with an audit's history of two events
     events = [started("a-1", at(0)), progressed("a-1", at(1), pages_crawled=3)]
-    conn = await asyncpg.connect(postgres_url(), server_settings={"search_path": schema})
-    try:
-        await conn.execute(f'CREATE SCHEMA "{schema}"')
-        await conn.execute(
-            "CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
-            "applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        for version, ddl in MIGRATIONS[:4]:
-            await conn.execute(ddl)
-            await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", version)
-        for event in events:
-            await conn.execute(
-                "INSERT INTO audit_events (event_id, audit_id, type, occurred_at, body, "
-                "recorded_at) VALUES ($1, $2, $3, $4, $5, now())",
-                event.event_id,
-                event.audit_id,
-                event.type,
-                event.occurred_at,
-                event.model_dump_json(),
-            )
-    finally:
-        await conn.close()
+    await at_version(schema, 4, events)
 
     # when a store of this version starts on it
     async with PostgresStore(postgres_url(), schema=schema) as store:
