@@ -25,6 +25,7 @@ aside twice, never not at all.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from consumers.components.base import LogConsumer
+from consumers.components.partition_writes import PartitionWrites
 from consumers.eventlog.codec import decode_verbatim
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record
 from consumers.eventlog.wire import decode_view
@@ -86,8 +88,7 @@ class Projector(LogConsumer):
         # The parts being written, in order: their writes, and their batch when it is the
         # batch's last part.
         self._parts: deque[tuple[list[asyncio.Task[None]], _Batch | None]] = deque()
-        self._last_write: dict[tuple[str, int], asyncio.Task[None]] = {}  # by partition
-        self._writes: set[asyncio.Task[None]] = set()  # every write not over yet
+        self._writes = PartitionWrites()
 
     async def stop(self) -> None:
         async with self.batch_lock:
@@ -210,17 +211,13 @@ class Projector(LogConsumer):
             log.warning(
                 "projection write failed; read again from the store's offsets", error=str(exc)[:300]
             )
-        await asyncio.gather(*self._writes, return_exceptions=True)
+        await self._writes.end()
         self._parts.clear()
-        self._last_write.clear()
 
     async def _abandon(self) -> None:
         """Cancel the writes under way (handling the batch raised)."""
-        for write in self._writes:
-            write.cancel()
-        await asyncio.gather(*self._writes, return_exceptions=True)
+        await self._writes.end(cancel=True)
         self._parts.clear()
-        self._last_write.clear()
 
     async def _decode(
         self, records: list[Record], dlq: list[OutRecord], *, busy: bool
@@ -260,7 +257,7 @@ class Projector(LogConsumer):
         """Start writing one part in up to :attr:`lanes` store transactions, each over its
         own log partitions with their offsets (an audit lives in one partition, so they share
         no row, and each commits or fails alone), each after the earlier writes over its
-        partitions."""
+        partitions (see :mod:`consumers.components.partition_writes`)."""
         sizes = {tp: len(runs[tp][0]) if tp in runs else 0 for tp in offsets}
         writes = []
         for partitions in split_lanes(sizes, self.lanes):
@@ -270,26 +267,9 @@ class Projector(LogConsumer):
                     lane[0].extend(runs[tp][0])
                     lane[1].extend(runs[tp][1])
                 lane[2][tp] = offsets[tp]
-            before = {self._last_write[tp] for tp in partitions if tp in self._last_write}
-            write = asyncio.create_task(self._apply_after(before, records, lane, tally))
-            self._writes.add(write)
-            write.add_done_callback(self._writes.discard)
-            for tp in partitions:
-                self._last_write[tp] = write
-            writes.append(write)
+            write = functools.partial(self._apply_lane, records, lane, tally)
+            writes.append(self._writes.start(partitions, write))
         return writes
-
-    async def _apply_after(
-        self, before: set[asyncio.Task[None]], records: list[Record], lane: _Lane, tally: _Batch
-    ) -> None:
-        """Apply ``lane`` once the writes ``before`` it have ended; when one of them did not
-        commit, neither does this one (its partitions' earlier records are not stored, so it
-        raises that write's error)."""
-        if before:
-            await asyncio.wait(before)  # cancelling this write leaves those to theirs
-            for write in before:
-                write.result()
-        await self._apply_lane(records, lane, tally)
 
     async def _apply_lane(self, records: list[Record], lane: _Lane, tally: _Batch) -> None:
         """A lane's events (of some partitions), their bodies and their partitions' next
