@@ -2,9 +2,10 @@
 together with the offset they cover, kept in the projection store, so an assignment loads the
 latest checkpoint and folds only what follows instead of the partition's whole history.
 
-**Consistent by construction.** A checkpoint is taken right after a commit of the partition
-succeeded, of the state exactly at that committed offset (the decisions the commit appended
-included), under the consumer's batch lock. A crash before it is saved only leaves an older
+**Consistent by construction.** A checkpoint is the state exactly at a committed offset (the
+decisions the commit appended included): taken (:meth:`Checkpoints.taken`) when the batch up
+to that offset is handled, under the consumer's batch lock, and saved only once its commit
+succeeded. A crash before it is saved only leaves an older
 checkpoint, from which more is folded; nothing is lost or decided twice, because folding a
 consumer's own decision again changes nothing (a terminal audit records, not applies, another
 failure; a hold stands until it ends).
@@ -36,12 +37,15 @@ from projections.store import ProjectionStore
 from statemachine.events import EVENT_ADAPTER, AuditFailureHeld
 from statemachine.state import AuditState
 
-__all__ = ["Checkpoints", "Restored", "decode_states", "encode_states"]
+__all__ = ["Checkpoints", "Restored", "Snapshot", "decode_states", "encode_states"]
 
 FORMAT = 2
 _FIELDS = tuple(f.name for f in fields(AuditState))
 
 log = structlog.get_logger("auditrec.checkpoints")
+
+# A partition's states and held decisions, copied when a checkpoint of them is due.
+Snapshot = tuple[dict[str, AuditState], dict[str, AuditFailureHeld]]
 
 
 @dataclass
@@ -147,6 +151,19 @@ class Checkpoints:
     ) -> None:
         """After a commit of ``tp`` up to ``next_offset``, with ``states`` exactly as of that
         offset: save a checkpoint in the background when one is due."""
+        snapshot = self.taken(tp, records, states, holds)
+        if snapshot is not None:
+            self.save(tp, next_offset, snapshot)
+
+    def taken(
+        self,
+        tp: TopicPartition,
+        records: int,
+        states: Mapping[str, AuditState],
+        holds: Mapping[str, AuditFailureHeld] | None = None,
+    ) -> Snapshot | None:
+        """Count ``records`` more of ``tp``'s progress; when a checkpoint is due, a snapshot of
+        ``states`` (and ``holds``) as they are now, to :meth:`save` once they are committed."""
         self._progress[tp] = self._progress.get(tp, 0) + records
         due = self._progress[tp] >= self.every_events or (
             self._progress[tp] > 0
@@ -154,10 +171,14 @@ class Checkpoints:
         )
         running = self._saving.get(tp)
         if not due or (running is not None and not running.done()):
-            return
+            return None
         self._progress[tp] = 0
         self._saved_at[tp] = time.monotonic()
-        snapshot = dict(states), dict(holds or {})  # states are immutable: a shallow copy
+        return dict(states), dict(holds or {})  # states are immutable: a shallow copy
+
+    def save(self, tp: TopicPartition, next_offset: int, snapshot: Snapshot) -> None:
+        """Save ``snapshot``, the states of ``tp`` up to ``next_offset`` (committed), in the
+        background."""
         self._saving[tp] = asyncio.create_task(self._save(tp, next_offset, *snapshot))
 
     async def _save(

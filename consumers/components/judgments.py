@@ -1,4 +1,5 @@
-"""What the reconciler says about its judgments: a log line per decision (and, at debug, per
+"""How the reconciler judges an event (:func:`judge_event`), and what it says about its
+judgments: a log line per decision (and, at debug, per
 observation that changed nothing, with the reason), and each reconciler failure that a later
 completion overturned, counted and logged.
 
@@ -13,13 +14,23 @@ import logging
 
 import structlog
 
+from consumers.components.counting import count_verdict
+from consumers.components.reconciler_log import Holds, fold_into
 from consumers.runtime.metrics import OVERTURNED
 from statemachine.events import AuditEvent, AuditFailed, AuditFailureHeld, AuditFailureSimulated
 from statemachine.policy import Policy
-from statemachine.rules import Verdict
+from statemachine.rules import Verdict, decide, released
 from statemachine.state import AuditState
 
-__all__ = ["code", "loudness", "overturned", "overturns", "tell_decided", "tell_unchanged"]
+__all__ = [
+    "code",
+    "judge_event",
+    "loudness",
+    "overturned",
+    "overturns",
+    "tell_decided",
+    "tell_unchanged",
+]
 
 log = structlog.get_logger("auditrec.reconciler")
 
@@ -83,3 +94,35 @@ def tell_decided(
         reason=verdict.reason if verdict else "the held decision was released",
         decision_id=str(decision.event_id),
     )
+
+
+def judge_event(
+    states: dict[str, AuditState],
+    holds: Holds,
+    event: AuditEvent,
+    policy: Policy,
+    brake_engaged: bool,
+    loud: tuple[bool, bool],
+) -> AuditEvent | None:
+    """Fold ``event`` (of a type a rule judges) into its audit's state in ``states``; the
+    decision it calls for, folded too. ``loud``: whether DEBUG and INFO lines are emitted."""
+    before = states.get(event.audit_id)
+    verdict: Verdict | None = None
+    decision: AuditEvent | None
+    if event.type == "AuditFailureReleased":  # always a model (MODELS_ONLY)
+        decision = released(before, event, holds.get(event.audit_id))
+    else:
+        verdict, decision = decide(before, event, policy, brake_engaged=brake_engaged)
+    after = fold_into(states, holds, event, before)
+    debug, info = loud
+    if overturns(before, after):
+        overturned(event, info)
+    count_verdict(verdict, decision, event)
+    if decision is None:
+        if verdict is not None and debug:  # an observation that changed nothing: why
+            tell_unchanged(event, verdict)
+        return None
+    fold_into(states, holds, decision, states.get(event.audit_id))
+    if info:
+        tell_decided(event, verdict, decision, policy)
+    return decision

@@ -4,14 +4,18 @@ A write starts once every earlier write over any of its partitions has ended, an
 made when one of them did not commit: it raises that write's error instead (the records before
 its own were not stored, so storing its offsets would step over them). Writes over different
 partitions proceed at once; an audit lives in one partition, so they share no row.
+
+:class:`BatchWrites` keeps the writes of the last few batches, so a consumer handles its next
+batch while the one before is written, and awaits them oldest batch first.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 
-__all__ = ["PartitionWrites"]
+__all__ = ["BatchWrites", "PartitionWrites"]
 
 
 class PartitionWrites:
@@ -48,3 +52,34 @@ class PartitionWrites:
                 task.cancel()
         await asyncio.gather(*self._under_way, return_exceptions=True)
         self._last.clear()
+
+
+class BatchWrites:
+    """The writes of the batches not yet awaited, in :class:`PartitionWrites`' order."""
+
+    def __init__(self) -> None:
+        self._writes = PartitionWrites()
+        self._batches: deque[list[asyncio.Task[None]]] = deque()
+
+    def __len__(self) -> int:
+        """The batches whose writes are not awaited yet."""
+        return len(self._batches)
+
+    def start(
+        self, writes: Iterable[tuple[Iterable[tuple[str, int]], Callable[[], Awaitable[None]]]]
+    ) -> None:
+        """Start a batch's writes, each ``(partitions, write)``."""
+        self._batches.append([self._writes.start(tps, write) for tps, write in writes])
+
+    async def flush(self, keep: int = 0) -> None:
+        """Wait until the writes of at most ``keep`` batches are not awaited yet, oldest first.
+        A failed write raises its error (its batch stays, for :meth:`end`)."""
+        while len(self._batches) > keep:
+            for write in self._batches[0]:  # cancelling a flush leaves the writes to the
+                await asyncio.shield(write)  # next flush or to end()
+            self._batches.popleft()
+
+    async def end(self) -> None:
+        """Wait for every write to end, whatever its outcome, and start afresh."""
+        await self._writes.end()
+        self._batches.clear()

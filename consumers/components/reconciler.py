@@ -3,7 +3,13 @@
 It is the only writer of reconciler decisions. A decision's id is derived from the
 observation's id, and it is appended in the same atomic commit that moves the reconciler's
 offsets (a Kafka transaction; a SQLite transaction), so a crash at any instant leaves each
-decision in the log exactly once.
+decision in the log exactly once. A batch's commits run while the next batch is judged;
+each waits for the commits before it over its partition, one after a failed one is never made
+(the component restarts and rebuilds its states), and they all end before partitions change
+hands or the consumer stops.
+
+Its own decisions, read back, are passed over (recognised by their very bytes): each was folded
+when it was made, and folding it again changes nothing.
 
 State is in memory, per assigned partition. On assignment the partition is folded from its
 latest checkpoint (:mod:`consumers.components.checkpoints`; else from the beginning) up to the
@@ -22,6 +28,7 @@ it would have had), in the same transaction as the release's offset.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -29,15 +36,10 @@ import structlog
 
 from consumers.components.base import LogConsumer
 from consumers.components.batches import counts_by_partition
-from consumers.components.checkpoints import Checkpoints
-from consumers.components.counting import count_verdict, flush_counts
-from consumers.components.judgments import (
-    loudness,
-    overturned,
-    overturns,
-    tell_decided,
-    tell_unchanged,
-)
+from consumers.components.checkpoints import Checkpoints, Snapshot
+from consumers.components.counting import flush_counts
+from consumers.components.judgments import judge_event, loudness, overturned, overturns
+from consumers.components.partition_writes import BatchWrites
 from consumers.components.reconciler_log import (
     FOLDED_ONLY,
     MODELS_ONLY,
@@ -52,7 +54,6 @@ from projections.store import ProjectionStore
 from statemachine.errors import DecodeError
 from statemachine.events import AuditEvent
 from statemachine.policy import Policy
-from statemachine.rules import Verdict, decide, released
 from statemachine.state import AuditState
 
 __all__ = ["Reconciler"]
@@ -60,6 +61,9 @@ __all__ = ["Reconciler"]
 log = structlog.get_logger("auditrec.reconciler")
 
 BRAKE_READ_EVERY = 1.0  # seconds the brake's state is reused
+# Decisions kept per partition to be passed over when read back (beyond this, while far
+# behind, a decision read back is judged again: folding it again changes nothing).
+MADE_KEPT = 100_000
 
 
 class Reconciler(LogConsumer):
@@ -84,6 +88,9 @@ class Reconciler(LogConsumer):
         self.partitions: dict[tuple[str, int], dict[str, AuditState]] = {}
         # Held decisions per partition, by audit (only while held).
         self.holds: dict[tuple[str, int], Holds] = {}
+        # The decisions made here and not read back yet, per partition, as appended: read
+        # back, they are passed over (see ``_handle``).
+        self.made: dict[tuple[str, int], set[bytes]] = {}
         self._brake_engaged = brake_engaged
         self._brake = (False, -BRAKE_READ_EVERY)  # last answer, when read
         # Next offset to process per partition (what this instance has committed).
@@ -92,6 +99,8 @@ class Reconciler(LogConsumer):
         self.read_on_assign: dict[tuple[str, int], int] = {}  # records read to rebuild a partition
         self._loud = (False, False)  # whether log lines at DEBUG, INFO are emitted
         self._read_log_levels()
+        # The commits under way (each after the earlier ones over its partition), by batch.
+        self._commits = BatchWrites()
 
     def _read_log_levels(self) -> None:
         """Ask which of the judge's log lines are emitted (once a batch: see ``judgments``)."""
@@ -113,12 +122,14 @@ class Reconciler(LogConsumer):
         return None
 
     async def on_assign(self, consumer: Consumer, partitions: Sequence[tuple[str, int]]) -> None:
+        await self._settle()  # what this instance committed is read back as committed
         committed = await consumer.committed()
         for tp in list(self.partitions):  # states of partitions that went elsewhere
             if tp not in partitions:
                 del self.partitions[tp]
                 self.positions.pop(tp, None)
                 self.holds.pop(tp, None)
+                self.made.pop(tp, None)
         held: dict[str, dict[int, int]] = {}  # the log's start offsets, read once per topic
         kept: list[int] = []
         restored_from = 0
@@ -140,6 +151,7 @@ class Reconciler(LogConsumer):
             states, holds, folded = restored.states, restored.holds, restored.read
             self.partitions[tp] = states
             self.holds[tp] = holds
+            self.made.pop(tp, None)
             self.read_on_assign[tp] = folded
             self.positions[tp] = start
             self.seek(consumer, tp, start)
@@ -165,15 +177,22 @@ class Reconciler(LogConsumer):
     async def stop(self) -> None:
         """Stop, forgetting all state: it may be ahead of what was committed (a failed
         commit), so the next assignment rebuilds it from the log."""
+        async with self.batch_lock:
+            await self._settle()
         await super().stop()
         if self.checkpoints is not None:
             await self.checkpoints.flush()
+        self._forget()
+
+    def _forget(self) -> None:
         self.partitions.clear()
         self.positions.clear()
         self.holds.clear()
+        self.made.clear()
 
     async def on_revoke(self, consumer: Consumer, partitions: Sequence[tuple[str, int]]) -> None:
         # States are kept until the next assignment shows whether the partition stays here.
+        await self._settle()
         log.info("partitions revoked", partitions=[p for _, p in partitions])
 
     # How an event no rule judges is folded (looked up once a batch; a test makes it fail).
@@ -199,26 +218,9 @@ class Reconciler(LogConsumer):
     ) -> AuditEvent | None:
         """Fold ``event`` (of a type a rule judges: :meth:`_handle` folds the others) into its
         audit's state; the decision it calls for, folded too."""
-        before = states.get(event.audit_id)
-        verdict: Verdict | None = None
-        decision: AuditEvent | None
-        if event.type == "AuditFailureReleased":  # always a model (MODELS_ONLY)
-            decision = released(before, event, holds.get(event.audit_id))
-        else:
-            verdict, decision = decide(before, event, self.policy, brake_engaged=brake_engaged)
-        after = fold_into(states, holds, event, before)
-        if overturns(before, after):
-            overturned(event, self._loud[1])
-        count_verdict(verdict, decision, event)
-        debug, info = self._loud
-        if decision is None:
-            if verdict is not None and debug:  # an observation that changed nothing: why
-                tell_unchanged(event, verdict)
-            return None
-        fold_into(states, holds, decision, states.get(event.audit_id))
-        self.decided += 1
-        if info:
-            tell_decided(event, verdict, decision, self.policy)
+        decision = judge_event(states, holds, event, self.policy, brake_engaged, self._loud)
+        if decision is not None:
+            self.decided += 1
         return decision
 
     async def _handle(self, records: list[Record]) -> int:
@@ -234,6 +236,7 @@ class Reconciler(LogConsumer):
         out: list[OutRecord] = []
         states: dict[str, AuditState] | None = None
         holds: Holds = {}
+        made: set[bytes] = set()
         position = 0
         for record in records:  # in runs of one partition: look its things up once a run
             if record.partition != tp[1] or record.topic != tp[0]:
@@ -242,6 +245,7 @@ class Reconciler(LogConsumer):
                 states = self.partitions.get(tp)
                 if states is not None:
                     holds = self.holds.setdefault(tp, {})
+                    made = self.made.setdefault(tp, set())
                 position = positions.get(tp, 0)
             offset = record.offset
             if states is None or offset < position:
@@ -249,6 +253,9 @@ class Reconciler(LogConsumer):
                 continue
             position = positions[tp] = offset + 1
             value = record.value
+            if made and value in made:  # a decision of ours read back: folded when made
+                made.discard(value)
+                continue
             try:  # decode_to_judge, inline
                 event = decode_view(value)
                 if event is None or event.type in MODELS_ONLY:
@@ -265,7 +272,10 @@ class Reconciler(LogConsumer):
                     continue
                 decision = judge(states, holds, event, brake_engaged)
                 if decision is not None:  # beside the events it was made from
-                    out.append(encode(lifecycle, decision, tp[1]))
+                    made_record = encode(lifecycle, decision, tp[1])
+                    out.append(made_record)
+                    if len(made) < MADE_KEPT:
+                        made.add(made_record.value)
             except Exception as exc:  # one event must not hold back its partition
                 self.cannot_handle(record, exc, out)
         flush_counts()
@@ -274,10 +284,58 @@ class Reconciler(LogConsumer):
             records = [
                 r for r in records if r.offset < self.positions.get((r.topic, r.partition), 0)
             ]
-        await self.commit(records, outputs)
-        if self.checkpoints is not None:  # the states are exactly as of the committed offsets
-            for tp, count in counts_by_partition(records).items():
-                self.checkpoints.progressed(
-                    tp, count, self.positions[tp], self.partitions[tp], self.holds.get(tp)
-                )
+        self._commit(records, outputs)
+        await self._commits.flush(keep=1)
         return len(records)
+
+    def _commit(
+        self, records: list[Record], outputs: dict[tuple[str, int], list[OutRecord]]
+    ) -> None:
+        """Start committing each input partition of the batch, with the decisions derived
+        from it, after the commits of earlier batches over that partition; when a checkpoint
+        is due, of the states as they are now, exactly as of the offsets committed."""
+        checkpoints = self.checkpoints
+        counts = counts_by_partition(records)
+        commits = []
+        for tp, nxt in self.next_offsets(records).items():
+            snapshot = None
+            if checkpoints is not None:
+                snapshot = checkpoints.taken(
+                    tp, counts[tp], self.partitions[tp], self.holds.get(tp)
+                )
+            commit = functools.partial(
+                self._commit_partition, tp, nxt, outputs.get(tp, []), snapshot
+            )
+            commits.append(([tp], commit))
+        self._commits.start(commits)
+
+    async def _commit_partition(
+        self, tp: tuple[str, int], nxt: int, outputs: list[OutRecord], snapshot: Snapshot | None
+    ) -> None:
+        """Commit ``tp`` up to ``nxt`` with ``outputs``; then save its checkpoint, if taken."""
+        assert self.consumer is not None
+        await self.consumer.commit({tp: nxt}, outputs)
+        if snapshot is not None and self.checkpoints is not None:
+            self.checkpoints.save(tp, nxt, snapshot)
+
+    async def _settle(self) -> None:
+        """Wait for every commit under way (before partitions change hands or the consumer
+        stops). After a failed one the states are ahead of the committed offsets: forget
+        them, so the next assignment rebuilds them from the log."""
+        try:
+            await self._commits.flush()
+        except Exception as exc:
+            log.warning("commit failed; states rebuilt from the log", error=str(exc)[:300])
+            self._forget()
+        await self._commits.end()
+
+    async def step(self) -> int:
+        """While a batch is being committed, the next one, if already at hand, is polled and
+        handled; when none is, the commits are awaited before waiting for more."""
+        if not self._commits:
+            return await super().step()
+        handled = await self.step_within(0.0)
+        if not handled:
+            async with self.batch_lock:
+                await self._commits.flush()  # a failed commit raises: the component restarts
+        return handled
