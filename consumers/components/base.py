@@ -82,8 +82,25 @@ class LogConsumer(Component):
             await self.on_assign(consumer, partitions)
 
     async def step(self) -> int:
-        """Poll a batch, then handle it under :attr:`batch_lock` until it is committed."""
-        return await self.step_within(self.poll_timeout)
+        """Poll a batch, then handle it under :attr:`batch_lock` until it is committed. While
+        writes of the batches before are under way (:meth:`writing`), the next batch is polled
+        only if one is at hand; when none is, those writes are awaited (:meth:`written`)
+        before waiting for more."""
+        if not self.writing():
+            return await self.step_within(self.poll_timeout)
+        handled = await self.step_within(0.0)
+        if not handled:
+            async with self.batch_lock:
+                await self.written()
+        return handled
+
+    def writing(self) -> bool:
+        """Whether writes of batches handled are still under way (a consumer that writes a
+        batch while it handles the next one)."""
+        return False
+
+    async def written(self) -> None:
+        """Wait for the writes under way; a failed one raises (the component restarts)."""
 
     async def step_within(self, wait: float) -> int:
         """:meth:`step`, waiting at most ``wait`` seconds for a first record."""

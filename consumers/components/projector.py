@@ -140,16 +140,11 @@ class Projector(LogConsumer):
         await self.store.apply([], offsets, self.group)  # past the refused ones, too
         return ApplyResult(applied, skipped)
 
-    async def step(self) -> int:
-        """While parts are written, the next batch, if one is already at hand, is polled and
-        decoded; when none is, the writes are awaited before waiting for more."""
-        if not self._parts:
-            return await super().step()
-        handled = await self.step_within(0.0)
-        if not handled:
-            async with self.batch_lock:
-                await self._flush()
-        return handled
+    def writing(self) -> bool:
+        return bool(self._parts)
+
+    async def written(self) -> None:
+        await self._flush()
 
     async def _handle(self, records: list[Record]) -> int:
         """Decode and apply the batch in parts of :attr:`part_size` records, each part in its

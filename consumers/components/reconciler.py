@@ -329,13 +329,8 @@ class Reconciler(LogConsumer):
             self._forget()
         await self._commits.end()
 
-    async def step(self) -> int:
-        """While a batch is being committed, the next one, if already at hand, is polled and
-        handled; when none is, the commits are awaited before waiting for more."""
-        if not self._commits:
-            return await super().step()
-        handled = await self.step_within(0.0)
-        if not handled:
-            async with self.batch_lock:
-                await self._commits.flush()  # a failed commit raises: the component restarts
-        return handled
+    def writing(self) -> bool:
+        return bool(self._commits)
+
+    async def written(self) -> None:
+        await self._commits.flush()
