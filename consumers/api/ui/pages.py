@@ -90,14 +90,14 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
     ) -> HTMLResponse:
         if not AUDIT_ID.match(audit_id):
             return page(request, "error.html", status_code=422, why="not an audit id")
+        try:  # the history first: the row, read after it, is never older than the timeline
+            steps = await ops.replay(audit_id)
+        except NotFound:
+            steps = []
         try:  # no probe; after an action of this process, once the projection has it
             row: AuditRow | None = (await ops.status(audit_id, probe=False)).row
         except NotFound:
             row = None
-        try:
-            steps = await ops.replay(audit_id)
-        except NotFound:
-            steps = []
         if row is None and not steps:
             return page(request, "error.html", status_code=404, why=f"unknown audit {audit_id!r}")
         current = row.status if row is not None else None
