@@ -90,11 +90,12 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
     ) -> HTMLResponse:
         if not AUDIT_ID.match(audit_id):
             return page(request, "error.html", status_code=422, why="not an audit id")
+        await ops.await_own_writes(audit_id)  # after an action of this process: once projected
         try:  # the history first: the row, read after it, is never older than the timeline
             steps = await ops.replay(audit_id)
         except NotFound:
             steps = []
-        try:  # no probe; after an action of this process, once the projection has it
+        try:  # no probe
             row: AuditRow | None = (await ops.status(audit_id, probe=False)).row
         except NotFound:
             row = None
