@@ -7,12 +7,16 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from consumers.api.ui.pages import PAGE_SIZE
+from consumers.eventlog.codec import encode
 from consumers.workflows.simulator.server import SimulatorServer
-from tests.api.conftest import API_AND_PIPELINE, LiveServer, server_settings
+from tests.api.conftest import API_AND_PIPELINE, LiveServer, publish, server_settings, started
+from tests.contracts.projection_store import failed
+from tests.eventually import eventually, eventually_sync
 
 
 def csrf_of(html: str) -> str:
@@ -121,3 +125,49 @@ def test_the_audits_page_pages_by_keyset_and_filters_what_shadow_mode_would_fail
         shadow = client.get("/ui/audits", params={"shadow": "on"})
         assert re.findall(r'<tr data-audit="([^"]+)"', shadow.text) == ["a-009", "a-007"]
         assert 'name="shadow" value="on" checked' in shadow.text
+
+
+def test_an_audits_status_is_never_older_than_its_timeline(
+    tmp_path: Path, simulator: SimulatorServer
+) -> None:
+    # given a running audit, and a projector that commits the audit's failure while its page
+    # is being read (here: just before the page reads the history)
+    with (
+        LiveServer(["api", "projector"], **server_settings(tmp_path, simulator)) as live,
+        live.client() as client,
+    ):
+        publish(client, started("a-race"))
+        eventually_sync(
+            lambda: client.get("/audits/a-race", params={"probe": "false"}).status_code,
+            until=lambda status: status == 200,
+            timeout=30,
+            message="the audit projected",
+        )
+        rt = live.runtime
+        assert rt is not None
+        read_history = rt.store.history
+
+        async def history(audit_id: str) -> Any:
+            if (await rt.store.get(audit_id)).status == "running":  # type: ignore[union-attr]
+                await rt.log.append(
+                    [encode(rt.log.topics.lifecycle, failed(audit_id, datetime.now(UTC)))]
+                )
+                await eventually(
+                    lambda: rt.store.get(audit_id),
+                    until=lambda row: row is not None and row.status == "failed",
+                    timeout=30,
+                    message="the failure projected",
+                )
+            return await read_history(audit_id)
+
+        rt.store.history = history  # type: ignore[method-assign]
+
+        # when the audit's page is read
+        page = client.get("/ui/audits/a-race")
+
+    # then the timeline ends with the failure, and the status shown is the failure's
+    assert page.status_code == 200
+    assert (
+        re.findall(r'<tr class="step[^"]*"[^>]*data-type="(\w+)"', page.text)[-1] == "AuditFailed"
+    )
+    assert re.search(r'id="current-status">(\w+)<', page.text).group(1) == "failed"  # type: ignore[union-attr]
