@@ -3,10 +3,9 @@
 It is the only writer of reconciler decisions. A decision's id is derived from the
 observation's id, and it is appended in the same atomic commit that moves the reconciler's
 offsets (a Kafka transaction; a SQLite transaction), so a crash at any instant leaves each
-decision in the log exactly once. A batch's commits run while the next batch is judged;
-each waits for the commits before it over its partition, one after a failed one is never made
-(the component restarts and rebuilds its states), and they all end before partitions change
-hands or the consumer stops.
+decision in the log exactly once. A batch's commits run while the next batch is judged
+(:mod:`consumers.components.reconciler_commits`); after a failed one the component restarts and
+rebuilds its states, and they all end before partitions change hands or the consumer stops.
 
 Its own decisions, read back, are passed over (recognised by their very bytes): each was folded
 when it was made, and folding it again changes nothing.
@@ -28,18 +27,16 @@ it would have had), in the same transaction as the release's offset.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
 from consumers.components.base import LogConsumer
-from consumers.components.batches import counts_by_partition
-from consumers.components.checkpoints import Checkpoints, Snapshot
+from consumers.components.checkpoints import Checkpoints
 from consumers.components.counting import flush_counts
 from consumers.components.judgments import judge_event, loudness, overturned, overturns
-from consumers.components.partition_writes import BatchWrites
+from consumers.components.reconciler_commits import Commits
 from consumers.components.reconciler_log import (
     FOLDED_ONLY,
     MODELS_ONLY,
@@ -99,8 +96,7 @@ class Reconciler(LogConsumer):
         self.read_on_assign: dict[tuple[str, int], int] = {}  # records read to rebuild a partition
         self._loud = (False, False)  # whether log lines at DEBUG, INFO are emitted
         self._read_log_levels()
-        # The commits under way (each after the earlier ones over its partition), by batch.
-        self._commits = BatchWrites()
+        self._commits = Commits(self.checkpoints)  # under way while the next batch is judged
 
     def _read_log_levels(self) -> None:
         """Ask which of the judge's log lines are emitted (once a batch: see ``judgments``)."""
@@ -284,50 +280,17 @@ class Reconciler(LogConsumer):
             records = [
                 r for r in records if r.offset < self.positions.get((r.topic, r.partition), 0)
             ]
-        self._commit(records, outputs)
+        assert self.consumer is not None
+        self._commits.start(self.consumer, records, outputs, self.partitions, self.holds)
         await self._commits.flush(keep=1)
         return len(records)
-
-    def _commit(
-        self, records: list[Record], outputs: dict[tuple[str, int], list[OutRecord]]
-    ) -> None:
-        """Start committing each input partition of the batch, with the decisions derived
-        from it, after the commits of earlier batches over that partition; when a checkpoint
-        is due, of the states as they are now, exactly as of the offsets committed."""
-        checkpoints = self.checkpoints
-        counts = counts_by_partition(records)
-        commits = []
-        for tp, nxt in self.next_offsets(records).items():
-            snapshot = None
-            if checkpoints is not None:
-                snapshot = checkpoints.taken(
-                    tp, counts[tp], self.partitions[tp], self.holds.get(tp)
-                )
-            commit = functools.partial(
-                self._commit_partition, tp, nxt, outputs.get(tp, []), snapshot
-            )
-            commits.append(([tp], commit))
-        self._commits.start(commits)
-
-    async def _commit_partition(
-        self, tp: tuple[str, int], nxt: int, outputs: list[OutRecord], snapshot: Snapshot | None
-    ) -> None:
-        """Commit ``tp`` up to ``nxt`` with ``outputs``; then save its checkpoint, if taken."""
-        assert self.consumer is not None
-        await self.consumer.commit({tp: nxt}, outputs)
-        if snapshot is not None and self.checkpoints is not None:
-            self.checkpoints.save(tp, nxt, snapshot)
 
     async def _settle(self) -> None:
         """Wait for every commit under way (before partitions change hands or the consumer
         stops). After a failed one the states are ahead of the committed offsets: forget
         them, so the next assignment rebuilds them from the log."""
-        try:
-            await self._commits.flush()
-        except Exception as exc:
-            log.warning("commit failed; states rebuilt from the log", error=str(exc)[:300])
+        if not await self._commits.settle():
             self._forget()
-        await self._commits.end()
 
     def writing(self) -> bool:
         return bool(self._commits)
