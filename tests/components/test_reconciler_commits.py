@@ -46,10 +46,10 @@ def reconciler_decisions(events: list[AuditEvent]) -> Counter[str]:
 
 class HeldCommits:
     """The consumer's ``commit``, each call recorded (partition → offset, in call order) and
-    the first one held until :attr:`release` is set; it then fails when ``fail`` is."""
+    call number ``hold`` held until :attr:`release` is set; it then fails when ``fail`` is."""
 
-    def __init__(self, commit: Any, *, fail: bool = False) -> None:
-        self.real_commit, self.fail = commit, fail
+    def __init__(self, commit: Any, *, hold: int = 1, fail: bool = False) -> None:
+        self.real_commit, self.hold, self.fail = commit, hold, fail
         self.release = asyncio.Event()
         self.calls: list[dict[tuple[str, int], int]] = []
         self.under_way: set[tuple[str, int]] = set()
@@ -60,7 +60,7 @@ class HeldCommits:
         self.overlapped |= bool(self.under_way & set(offsets))
         self.under_way |= set(offsets)
         try:
-            if len(self.calls) == 1:
+            if len(self.calls) == self.hold:
                 await self.release.wait()
                 if self.fail:
                     raise EventLogError("connection reset", retriable=True)
@@ -69,10 +69,15 @@ class HeldCommits:
             self.under_way -= set(offsets)
 
 
-def taking(reconciler: Reconciler, records: int) -> Reconciler:
-    reconciler.max_records = records
+def holding_commits(reconciler: Reconciler, *, hold: int = 1, fail: bool = False) -> HeldCommits:
+    """Have ``reconciler`` read two records at a time, its commits made through a
+    :class:`HeldCommits`."""
+    reconciler.max_records = 2
     reconciler.poll_timeout = 0.05
-    return reconciler
+    assert reconciler.consumer is not None
+    held = HeldCommits(reconciler.consumer.commit, hold=hold, fail=fail)
+    reconciler.consumer.commit = held  # type: ignore[method-assign]
+    return held
 
 
 def read_from(reconciler: Reconciler) -> tuple[str, int]:
@@ -88,15 +93,12 @@ async def a_batch(reconciler: Reconciler) -> int:
 async def test_a_batch_is_judged_while_the_one_before_is_committed_and_commits_keep_order(
     pipeline: Pipeline,
 ) -> None:
-    # given an audit's six events, read two at a time, and commits the test holds
-    events = one_audit("d")
-    await append(pipeline.log, pipeline.topics.lifecycle, events)
+    # given an audit's six events, read two at a time, and commits the test holds from the
+    # second batch on
+    await append(pipeline.log, pipeline.topics.lifecycle, one_audit("d"))
     async with Reconciler(pipeline.log, POLICY) as reconciler:
-        taking(reconciler, 2)
+        held = holding_commits(reconciler, hold=2)
         assert await a_batch(reconciler) == 2
-        assert reconciler.consumer is not None
-        held = HeldCommits(reconciler.consumer.commit)
-        reconciler.consumer.commit = held  # type: ignore[method-assign]
         tp = read_from(reconciler)
         first = reconciler.positions[tp]
 
@@ -110,14 +112,14 @@ async def test_a_batch_is_judged_while_the_one_before_is_committed_and_commits_k
         )
         assert reconciler.decided == 1
         # … but its commit waits for the one before it over the partition
-        assert held.calls == [{tp: first + 2}]
+        assert held.calls == [{tp: first}, {tp: first + 2}]
         assert not step.done()
 
         # and once that one is made, the rest follow in order, one at a time
         held.release.set()
         await asyncio.wait_for(step, 10)
         await run_until_idle(reconciler)
-        assert [c[tp] for c in held.calls][:2] == [first + 2, first + 4]
+        assert [c[tp] for c in held.calls][:3] == [first, first + 2, first + 4]
         offsets = [c[tp] for c in held.calls]
         assert offsets == sorted(offsets) and not held.overlapped
 
@@ -128,14 +130,10 @@ async def test_a_batch_is_judged_while_the_one_before_is_committed_and_commits_k
 async def test_a_commit_after_one_that_failed_over_its_partition_is_never_made(
     pipeline: Pipeline,
 ) -> None:
-    # given an audit's six events, read two at a time
-    events = one_audit("d")
-    await append(pipeline.log, pipeline.topics.lifecycle, events)
+    # given an audit's six events, read two at a time, and a first commit that fails
+    await append(pipeline.log, pipeline.topics.lifecycle, one_audit("d"))
     async with Reconciler(pipeline.log, POLICY) as reconciler:
-        taking(reconciler, 2)
-        assert reconciler.consumer is not None
-        held = HeldCommits(reconciler.consumer.commit, fail=True)
-        reconciler.consumer.commit = held  # type: ignore[method-assign]
+        held = holding_commits(reconciler, fail=True)
 
         # when the second batch (the deadly observation) is judged while the first batch's
         # commit is under way, and that commit then fails
@@ -160,8 +158,7 @@ async def test_a_checkpoint_holds_the_states_as_of_its_commit_while_the_next_bat
 ) -> None:
     # given an audit's six events, read two at a time, a checkpoint due after every batch,
     # and the checkpoints saved recorded
-    events = one_audit("d")
-    await append(pipeline.log, pipeline.topics.lifecycle, events)
+    await append(pipeline.log, pipeline.topics.lifecycle, one_audit("d"))
     saved: list[tuple[int, dict[str, AuditState]]] = []
     real_save = pipeline.store.save_checkpoint
 
@@ -173,10 +170,7 @@ async def test_a_checkpoint_holds_the_states_as_of_its_commit_while_the_next_bat
     async with Reconciler(pipeline.log, POLICY, checkpoints=pipeline.store) as reconciler:
         assert reconciler.checkpoints is not None
         reconciler.checkpoints.every_events = 1
-        taking(reconciler, 2)
-        assert reconciler.consumer is not None
-        held = HeldCommits(reconciler.consumer.commit)
-        reconciler.consumer.commit = held  # type: ignore[method-assign]
+        held = holding_commits(reconciler)
 
         # when the first batch's commit is held while the second batch (two more pages)
         # is judged, and then let through
