@@ -5,9 +5,9 @@ latest checkpoint and folds only what follows instead of the partition's whole h
 **Consistent by construction.** A checkpoint is the state exactly at a committed offset (the
 decisions the commit appended included): taken (:meth:`Checkpoints.taken`) when the batch up
 to that offset is handled, under the consumer's batch lock, and saved only once its commit
-succeeded. A crash before it is saved only leaves an older
-checkpoint, from which more is folded; nothing is lost or decided twice, because folding a
-consumer's own decision again changes nothing (a terminal audit records, not applies, another
+succeeded. A crash before it is saved only leaves an older checkpoint, from which more is
+folded; nothing is lost or decided twice, because folding a consumer's own decision again
+changes nothing (a terminal audit records, not applies, another
 failure; a hold stands until it ends).
 
 **Cheap.** States are immutable, so the snapshot is a shallow copy; encoding (pickle, zlib) runs

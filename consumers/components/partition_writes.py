@@ -5,8 +5,9 @@ made when one of them did not commit: it raises that write's error instead (the 
 its own were not stored, so storing its offsets would step over them). Writes over different
 partitions proceed at once; an audit lives in one partition, so they share no row.
 
-:class:`BatchWrites` keeps the writes of the last few batches, so a consumer handles its next
-batch while the one before is written, and awaits them oldest batch first.
+:class:`BatchWrites` keeps the writes of the last few batches (the projector's parts, the
+reconciler's commits), so a consumer handles its next batch while the one before is written,
+and awaits them oldest batch first, each batch's follow-up once it is written.
 """
 
 from __future__ import annotations
@@ -55,31 +56,41 @@ class PartitionWrites:
 
 
 class BatchWrites:
-    """The writes of the batches not yet awaited, in :class:`PartitionWrites`' order."""
+    """The writes of the batches (or parts of one) not yet awaited, in
+    :class:`PartitionWrites`' order, each batch with what to do once it is written."""
 
     def __init__(self) -> None:
         self._writes = PartitionWrites()
-        self._batches: deque[list[asyncio.Task[None]]] = deque()
+        self._batches: deque[tuple[list[asyncio.Task[None]], Callable[[], Awaitable[None]] | None]]
+        self._batches = deque()
 
     def __len__(self) -> int:
         """The batches whose writes are not awaited yet."""
         return len(self._batches)
 
     def start(
-        self, writes: Iterable[tuple[Iterable[tuple[str, int]], Callable[[], Awaitable[None]]]]
+        self,
+        writes: Iterable[tuple[Iterable[tuple[str, int]], Callable[[], Awaitable[None]]]],
+        then: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        """Start a batch's writes, each ``(partitions, write)``."""
-        self._batches.append([self._writes.start(tps, write) for tps, write in writes])
+        """Start a batch's writes, each ``(partitions, write)``; ``then()`` is awaited once
+        they all succeeded, by the :meth:`flush` that finds them done."""
+        tasks = [self._writes.start(tps, write) for tps, write in writes]
+        self._batches.append((tasks, then))
 
     async def flush(self, keep: int = 0) -> None:
         """Wait until the writes of at most ``keep`` batches are not awaited yet, oldest first.
         A failed write raises its error (its batch stays, for :meth:`end`)."""
         while len(self._batches) > keep:
-            for write in self._batches[0]:  # cancelling a flush leaves the writes to the
-                await asyncio.shield(write)  # next flush or to end()
+            tasks, then = self._batches[0]
+            for write in tasks:  # cancelling a flush leaves the writes to the next flush
+                await asyncio.shield(write)  # or to end()
             self._batches.popleft()
+            if then is not None:
+                await then()
 
-    async def end(self) -> None:
-        """Wait for every write to end, whatever its outcome, and start afresh."""
-        await self._writes.end()
+    async def end(self, *, cancel: bool = False) -> None:
+        """Wait for every write to end (cancelling them first when ``cancel``), whatever its
+        outcome, and start afresh."""
+        await self._writes.end(cancel=cancel)
         self._batches.clear()

@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import structlog
 
 from consumers.components.base import LogConsumer
-from consumers.components.partition_writes import PartitionWrites
+from consumers.components.partition_writes import BatchWrites
 from consumers.eventlog.codec import decode_verbatim
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record
 from consumers.eventlog.wire import decode_view
@@ -85,10 +84,7 @@ class Projector(LogConsumer):
         super().__init__(event_log, [event_log.topics.lifecycle])
         self.store = store
         self.applied = 0
-        # The parts being written, in order: their writes, and their batch when it is the
-        # batch's last part.
-        self._parts: deque[tuple[list[asyncio.Task[None]], _Batch | None]] = deque()
-        self._writes = PartitionWrites()
+        self._parts = BatchWrites()  # the parts being written, in order
 
     async def stop(self) -> None:
         async with self.batch_lock:
@@ -166,35 +162,32 @@ class Projector(LogConsumer):
                 batch.reached.update(offsets)
                 await self._flush(keep=self.depth - 1)
                 last = start + self.part_size >= len(records)
-                writes = self._write(part, runs, offsets, batch)
-                self._parts.append((writes, batch if last else None))
+                then = functools.partial(self._finish, batch) if last else None
+                self._parts.start(self._write(part, runs, offsets, batch), then)
         except BaseException:
             await self._abandon()
             raise
         return len(records)
 
     async def _flush(self, keep: int = 0) -> None:
-        """Wait until at most ``keep`` parts are being written, oldest first; after a batch's
-        last part, finish the batch: its counts, and its offsets committed to the log as well
-        (for lag only).
+        """Wait until at most ``keep`` parts are being written, oldest first (a batch's last
+        part then finishes the batch: :meth:`_finish`).
 
         A store error propagates (the component restarts from the offsets in the store).
         Called under :attr:`batch_lock`, so never twice at once."""
-        while len(self._parts) > keep:
-            writes, finished = self._parts[0]
-            for write in writes:  # cancelling a flush leaves the writes to stop() or the
-                await asyncio.shield(write)  # next flush
-            self._parts.popleft()
-            if finished is None:
-                continue
-            self.applied += finished.applied
-            EVENTS_PROJECTED.labels("applied").inc(finished.applied)
-            EVENTS_PROJECTED.labels("skipped").inc(finished.skipped)
-            assert self.consumer is not None
-            try:
-                await self.consumer.commit(finished.reached)
-            except Exception as exc:  # the store holds the truth; the log's copy is for lag only
-                log.debug("log offset commit failed", error=str(exc))
+        await self._parts.flush(keep)
+
+    async def _finish(self, batch: _Batch) -> None:
+        """A batch written: its counts, and its offsets committed to the log as well (for lag
+        only)."""
+        self.applied += batch.applied
+        EVENTS_PROJECTED.labels("applied").inc(batch.applied)
+        EVENTS_PROJECTED.labels("skipped").inc(batch.skipped)
+        assert self.consumer is not None
+        try:
+            await self.consumer.commit(batch.reached)
+        except Exception as exc:  # the store holds the truth; the log's copy is for lag only
+            log.debug("log offset commit failed", error=str(exc))
 
     async def _settle(self) -> None:
         """Flush before partitions change hands or the consumer stops, and wait for every
@@ -206,13 +199,11 @@ class Projector(LogConsumer):
             log.warning(
                 "projection write failed; read again from the store's offsets", error=str(exc)[:300]
             )
-        await self._writes.end()
-        self._parts.clear()
+        await self._parts.end()
 
     async def _abandon(self) -> None:
         """Cancel the writes under way (handling the batch raised)."""
-        await self._writes.end(cancel=True)
-        self._parts.clear()
+        await self._parts.end(cancel=True)
 
     async def _decode(
         self, records: list[Record], dlq: list[OutRecord], *, busy: bool
@@ -248,13 +239,13 @@ class Projector(LogConsumer):
         runs: dict[tuple[str, int], _Run],
         offsets: dict[tuple[str, int], int],
         tally: _Batch,
-    ) -> list[asyncio.Task[None]]:
-        """Start writing one part in up to :attr:`lanes` store transactions, each over its
-        own log partitions with their offsets (an audit lives in one partition, so they share
-        no row, and each commits or fails alone), each after the earlier writes over its
-        partitions (see :mod:`consumers.components.partition_writes`)."""
+    ) -> list[tuple[list[tuple[str, int]], Callable[[], Awaitable[None]]]]:
+        """The writes of one part (each to start after the earlier writes over its partitions:
+        :mod:`consumers.components.partition_writes`): up to :attr:`lanes` store transactions,
+        each over its own log partitions with their offsets (an audit lives in one partition,
+        so they share no row, and each commits or fails alone)."""
         sizes = {tp: len(runs[tp][0]) if tp in runs else 0 for tp in offsets}
-        writes = []
+        writes: list[tuple[list[tuple[str, int]], Callable[[], Awaitable[None]]]] = []
         for partitions in split_lanes(sizes, self.lanes):
             lane: _Lane = ([], [], {})
             for tp in partitions:
@@ -262,8 +253,7 @@ class Projector(LogConsumer):
                     lane[0].extend(runs[tp][0])
                     lane[1].extend(runs[tp][1])
                 lane[2][tp] = offsets[tp]
-            write = functools.partial(self._apply_lane, records, lane, tally)
-            writes.append(self._writes.start(partitions, write))
+            writes.append((partitions, functools.partial(self._apply_lane, records, lane, tally)))
         return writes
 
     async def _apply_lane(self, records: list[Record], lane: _Lane, tally: _Batch) -> None:
