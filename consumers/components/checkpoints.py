@@ -7,8 +7,8 @@ decisions the commit appended included): taken (:meth:`Checkpoints.taken`) when 
 to that offset is handled, under the consumer's batch lock, and saved only once its commit
 succeeded. A crash before it is saved only leaves an older checkpoint, from which more is
 folded; nothing is lost or decided twice, because folding a consumer's own decision again
-changes nothing (a terminal audit records, not applies, another
-failure; a hold stands until it ends).
+changes nothing (a terminal audit records, not applies, another failure; a hold stands until
+it ends).
 
 **Cheap.** States are immutable, so the snapshot is a shallow copy; encoding (pickle, zlib) runs
 in a worker thread and the save in the background, at most one per partition at a time, after
