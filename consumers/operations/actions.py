@@ -5,14 +5,11 @@ call :class:`Actions`.
 
 Every action is an event in the lifecycle log that names the operator (``actor``): an API
 token's name, or ``cli:<os user>``. Whether an action applies is the transition table's call
-(:func:`statemachine.machine.next_status`) on the audit as the projection has it, so an action
-refused here would also be recorded-not-applied by every consumer:
+on the audit as the projection has it (the events and their rules: ``action_events.py``):
 
-- **fail** appends ``AuditFailed`` (``failed_by = "operator"``, the code given, the reason as
-  its detail) to a ``running`` audit;
+- **fail** appends ``AuditFailed`` to a ``running`` audit;
 - **restore** appends ``AuditRestored`` to a ``failed`` audit whose failure the reconciler or
-  an operator made (a workflow's own failure is never undone); it names the failure it undoes
-  and carries the audit's facts, so consumers that keep no state of failed audits resume it;
+  an operator made (a workflow's own failure is never undone);
 - **probe** asks the Workflows API about a ``running`` audit now (trigger ``manual``) and
   answers with the reconciler's outcome, as a status read does.
 
@@ -25,37 +22,32 @@ not apply to, and publish the rest in one append. Refusals are errors: :class:`N
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
 import structlog
 
-from consumers.operations.action_input import check_code, check_reason, last_failure
+from consumers.operations.action_events import (
+    PRODUCER,
+    check_restorable,
+    operator_failure,
+    restoration,
+)
+from consumers.operations.action_input import check_code, check_reason
 from consumers.operations.freshness import wait_for_projection
 from consumers.operations.listing import AuditFilter, matching
 from consumers.operations.operations import Operations
 from consumers.runtime.metrics import OPERATOR_ACTIONS
 from projections.row import AuditRow
 from statemachine.errors import NoServer, NotFound, WrongState
-from statemachine.events import (
-    AuditEvent,
-    AuditFailed,
-    AuditFailedData,
-    AuditRestored,
-    AuditRestoredData,
-    AuditStartedData,
-    FailedBy,
-)
-from statemachine.machine import next_status
+from statemachine.events import AuditEvent, AuditFailed, AuditRestored
 from statemachine.state import evolve
 
 __all__ = ["PRODUCER", "ActionResult", "Actions", "BulkResult"]
 
 log = structlog.get_logger("auditrec.actions")
 
-PRODUCER: Final = "auditrec-operator"
 BULK_LIMIT: Final = 10_000  # audits one bulk action looks at
 
 Action = Literal["fail", "restore", "probe"]
@@ -185,68 +177,12 @@ class Actions:
     # -- the events ---------------------------------------------------------------------------
 
     def _failure(self, row: AuditRow, code: str, reason: str) -> AuditFailed:
-        code, reason = check_code(code), check_reason(reason)
-        if next_status(row.status, "AuditFailed", row.state) is None:
-            raise WrongState(
-                f"audit {row.audit_id!r} is {row.status}: only a running audit can be failed"
-            )
-        return AuditFailed(
-            **self._envelope(row.audit_id),
-            data=AuditFailedData(
-                error_code=code,
-                error_detail=reason,
-                failed_phase=row.state.current_phase,
-                failed_by=FailedBy.OPERATOR,
-                actor=self.actor,
-            ),
-        )
+        return operator_failure(row, code, reason, self.actor, self.rt.now())
 
     async def _restoration(self, row: AuditRow, reason: str) -> AuditRestored:
-        s = row.state
-        if next_status(s.status, "AuditRestored", s) is None:
-            if s.status == "failed":
-                raise WrongState(
-                    f"audit {row.audit_id!r} failed by {s.failed_by}: only a failure by the "
-                    "reconciler or an operator is restored (a workflow's own failure never is)"
-                )
-            raise WrongState(
-                f"audit {row.audit_id!r} is {s.status}: only a failed audit can be restored"
-            )
+        check_restorable(row)  # before its history is read
         history = await self.rt.store.history(row.audit_id)
-        failure = last_failure([h.event for h in history])
-        if failure is None:
-            raise WrongState(f"audit {row.audit_id!r}: its failure is not in its history")
-        if s.project_id is None:  # every started audit has one: the start is missing
-            raise WrongState(f"audit {row.audit_id!r}: its start is not in its history")
-        return AuditRestored(
-            **self._envelope(row.audit_id),
-            data=AuditRestoredData(
-                reason=reason,
-                actor=self.actor,
-                failure_id=failure.event_id,
-                failed_by=failure.data.failed_by,
-                error_code=failure.data.error_code,
-                resume=AuditStartedData(
-                    project_id=s.project_id,
-                    organization_id=s.organization_id,
-                    started_by_user_id=s.started_by_user_id,
-                    start_url=s.start_url,
-                    workflow_instance_id=s.workflow_instance_id,
-                    started_at=s.started_at,
-                    current_phase=s.current_phase,
-                    pages_total=s.pages_total,
-                ),
-                pages_crawled=s.pages_crawled,
-            ),
-        )
-
-    def _envelope(self, audit_id: str) -> dict[str, Any]:
-        return {
-            "event_id": uuid.uuid4(),
-            "audit_id": audit_id,
-            "occurred_at": self.rt.now(),
-            "producer": PRODUCER,
-        }
+        return restoration(row, [h.event for h in history], reason, self.actor, self.rt.now())
 
     # -- reading and publishing ---------------------------------------------------------------
 

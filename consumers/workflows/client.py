@@ -60,10 +60,7 @@ from consumers.workflows.answers import (
     ProbeFailure,
     parse_page,
 )
-from consumers.workflows.ratelimit import (
-    Limiter,
-    RateLimit,
-)
+from consumers.workflows.ratelimit import Limiter, RateLimit
 from consumers.workflows.responses import (
     Outcome,
     Reader,
@@ -285,8 +282,6 @@ class WorkflowsClient(LongLived):
         if len(detail) > _MAX_DETAIL:
             detail = detail[: _MAX_DETAIL - 1] + "…"
         return ProbeFailure(reason, status, detail)
-
-    # --- reading the answer ----------------------------------------------------------------------
 
 
 @functools.cache
