@@ -140,7 +140,7 @@ class Projector(LogConsumer):
         return bool(self._parts)
 
     async def written(self) -> None:
-        await self._flush()
+        await self._parts.flush()
 
     async def _handle(self, records: list[Record]) -> int:
         """Decode and apply the batch in parts of :attr:`part_size` records, each part in its
@@ -148,7 +148,7 @@ class Projector(LogConsumer):
         part is decoded (the decoding yields now and then so the writes progress), so neither
         side waits for the other. A part's writes start once fewer than :attr:`depth` parts are
         being written; the last ones are still being written when this returns (see
-        :meth:`_flush`)."""
+        :meth:`written`)."""
         assert self.consumer is not None
         batch = _Batch()
         try:
@@ -160,22 +160,14 @@ class Projector(LogConsumer):
                     await self.log.append(dlq)
                 offsets = self.next_offsets(part)
                 batch.reached.update(offsets)
-                await self._flush(keep=self.depth - 1)
+                await self._parts.flush(keep=self.depth - 1)
                 last = start + self.part_size >= len(records)
                 then = functools.partial(self._finish, batch) if last else None
                 self._parts.start(self._write(part, runs, offsets, batch), then)
         except BaseException:
-            await self._abandon()
+            await self._parts.end(cancel=True)  # cancel the writes under way
             raise
         return len(records)
-
-    async def _flush(self, keep: int = 0) -> None:
-        """Wait until at most ``keep`` parts are being written, oldest first (a batch's last
-        part then finishes the batch: :meth:`_finish`).
-
-        A store error propagates (the component restarts from the offsets in the store).
-        Called under :attr:`batch_lock`, so never twice at once."""
-        await self._parts.flush(keep)
 
     async def _finish(self, batch: _Batch) -> None:
         """A batch written: its counts, and its offsets committed to the log as well (for lag
@@ -194,16 +186,12 @@ class Projector(LogConsumer):
         write to end; a failed write is only logged: its partitions are read again from the
         offsets in the store."""
         try:
-            await self._flush()
+            await self._parts.flush()
         except Exception as exc:
             log.warning(
                 "projection write failed; read again from the store's offsets", error=str(exc)[:300]
             )
         await self._parts.end()
-
-    async def _abandon(self) -> None:
-        """Cancel the writes under way (handling the batch raised)."""
-        await self._parts.end(cancel=True)
 
     async def _decode(
         self, records: list[Record], dlq: list[OutRecord], *, busy: bool
