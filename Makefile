@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-typescript lint-typescript test-fast fuzz chaos lint format bench services-up services-down promtool browser screenshots clean
+.PHONY: venv demo test check test-typescript lint-typescript test-fast fuzz chaos lint format bench services-up services-down promtool browser screenshots clean
 
 venv: $(STAMP)
 
@@ -21,10 +21,21 @@ demo: venv
 
 # The whole suite against real Kafka and PostgreSQL; a service test that cannot reach its
 # service fails instead of skipping (and the tests of deploy/ fail without promtool, the
-# console's browser tests without chromium).
+# console's browser tests without chromium). The tests run in TEST_WORKERS processes (each
+# test keeps its own topics, database and files); those that restart a shared service
+# (marked `serial`) run alone afterwards. Exit 5 (no test selected) is not a failure there.
+TEST_WORKERS ?= 3
 test: venv services-up promtool browser
-	AUDITREC_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	AUDITREC_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not serial" $(PYTEST_ARGS)
+	AUDITREC_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -q -m serial $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(MAKE) test-typescript
+
+# The inner loop, on every change (no services needed): lint, the pure core, and the
+# contract suites of the ports on the embedded backend.
+CHECK_TESTS ?= tests/statemachine tests/projections/test_sqlite_store.py tests/consumers/test_sqlite_log.py
+check: venv
+	$(MAKE) lint
+	$(BIN)/python -m pytest -q -n 2 -m "not kafka and not postgres and not slow" $(CHECK_TESTS)
 
 # The TypeScript client's tests (Node >= 20, no npm install): against a real `auditrec serve`
 # from this venv.

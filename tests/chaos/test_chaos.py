@@ -65,7 +65,7 @@ from tests.services import kafka_bootstrap, postgres_url
 PROFILE = Profile.from_env()
 PARTITIONS = 6
 RECOVERY_WAIT = 120.0  # seconds a fault may take to recover before it counts as a hang
-pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.postgres]
+pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.kafka, pytest.mark.postgres]
 
 # Short watchdog and probe settings, so that a run takes minutes; a budget that never binds.
 SERVE_SETTINGS = {

@@ -380,6 +380,7 @@ def test_two_reconcilers_in_one_group_share_partitions_without_a_double_decision
 
 @pytest.mark.kafka
 @pytest.mark.postgres
+@pytest.mark.serial
 @pytest.mark.parametrize("service", ["kafka", "postgres"])
 def test_a_service_restart_mid_stream_loses_nothing(tmp_path: Path, service: str) -> None:
     """The broker, or the database, goes away mid-stream: the consumers retry with backoff
