@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -20,11 +19,11 @@ import pytest
 
 from consumers.workflows.simulator.server import SimulatorServer
 from projections.row import COLUMNS
+from tests import cli
 from tests.api.conftest import free_port
+from tests.cli import AUDITREC
 from tests.conftest import Backend
 from tests.eventually import eventually_sync
-
-AUDITREC = str(Path(sys.executable).with_name("auditrec"))
 
 
 def run(
@@ -34,9 +33,8 @@ def run(
     input: str | None = None,
     timeout: float = 120,
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [AUDITREC, *args], env=env, input=input, capture_output=True, text=True, timeout=timeout
-    )
+    """The CLI in this process (``timeout`` is pytest-timeout's then)."""
+    return cli.run(*args, env=env, input=input)
 
 
 def envelope(kind: str, audit_id: str, at: datetime, **data: Any) -> str:
