@@ -21,6 +21,7 @@ from consumers.workflows.answers import PROBABLE_CAUSE
 from consumers.workflows.simulator.server import SimulatorServer
 from projections.sqlite.schema import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
 from statemachine.events import ProbeFailureReason
+from tests import cli
 from tests.conftest import Backend, backend_pair
 from tests.services import kafka_bootstrap
 
@@ -30,9 +31,7 @@ CHECKS = ["event log", "database", "workflows api", "posthog", "clock"]
 
 
 def doctor(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [AUDITREC, *args, "doctor", "--json"], env=env, capture_output=True, text=True, timeout=60
-    )
+    return cli.run(*args, "doctor", "--json", env=env)
 
 
 def report(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -67,7 +66,7 @@ def environ(backend: Backend, simulator: SimulatorServer, **extra: str) -> dict[
 
 
 def init(env: dict[str, str]) -> None:
-    result = subprocess.run([AUDITREC, "init"], env=env, capture_output=True, text=True)
+    result = cli.run("init", env=env)
     assert result.returncode == 0, result.stderr
 
 

@@ -5,6 +5,7 @@ valid examples, and a sender and receivers."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -39,14 +40,17 @@ def node() -> str:
         if os.environ.get("AUDITREC_REQUIRE_SERVICES") == "1":
             pytest.fail("node and npm are needed to validate the AsyncAPI document")
         pytest.skip("node and npm are not installed")
-    if not (VALIDATOR / "node_modules" / "@asyncapi" / "parser").is_dir():
-        subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
-            cwd=VALIDATOR,
-            check=True,
-            capture_output=True,
-            timeout=600,
-        )
+    # one install for all the test processes: the others wait for it
+    with (VALIDATOR / ".install.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (VALIDATOR / "node_modules" / "@asyncapi" / "parser").is_dir():
+            subprocess.run(
+                ["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
+                cwd=VALIDATOR,
+                check=True,
+                capture_output=True,
+                timeout=600,
+            )
     return found
 
 
