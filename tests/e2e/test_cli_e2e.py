@@ -462,7 +462,7 @@ def test_serve_answers_healthz_at_once_and_says_what_is_still_starting(
                 until=lambda t: "backends: unavailable" in t,
                 timeout=30,
             )
-            time.sleep(3)  # a few retries more
+            time.sleep(3)  # on purpose: a few retries more, each of which must not log again
         finally:
             serve.send_signal(signal.SIGTERM)
             serve.wait(timeout=30)
@@ -618,7 +618,7 @@ def test_a_request_cut_by_shutdown_gets_json_503_and_a_second_signal_exits_at_on
             # when a read waits on the slow probe, and serve is told to stop
             reader = threading.Thread(target=lambda: results.append(read("/audits/a-slow")))
             reader.start()
-            time.sleep(1.0)
+            time.sleep(1.0)  # on purpose: the read reaches serve (nothing outside shows it)
             serve.send_signal(signal.SIGTERM)
             reader.join(timeout=30)
             graceful = serve.wait(timeout=30)
@@ -640,9 +640,13 @@ def test_a_request_cut_by_shutdown_gets_json_503_and_a_second_signal_exits_at_on
             eventually_sync(lambda: read("/healthz"), until=lambda r: r is not None, timeout=30)
             reader = threading.Thread(target=lambda: read("/audits/a-slow"))
             reader.start()
-            time.sleep(1.0)
+            time.sleep(1.0)  # on purpose: the read reaches serve (nothing outside shows it)
             serve.send_signal(signal.SIGTERM)
-            time.sleep(0.5)
+            eventually_sync(
+                lambda: (tmp_path / "serve2.log").read_text(),
+                until=lambda t: "stopping: finishing the batches in hand" in t,
+                timeout=30,
+            )
             started = time.monotonic()
             serve.send_signal(signal.SIGTERM)
             forced = serve.wait(timeout=10)
@@ -654,14 +658,23 @@ def test_a_request_cut_by_shutdown_gets_json_503_and_a_second_signal_exits_at_on
     assert "second signal" in (tmp_path / "serve2.log").read_text()
 
 
+def ready(port: int) -> bool:
+    """Whether the serve on ``port`` says every component is ready."""
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
 def test_a_sweep_shows_progress_and_says_so_when_its_serve_goes_away(
     tmp_path: Path, simulator: SimulatorServer, embedded: Backend
 ) -> None:
     # given a serve whose Workflows API answers slowly, and stale audits for a sweep
     simulator.sim.latency_ms = 20_000
+    port = free_port()
     env = embedded.environ(
         AUDITREC_CLOUDFLARE_API_URL=simulator.url,
-        AUDITREC_API_PORT=str(free_port()),
+        AUDITREC_API_PORT=str(port),
         AUDITREC_SWEEP_WAIT="60s",
         AUDITREC_PROBE_TIMEOUT="60s",
     )
@@ -676,18 +689,20 @@ def test_a_sweep_shows_progress_and_says_so_when_its_serve_goes_away(
         serve = subprocess.Popen([AUDITREC, "serve"], env=env, stdout=sink, stderr=sink)
         try:
             eventually_sync(
-                lambda: run(embedded, "sweep", "--dry-run", env=env).returncode,
-                until=lambda rc: rc == 0,
-                timeout=30,
+                lambda: ready(port), until=lambda up: up, timeout=60, message="serve ready"
             )
             # when a sweep waits on it and the serve stops
-            sweep = subprocess.Popen(
-                [AUDITREC, "sweep"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                text=True,
-            )  # fmt: skip
-            time.sleep(3.0)
-            serve.send_signal(signal.SIGTERM)
-            _, said = sweep.communicate(timeout=60)
+            said_file = tmp_path / "sweep.err"
+            with said_file.open("w") as said_sink:
+                sweep = subprocess.Popen(
+                    [AUDITREC, "sweep"], env=env, stdout=subprocess.DEVNULL, stderr=said_sink
+                )
+                eventually_sync(
+                    said_file.read_text, until=lambda t: "waiting for outcomes" in t, timeout=30
+                )
+                serve.send_signal(signal.SIGTERM)
+                sweep.wait(timeout=60)
+            said = said_file.read_text()
         finally:
             if serve.poll() is None:
                 serve.kill()
@@ -735,7 +750,7 @@ def test_a_status_read_says_so_when_its_serve_goes_away(
                 [AUDITREC, "status", "a-st"], env=env, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, text=True,
             )  # fmt: skip
-            time.sleep(3.0)
+            time.sleep(3.0)  # on purpose: the read reaches serve (nothing outside shows it)
             serve.send_signal(signal.SIGTERM)
             _, said = status.communicate(timeout=60)
             took = time.monotonic() - started
