@@ -1,8 +1,9 @@
 """The reference pages' tables, made from the code each time the site is built (a MkDocs hook,
 ``hooks:`` in ``mkdocs.yml``), so they cannot drift from it.
 
-A page asks for a table with a marker line, ``<!-- reference: NAME -->``, which is replaced by
-what ``REFERENCES[NAME]`` makes of the code:
+A page asks for a table with a marker line, ``<!-- reference: NAME -->`` (and, on the next line,
+an italic placeholder for readers of the Markdown source), which is replaced by what
+``REFERENCES[NAME]`` makes of the code:
 
 - ``cli``: click's ``--help`` of every command of ``auditrec`` (``consumers/cli/main.py``);
 - ``http``: the routes of the API's OpenAPI document, with the scope each needs;
@@ -30,7 +31,8 @@ from typing import Any
 import click
 from mkdocs.exceptions import PluginError
 
-MARKER = re.compile(r"^<!-- reference: ([a-z-]+) -->$", flags=re.MULTILINE)
+# The marker, and the placeholder line a reader of the Markdown source sees in its place.
+MARKER = re.compile(r"^<!-- reference: ([a-z-]+) -->\n(?:_[^\n]*_$)?", flags=re.MULTILINE)
 WIDTH = 100  # the terminal width of the CLI's help as shown
 
 _used: set[str] = set()
