@@ -148,6 +148,7 @@ def http() -> str:
     from consumers.api.guards import needed_scope
 
     document = _openapi()
+    components = document.get("components", {}).get("schemas", {})
     rows = []
     details = []
     for path, methods in document["paths"].items():
@@ -158,11 +159,30 @@ def http() -> str:
             anchor = f"{method}-{path}".lower()
             anchor = re.sub(r"[^a-z0-9]+", "-", anchor).strip("-")
             rows.append((code(method.upper()), f"[`{path}`](#{anchor})", code(scope), summary))
-            details.append(_route(method.upper(), path, scope, operation, anchor))
+            details.append(_route(method.upper(), path, scope, operation, anchor, components))
     return table(("method", "path", "scope", "summary"), rows) + "\n\n" + "\n\n".join(details)
 
 
-def _route(method: str, path: str, scope: str, operation: dict[str, Any], anchor: str) -> str:
+def _body(title: str, content: dict[str, Any], components: dict[str, Any]) -> str:
+    """A request's or an answer's JSON body: its fields, or what it is in a few words."""
+    schema = content.get("application/json", {}).get("schema")
+    if not schema:
+        return ""
+    name = schema.get("$ref", "").rsplit("/", 1)[-1]
+    model = components.get(name, {})
+    if model.get("properties"):
+        return f"{title} (`{name}`):\n\n" + _fields(model, components)
+    return f"{title}: {_kind(schema, components)}."
+
+
+def _route(
+    method: str,
+    path: str,
+    scope: str,
+    operation: dict[str, Any],
+    anchor: str,
+    components: dict[str, Any],
+) -> str:
     parts = [f"### `{method} {path}` {{#{anchor}}}", operation.get("summary", "") + "."]
     if operation.get("description"):
         parts.append(operation["description"])
@@ -183,7 +203,13 @@ def _route(method: str, path: str, scope: str, operation: dict[str, Any], anchor
                 ],
             )
         )
+    body = operation.get("requestBody", {}).get("content", {})
+    if body:
+        parts.append(_body("Body", body, components))
     answers = operation.get("responses", {})
+    for status, answer in answers.items():
+        if status.startswith("2") and answer.get("content"):
+            parts.append(_body(f"Answer {status}", answer["content"], components))
     parts.append(
         "Answers: "
         + ", ".join(
@@ -308,9 +334,10 @@ def _kind(node: dict[str, Any], defs: dict[str, Any]) -> str:
     if "$ref" in node:
         name = node["$ref"].rsplit("/", 1)[-1]
         target = defs.get(name, {})
-        return _kind(target, defs) if "enum" in target or "type" in target else name
-    if "anyOf" in node:
-        kinds = [_kind(n, defs) for n in node["anyOf"] if n.get("type") != "null"]
+        return _kind(target, defs) if "enum" in target else name
+    if "anyOf" in node or "oneOf" in node:
+        choices = node.get("anyOf", node.get("oneOf", []))
+        kinds = [_kind(n, defs) for n in choices if n.get("type") != "null"]
         return " or ".join(dict.fromkeys(kinds))
     if "const" in node:
         return code(json.dumps(node["const"]))
