@@ -17,7 +17,7 @@ __all__ = ["asyncapi", "demo", "diagram", "schema", "simulate_workflows"]
 
 @click.command()
 def diagram() -> None:
-    """The state machine as mermaid."""
+    """The state machine as mermaid, drawn from the transition table."""
     click.echo(mermaid(), nl=False)
 
 
