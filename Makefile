@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test check test-typescript lint-typescript test-fast fuzz chaos lint format bench services-up services-down promtool browser screenshots clean
+.PHONY: venv demo test check test-typescript lint-typescript test-fast fuzz chaos lint format docs bench services-up services-down promtool browser screenshots clean
 
 venv: $(STAMP)
 
@@ -77,6 +77,11 @@ lint: venv
 lint-typescript:
 	cd clients/typescript && npm ci --silent --no-audit --no-fund && npx tsc -p .
 
+# The documentation site (docs/, mkdocs.yml) into site/; --strict: a broken link fails. The
+# reference pages' tables are made from the code by docs/hooks.py as it builds.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 format: venv
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
@@ -115,4 +120,4 @@ screenshots: venv browser
 	$(BIN)/python -m pytest -q -p no:randomly "tests/console/test_console_browser.py::test_the_console_end_to_end_in_chromium[sqlite]"
 
 clean:
-	rm -rf .auditrec .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf .auditrec .pytest_cache .mypy_cache .ruff_cache .hypothesis site

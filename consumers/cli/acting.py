@@ -195,7 +195,9 @@ def probe(
     ctx: click.Context, audit_id: str, inline: bool, operator: str | None, as_json: bool
 ) -> None:
     """Probe a running audit now (trigger manual), whenever it was last observed, and show
-    what the reconciler made of the answer."""
+    what the reconciler made of the answer.
+
+    Needs a running auditrec serve (or --inline)."""
     check_audit_id(audit_id)
     result = _act(ctx, operator, lambda a: a.probe(audit_id, inline=inline))
     data = result.as_dict()

@@ -26,7 +26,9 @@ __all__ = ["audits", "publish", "replay", "status", "sweep"]
 @click.pass_context
 @handle_errors
 def publish(ctx: click.Context, file: Any, as_json: bool) -> None:
-    """Publish JSON Lines envelopes from FILE (or - for stdin). All lines are validated first."""
+    """Publish JSON Lines envelopes from FILE (or - for stdin). All lines are validated first.
+
+    On any invalid line it prints "line N: reason" for each, publishes nothing and exits 2."""
     from consumers.cli.assembly import operations
     from consumers.operations.publishing import parse_json_lines
 
@@ -51,7 +53,11 @@ def publish(ctx: click.Context, file: Any, as_json: bool) -> None:
 @click.pass_context
 @handle_errors
 def status(ctx: click.Context, audit_id: str, no_probe: bool, inline: bool, as_json: bool) -> None:
-    """Reconcile one audit on demand, then show it."""
+    """Reconcile one audit on demand, then show it.
+
+    The reconciling is done by the running auditrec serve; without one, status says so
+    (or, with --inline, reconciles in this process). With --json it prints exactly the row's
+    columns; how it was reconciled goes to stderr."""
     from consumers.cli.assembly import operations
 
     check_audit_id(audit_id)
@@ -98,7 +104,10 @@ def audits(
     cursor: str | None,
     as_json: bool,
 ) -> None:
-    """List audits from the projection, newest first, a page at a time."""
+    """List audits from the projection, newest first, a page at a time.
+
+    Reads the database only, so it works while the event log is down. When there are more
+    rows it prints "more: --cursor X" on stderr for the next page."""
     from consumers.operations.listing import AuditFilter, list_page
 
     settings = settings_of(ctx)
@@ -132,7 +141,12 @@ def audits(
 @click.pass_context
 @handle_errors
 def sweep(ctx: click.Context, dry_run: bool, inline: bool, as_json: bool) -> None:
-    """One watchdog tick; waits for the outcomes and prints a summary."""
+    """One watchdog tick; waits for the outcomes and prints a summary.
+
+    The summary: candidates, probed, failed per code, held by the brake, healthy, unchanged,
+    probe errors. Without a running auditrec serve it refuses (exit 1) unless --inline; when
+    every probe of the tick failed it says why (the probable cause and the setting to check)
+    and exits 1."""
     from consumers.cli.assembly import operations
 
     settings = settings_of(ctx)
@@ -204,7 +218,9 @@ def _every_probe_failed(data: dict[str, Any]) -> str | None:
 @click.pass_context
 @handle_errors
 def replay(ctx: click.Context, audit_id: str, as_json: bool) -> None:
-    """The audit's timeline: each event, state before → after, and the rule that fired."""
+    """The audit's timeline: each event, state before → after, and the rule that fired.
+
+    A recorded decision is explained with the thresholds it recorded, not today's."""
     from consumers.cli.assembly import operations
 
     settings = settings_of(ctx)

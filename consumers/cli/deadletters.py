@@ -55,7 +55,10 @@ def dead_letters() -> None:
 @click.pass_context
 @handle_errors
 def list_(ctx: click.Context, limit: int, consumer: str | None, order: str, as_json: bool) -> None:
-    """One line per dead letter: position, when, consumer, origin, reason."""
+    """One line per dead letter: position, when, consumer, origin, reason.
+
+    The position is PARTITION:OFFSET on the dead-letter topic (what show and replay take), the
+    origin topic/partition@offset; a replayed one is marked [replayed]."""
     data = run(
         with_backends(
             settings_of(ctx),

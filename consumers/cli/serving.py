@@ -100,7 +100,10 @@ def serve(
 @click.pass_context
 @handle_errors
 def rebuild(ctx: click.Context, yes: bool) -> None:
-    """Rebuild the projection from the log."""
+    """Rebuild the projection from the log.
+
+    Refuses while a projector runs. Over a trimmed log (AUDITREC_KAFKA_LIFECYCLE_RETENTION),
+    what the log no longer holds is taken from the projection's history (audit_events)."""
     from consumers.operations.rebuild import rebuild_projection
 
     settings = settings_of(ctx)

@@ -17,7 +17,7 @@ __all__ = ["asyncapi", "demo", "diagram", "schema", "simulate_workflows"]
 
 @click.command()
 def diagram() -> None:
-    """The state machine as mermaid."""
+    """The state machine as mermaid, drawn from the transition table."""
     click.echo(mermaid(), nl=False)
 
 
@@ -129,7 +129,7 @@ def simulate_workflows(host: str, port: int, token: str | None, seed: Path | Non
     waitingForPause, rollingBack, unknown. Fault kinds: latency, rate_limit, server_error,
     success_false, forbidden, malformed, custom, none; a fault on the id "@instances" applies
     to the instance listing. "listing": false serves no listing (404).
-    The control API (/_sim/...) changes all of it while it runs: see the README."""
+    The control API (/_sim/...) changes all of it while it runs: see docs/guides/running.md."""
     from consumers.workflows.simulator.server import run_simulator
 
     err.print(

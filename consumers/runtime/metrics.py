@@ -158,18 +158,18 @@ SWEEP_DURATION = Histogram(
 )
 AUDITS = Gauge(
     "auditrec_audits",
-    "Audits in the projection, by status.",
+    "Audits in the projection, by status (refreshed every 30 s by each watchdog).",
     ["status"],
     registry=REGISTRY,
 )
 AUDITS_STALE_RUNNING = Gauge(
     "auditrec_audits_stale_running",
-    "Running audits started more than STALE_RUNNING_AFTER ago.",
+    "Running audits started more than STALE_RUNNING_AFTER ago (refreshed every 30 s).",
     registry=REGISTRY,
 )
 OLDEST_RUNNING_AGE = Gauge(
     "auditrec_oldest_running_age_seconds",
-    "Age of the oldest running audit (0 when none runs).",
+    "Age of the oldest running audit (0 when none runs; refreshed every 30 s).",
     registry=REGISTRY,
 )
 

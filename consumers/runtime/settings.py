@@ -28,73 +28,133 @@ CLOUDFLARE_API_URL = "https://api.cloudflare.com/client/v4"
 class Settings(BaseSettings):
     # An empty variable counts as unset (as compose files pass them through).
     model_config = SettingsConfigDict(
-        env_prefix="AUDITREC_", extra="ignore", frozen=True, env_ignore_empty=True
+        env_prefix="AUDITREC_",
+        extra="ignore",
+        frozen=True,
+        env_ignore_empty=True,
+        use_attribute_docstrings=True,  # each field's docstring is its documented description
     )
 
     event_log_url: str = "sqlite:///.auditrec/events.db"
+    """The event log: `sqlite:///relative/path`, `sqlite:////absolute/path`, or
+    `kafka://host:9092[,host2:9092]`."""
     database_url: str = "sqlite:///.auditrec/audits.db"
+    """The projection store: `sqlite:///relative/path`, `sqlite:////absolute/path` (four
+    slashes), or `postgresql://user@host:5432/db`."""
     topic_prefix: str = Field(default="audit", pattern=r"^[A-Za-z0-9._-]{1,100}$")
-    # Consumer groups are <group_prefix>-<component>; by default the topic prefix.
+    """Topics are `<prefix>.lifecycle.v1`, `<prefix>.probe-requests.v1` and
+    `<prefix>.dead-letter.v1`."""
     group_prefix: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,100}$")
+    """Consumer groups are `<prefix>-projector`, `-reconciler`, `-probe`, `-telemetry`; unset:
+    the topic prefix (set `auditrec` to keep the groups of versions that used fixed names)."""
 
-    # A stable identity per process (a pod name, a host and slot): consumer groups keep a
-    # restarted process's partitions with it instead of rebalancing (static membership).
     instance_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,100}$")
+    """A stable identity per process (a pod name, a host and slot): Kafka static group
+    membership, so a restarted process gets its partitions back without a rebalance. Never
+    share one between live processes; a stopped static member's partitions move only when its
+    session (10 s) expires."""
 
     kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    """How auditrec talks to Kafka."""
     kafka_sasl_mechanism: str | None = None
+    """The SASL mechanism (`PLAIN`, `SCRAM-SHA-256`, …) with `SASL_*` protocols."""
     kafka_sasl_username: str | None = None
+    """The SASL user name."""
     kafka_sasl_password: SecretStr | None = None
+    """The SASL password (never logged)."""
     kafka_ssl_cafile: Path | None = None
+    """The CA bundle that verifies the brokers (TLS)."""
     kafka_ssl_certfile: Path | None = None
+    """This client's certificate (mutual TLS)."""
     kafka_ssl_keyfile: Path | None = None
+    """This client's private key (mutual TLS)."""
     kafka_lifecycle_partitions: int = Field(default=12, ge=1)
+    """Partitions of the lifecycle topic, when `auditrec init` creates it."""
     kafka_replication_factor: int = Field(default=1, ge=1)
-    # How long the lifecycle log keeps events (None: forever). auditrec trims it itself, never
-    # past a checkpoint (consumers/components/retention.py); the embedded log too.
+    """Replication factor of the topics `auditrec init` creates."""
     kafka_lifecycle_retention: Duration | None = None
+    """How long the lifecycle log keeps events (at least `1h`; unset: forever). auditrec trims
+    the log itself, never past what every consumer has moved past (a checkpoint, the
+    projector's offsets); the embedded log too."""
 
     cloudflare_account_id: str | None = None
+    """The Cloudflare account whose workflows are probed (required by Cloudflare's API)."""
     cloudflare_api_token: SecretStr | None = None
+    """The Workflows API's bearer token (required by Cloudflare's API; never logged)."""
     cloudflare_workflow: str = "site-audit"
+    """The name of the workflow the audits run as."""
     cloudflare_api_url: str = CLOUDFLARE_API_URL
+    """The Workflows API's base URL (a simulator's: `http://127.0.0.1:8787/client/v4`)."""
 
     posthog_api_key: SecretStr | None = None
+    """PostHog's project API key; telemetry is off while it is unset."""
     posthog_host: str | None = None
+    """PostHog's host (unset: PostHog's default)."""
 
     stale_running_after: Duration = timedelta(minutes=15)
+    """Running audits older than this are watched (probed by the watchdog)."""
     instance_lost_grace: Duration = timedelta(minutes=10)
+    """An audit whose instance is `not_found` or `not_attached` is failed `instance_lost` only
+    once it is older than this."""
     finalize_grace: Duration = timedelta(minutes=10)
+    """A `complete` workflow has this long after it ended to report its audit's completion
+    before the audit is failed `finalize_lost`."""
     watchdog_interval: Duration = timedelta(minutes=5)
+    """The watchdog's tick period, shared by every process."""
     watchdog_batch_limit: int = Field(default=100, ge=1, le=100_000)
-    # Audits a tick looks at with the workflow's instance listing (bulk discovery); 0: never
-    # list, every audit is asked for alone.
+    """Audits a tick probes, each asked for alone, when the instance listing is not used."""
     watchdog_bulk_limit: int = Field(default=10_000, ge=0, le=1_000_000)
+    """Audits a tick looks at with the workflow's instance listing (bulk discovery); `0` (or
+    not above the batch limit): never list, every audit is asked for alone."""
     on_demand_min_interval: Duration = timedelta(seconds=30)
+    """A status read probes again only when the last observation is older than this."""
     on_demand_wait: Duration = timedelta(seconds=3)
+    """How long a status read waits for the outcome of its probe."""
     sweep_wait: Duration = timedelta(seconds=60)
+    """How long a sweep waits for its outcomes."""
 
     probe_budget: int = Field(default=1000, ge=1)
+    """Workflows API requests per budget window, shared by every process probing the account
+    (Cloudflare allows 1200 per 5 minutes)."""
     probe_budget_window: Duration = timedelta(minutes=5)
+    """The sliding window of the probe budget."""
     probe_concurrency: int = Field(default=8, ge=1, le=256)
+    """Concurrent Workflows API requests of a process."""
     probe_timeout: Duration = timedelta(seconds=10)
+    """The time limit of one Workflows API request."""
 
-    # The mass-failure brake: 0 audits switches it off.
     brake_min_audits: int = Field(default=20, ge=0, le=1_000_000)
+    """The mass-failure brake engages when one sweep would fail at least this many audits
+    `instance_lost` (and more than the share below); `0` switches the brake off."""
     brake_min_share: float = Field(default=0.5, ge=0.0, le=1.0)
+    """The share of a sweep's observations that must fail `instance_lost` for the brake to
+    engage."""
 
     mode: Literal["enforce", "shadow"] = "enforce"
+    """`shadow`: record what would fail (`AuditFailureSimulated`) without failing it."""
     api_tokens: SecretStr | None = None
+    """Comma-separated bearer tokens, each `name:token:scope` (scope `read`, `publish` or
+    `operate`) or a bare `token` (full access, named `token-N` by its position); when set,
+    every route but `/healthz` and `/metrics` needs one. A malformed entry stops `serve`
+    (exit 2) naming the entry, never its secret."""
     api_host: str = "127.0.0.1"
+    """The address the HTTP API (and a `serve` without the API's `/metrics`) listens on."""
     api_port: int = Field(default=8080, ge=0, le=65535)
+    """The HTTP API's port."""
     api_max_body_bytes: int = Field(default=1_048_576, ge=1024)
-    # With API tokens set: /openapi.json and /docs, or /readyz, readable without one.
+    """The largest request body the API reads (413 beyond)."""
     api_public_docs: bool = False
+    """With tokens set: `/openapi.json`, `/asyncapi.json` and `/docs` readable without one
+    (Swagger UI's files are served by the API itself, never from a CDN)."""
     api_public_readyz: bool = False
-    # Where a `serve` without the API serves /metrics (on AUDITREC_API_HOST); 0: nowhere.
+    """With tokens set: `/readyz` answers without one (Kubernetes probes send none)."""
     metrics_port: int = Field(default=9464, ge=0, le=65535)
+    """Where a `serve` without the API serves `/metrics` (on the API host); `0`: nowhere."""
     log_format: Literal["auto", "json", "console"] = "auto"
+    """Logs go to stderr: JSON lines when it is not a terminal, readable lines when it is
+    (`json` or `console` to choose)."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    """The least level logged."""
 
     @field_validator("event_log_url")
     @classmethod

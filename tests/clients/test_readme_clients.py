@@ -1,6 +1,7 @@
-"""The README's client examples ("Publishing events → Clients") run as written against a real
-``auditrec serve``: the Python block in a Python process, the JavaScript block under Node with
-``auditrec-client`` installed as a package would be and ``env`` the process environment."""
+"""The client examples of the documentation (docs/guides/publishing.md, "Clients") run as
+written against a real ``auditrec serve``: the Python block in a Python process, the JavaScript
+block under Node with ``auditrec-client`` installed as a package would be and ``env`` the
+process environment."""
 
 from __future__ import annotations
 
@@ -19,11 +20,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _block(language: str) -> str:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("\n### Clients\n") + 1 :]
+    text = (ROOT / "docs" / "guides" / "publishing.md").read_text()
+    section = text[text.index("\n## Clients\n") + 1 :]
     section = re.split(r"\n##+ ", section, maxsplit=1)[0]  # up to the next heading
     blocks = re.findall(rf"```{language}\n(.*?)```", section, flags=re.S)
-    assert len(blocks) == 1, f"expected one {language} block under ### Clients"
+    assert len(blocks) == 1, f"expected one {language} block under ## Clients"
     return str(blocks[0])
 
 

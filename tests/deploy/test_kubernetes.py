@@ -64,7 +64,7 @@ def components(container: dict[str, Any]) -> list[str]:
 
 
 def served(container: dict[str, Any]) -> dict[int, set[str]]:
-    """Port → paths the container's `auditrec serve` answers (README: Metrics, HTTP API)."""
+    """Port → paths the container's `auditrec serve` answers (docs/reference: HTTP API, metrics)."""
     settings = settings_of(config())
     if "api" in components(container):
         return {settings.api_port: {"/healthz", "/readyz", "/metrics"}}

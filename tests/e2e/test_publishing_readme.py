@@ -1,7 +1,8 @@
-"""The README's "Publishing events" examples run as written against a real ``auditrec serve``:
-its shell blocks (curl: a plain envelope, then CloudEvents in structured and binary mode) and,
-on Kafka, its Python producer writing to the lifecycle topic directly; each audit they name is
-then in the projection with the history they sent."""
+"""The examples of the documentation's "Publishing events" (docs/guides/publishing.md) run as
+written against a real ``auditrec serve``: its shell blocks (curl: a plain envelope, then
+CloudEvents in structured and binary mode) and, on Kafka, its Python producer writing to the
+lifecycle topic directly; each audit they name is then in the projection with the history they
+sent."""
 
 from __future__ import annotations
 
@@ -19,15 +20,15 @@ from tests.conftest import Backend
 from tests.e2e.serving import serve
 from tests.eventually import eventually_sync
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PUBLISHING = Path(__file__).resolve().parents[2] / "docs" / "guides" / "publishing.md"
 DOCUMENTED_URL = "http://127.0.0.1:8080"
 
 
 def blocks(language: str) -> list[str]:
-    """The fenced ``language`` blocks under "## Publishing events", in order (but those of
-    "### Clients": tests/clients/test_readme_clients.py runs them)."""
-    text = README.read_text().split("\n## Publishing events\n", 1)[1].split("\n## ", 1)[0]
-    text = re.sub(r"\n### Clients\n.*?(?=\n### |\Z)", "\n", text, flags=re.DOTALL)
+    """The fenced ``language`` blocks of "Publishing events", in order (but those of
+    "## Clients": tests/clients/test_readme_clients.py runs them)."""
+    text = PUBLISHING.read_text()
+    text = re.sub(r"\n## Clients\n.*?(?=\n## |\Z)", "\n", text, flags=re.DOTALL)
     return re.findall(rf"^```{language}\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
 
 

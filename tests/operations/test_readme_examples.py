@@ -1,5 +1,6 @@
-"""The README's examples are the real thing: its JSON Lines publish as they are, and every error
-code it explains is one the classifier or the rules can give (and none is missing)."""
+"""The documentation's examples are the real thing: the JSON Lines of "Publishing events"
+publish as they are, and every error code "Operating" explains is one the classifier or the
+rules can give (and none is missing)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from pathlib import Path
 from consumers.operations.publishing import parse_json_lines
 from statemachine.vocabulary import ERROR_CODES
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDES = Path(__file__).resolve().parents[2] / "docs" / "guides"
 
 
 def test_the_json_lines_example_publishes_as_written() -> None:
-    text = README.read_text()
+    text = (GUIDES / "publishing.md").read_text()
     block = text.split("```json\n", 1)[1].split("```", 1)[0]
     events = parse_json_lines(block.splitlines())
     assert [e.type for e in events] == ["AuditStarted", "AuditProgressed", "AuditCompleted"]
@@ -21,6 +22,7 @@ def test_the_json_lines_example_publishes_as_written() -> None:
 
 
 def test_the_error_codes_table_names_every_code() -> None:
-    text = README.read_text().split("### Error codes", 1)[1].split("\n## ", 1)[0]
+    text = (GUIDES / "operating.md").read_text().split("\n## Error codes\n", 1)[1]
+    text = text.split("\n## ", 1)[0]
     documented = re.findall(r"^\| `([a-z_]+)` \|", text, flags=re.MULTILINE)
     assert sorted(documented) == sorted(ERROR_CODES)
