@@ -17,7 +17,7 @@ from consumers.api.models import (
     AuditStatus,
 )
 from consumers.operations.listing import AuditFilter, list_page
-from consumers.operations.operations import Operations
+from consumers.operations.service import Operations
 from projections.row import row_dict
 from statemachine.errors import InvalidInput, NotFound
 from statemachine.explain import explain

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from consumers.operations.operations import Operations
+from consumers.operations.service import Operations
 from consumers.workflows.simulator.server import SimulatorServer
 from tests.eventually import eventually_sync
 

@@ -23,7 +23,7 @@ from consumers.api.ui.render import page
 from consumers.api.ui.session import form, operator
 from consumers.operations.actions import Actions
 from consumers.operations.listing import AuditFilter
-from consumers.operations.operations import Operations
+from consumers.operations.service import Operations
 from statemachine.errors import AuditrecError, InvalidInput, NoServer, NotFound, WrongState
 
 __all__ = ["FILTER_FIELDS", "actor_of", "add_action_routes", "parse_filter"]

@@ -15,8 +15,8 @@ from consumers.api.ui.diagram import state_svg, transition_rows
 from consumers.api.ui.render import page
 from consumers.api.ui.session import viewer
 from consumers.operations.listing import AuditFilter, list_page
-from consumers.operations.operations import Operations
 from consumers.operations.overview import WINDOWS, gather_overview
+from consumers.operations.service import Operations
 from projections.row import AuditRow, row_dict
 from statemachine.errors import InvalidInput, NotFound
 from statemachine.events import AuditEvent

@@ -20,7 +20,7 @@ from consumers.operations.deadletters import (
     replay_dead_letter,
     show_dead_letter,
 )
-from consumers.operations.operations import Operations
+from consumers.operations.service import Operations
 from statemachine.errors import InvalidInput, NotFound
 
 __all__ = ["add_tool_pages"]
