@@ -14,6 +14,7 @@ from consumers.api.ui.access import Session
 from consumers.api.ui.diagram import state_svg, transition_rows
 from consumers.api.ui.render import page
 from consumers.api.ui.session import viewer
+from consumers.operations.action_events import can_fail, can_restore
 from consumers.operations.listing import AUDIT_STATUSES, AuditFilter, list_page
 from consumers.operations.overview import WINDOWS, gather_overview
 from consumers.operations.service import Operations
@@ -118,7 +119,8 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
             diagram=state_svg(current),
             transitions=transition_rows(current),
             current=current,
-            restorable=row is not None and row.state.failed_by in ("reconciler", "operator"),
+            failable=row is not None and can_fail(row),
+            restorable=row is not None and can_restore(row),
             codes=ERROR_CODES,
             done=done[:20],
             message=message[:300],
