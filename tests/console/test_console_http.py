@@ -206,3 +206,41 @@ def test_the_audit_page_offers_the_actions_the_transition_table_allows(
         "a-wf": [],
         "a-op": ["restore"],
     }
+
+
+def test_the_console_refuses_with_the_json_apis_statuses(
+    tmp_path: Path, simulator: SimulatorServer
+) -> None:
+    # given a running audit
+    with (
+        LiveServer(["api", "projector"], **server_settings(tmp_path, simulator)) as live,
+        live.client() as client,
+    ):
+        publish(client, started("a-refused"))
+        eventually_sync(
+            lambda: client.get("/audits/a-refused", params={"probe": "false"}).status_code,
+            until=lambda status: status == 200,
+            timeout=30,
+            message="the audit projected",
+        )
+        token = csrf_of(client.get("/ui/audits").text)
+        # when the same refused actions are asked of both
+        asked = {
+            "wrong state": ("a-refused/restore", {"reason": "x"}),
+            "unknown audit": ("nobody-here/restore", {"reason": "x"}),
+            "bad input": ("a-refused/fail", {"code": "no-such-code", "reason": "x"}),
+        }
+        answers = {
+            why: (
+                client.post(f"/audits/{path}", json=body).status_code,
+                client.post(f"/ui/audits/{path}", data={**body, "csrf": token}).status_code,
+            )
+            for why, (path, body) in asked.items()
+        }
+
+    # then the console answers each with the API's status
+    assert answers == {
+        "wrong state": (409, 409),
+        "unknown audit": (404, 404),
+        "bad input": (422, 422),
+    }
