@@ -1,11 +1,13 @@
 """The clients' generated files are what their generators make of today's schemas: a change to
 the event models that is not regenerated (clients/typescript/scripts/generate.sh,
-clients/python/scripts/generate.sh) fails here, naming the file."""
+clients/python/scripts/generate.sh) fails here, naming the file. What the schemas do not carry
+(the audit statuses of the API's answers) is checked against the service instead."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from types import ModuleType
 
 import pytest
 
+from consumers.operations.listing import AUDIT_STATUSES
 from statemachine.vocabulary import AUDIT_ID_PATTERN, AUDIT_ID_RULE, ERROR_CODES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,3 +116,10 @@ def test_schemas_the_python_generator_cannot_read_stop_it_naming_what(
         file.write_text(json.dumps(body))
     with pytest.raises(generator.SchemaError, match=r"'\^a\+\$' is not"):
         generator.read(tmp_path / "schemas")
+
+
+def test_the_typescript_clients_audit_statuses_are_the_services() -> None:
+    declarations = (CLIENT / "src" / "index.d.ts").read_text()
+    found = re.search(r"^export type AuditStatusName = (.+);$", declarations, re.MULTILINE)
+    assert found is not None
+    assert tuple(json.loads(s) for s in found[1].split(" | ")) == AUDIT_STATUSES
