@@ -25,7 +25,7 @@ from typing import Any
 
 from consumers.cli.assembly import Service
 from consumers.operations.backends import Backends
-from consumers.operations.operations import Operations
+from consumers.operations.service import Operations
 from consumers.runtime.logs import configure_logging
 from consumers.runtime.names import PIPELINE
 from consumers.runtime.settings import load_settings

@@ -33,7 +33,7 @@ from databases import fresh_database  # bench/databases.py (bench/ is on sys.pat
 
 from consumers.cli.assembly import Service
 from consumers.operations.backends import Backends
-from consumers.operations.operations import Operations
+from consumers.operations.service import Operations
 from consumers.runtime.settings import load_settings
 from consumers.workflows.simulator.server import SimulatorServer
 from statemachine.events import AuditCompleted, AuditEvent, AuditStarted, AuditStartedData

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from consumers.cli.assembly import Service
 from consumers.operations.backends import Backends
-from consumers.operations.operations import Operations
+from consumers.operations.service import Operations
 from consumers.runtime.names import PIPELINE
 from consumers.runtime.settings import load_settings
 from consumers.workflows.simulator.server import SimulatorServer

@@ -6,6 +6,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from consumers.operations.action_input import REASON_LIMIT
+from consumers.operations.listing import StatusName
 from statemachine.vocabulary import ErrorCode
 
 __all__ = [
@@ -36,7 +37,7 @@ class RestoreAudit(_Body):
 
 
 class _Filter(_Body):
-    status: Literal["running", "completed", "failed"] | None = None
+    status: StatusName | None = None
     project_id: str | None = Field(default=None, max_length=256)
     error_code: ErrorCode | None = None
     older_than: str | None = Field(

@@ -26,7 +26,7 @@ from consumers.api.guards import actor_of
 from consumers.api.models import R404, R422, R503, Message, Responses
 from consumers.operations.actions import Actions
 from consumers.operations.listing import AuditFilter
-from consumers.operations.operations import Operations
+from consumers.operations.service import Operations
 from statemachine.errors import InvalidInput
 from statemachine.policy import parse_duration
 

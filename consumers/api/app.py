@@ -56,7 +56,7 @@ from consumers.api.models import R401, R403, event_input_schemas
 from consumers.api.shutdown import Closing, Draining
 from consumers.api.ui import add_console
 from consumers.operations.contracts.asyncapi import asyncapi_for
-from consumers.operations.operations import Operations
+from consumers.operations.service import Operations
 
 __all__ = ["ASSETS", "build_app"]
 

@@ -4,7 +4,7 @@ pages), and an audit's history with the decision behind every step."""
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
 
 from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
@@ -16,8 +16,8 @@ from consumers.api.models import (
     AuditPage,
     AuditStatus,
 )
-from consumers.operations.listing import AuditFilter, list_page
-from consumers.operations.operations import Operations
+from consumers.operations.listing import AuditFilter, StatusName, list_page
+from consumers.operations.service import Operations
 from projections.row import row_dict
 from statemachine.errors import InvalidInput, NotFound
 from statemachine.explain import explain
@@ -71,7 +71,7 @@ def add_audit_routes(private: APIRouter, ops: Operations) -> None:
         responses={**R422, **R503},
     )
     async def list_audits(
-        status: Literal["running", "completed", "failed"] | None = None,
+        status: StatusName | None = None,
         project_id: Annotated[str | None, Query(max_length=256)] = None,
         error_code: ErrorCode | None = None,
         older_than: Annotated[

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 
 from consumers.api.models import R422, R503
 from consumers.operations.backtest import backtest, parse_since
-from consumers.operations.operations import Operations
+from consumers.operations.service import Operations
 
 __all__ = ["add_backtest_routes"]
 

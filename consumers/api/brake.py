@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Request
 
 from consumers.api.guards import actor_of
 from consumers.api.models import R422, BrakeAction, BrakeStatus
-from consumers.operations.operations import Operations
+from consumers.operations.service import Operations
 from statemachine.values import ShortText
 
 __all__ = ["add_brake_routes"]

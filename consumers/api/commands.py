@@ -20,8 +20,8 @@ from consumers.operations.contracts.cloudevents import (
     structured_of_binary,
     validate_cloudevents,
 )
-from consumers.operations.operations import Operations
 from consumers.operations.publishing import validate_items
+from consumers.operations.service import Operations
 from statemachine.errors import InvalidInput
 from statemachine.events import AuditEvent, AuditFailed, FailedBy
 

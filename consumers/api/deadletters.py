@@ -15,7 +15,7 @@ from consumers.operations.deadletters import (
     replay_dead_letter,
     show_dead_letter,
 )
-from consumers.operations.operations import Operations
+from consumers.operations.service import Operations
 
 __all__ = ["add_dead_letter_routes"]
 

@@ -1,10 +1,12 @@
 """How errors become HTTP answers: 422 naming each problem, 404, 409 (wrong state), 503 for
 what may pass (the event log, the database, no serve running), 413, and never a credential in
-a message."""
+a message. :data:`STATUS_OF` is the one map from the core's errors to HTTP statuses: the JSON
+API answers with it, the console's pages too (:func:`http_status`)."""
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
 
 import re
+from typing import Final
 
 import structlog
 from fastapi import FastAPI, Request
@@ -24,11 +26,26 @@ from statemachine.errors import (
     WrongState,
 )
 
-__all__ = ["install_error_handlers", "safe"]
+__all__ = ["STATUS_OF", "http_status", "install_error_handlers", "safe"]
 
 log = structlog.get_logger("auditrec.api")
 
 _CREDENTIALS_IN_URL = re.compile(r"(\w+://)[^/\s@]+@")
+
+# The HTTP status of each of the core's errors (the first kind it is an instance of); any
+# other error is a 500.
+STATUS_OF: Final[dict[type[AuditrecError], int]] = {
+    InvalidInput: 422,
+    NotFound: 404,
+    WrongState: 409,
+    NoServer: 503,
+    InfrastructureError: 503,
+}
+
+
+def http_status(exc: AuditrecError) -> int:
+    """The HTTP status that answers ``exc`` (:data:`STATUS_OF`)."""
+    return next((code for kind, code in STATUS_OF.items() if isinstance(exc, kind)), 500)
 
 
 def safe(exc: BaseException) -> str:
@@ -54,28 +71,15 @@ def install_error_handlers(app: FastAPI, max_body: int) -> None:
             return JSONResponse({"detail": problems, "message": "invalid body"}, 422)
         return await http_exception_handler(request, exc)
 
-    @app.exception_handler(InvalidInput)
-    async def _invalid_input(request: Request, exc: InvalidInput) -> JSONResponse:
-        return JSONResponse({"detail": exc.problems, "message": str(exc)}, status_code=422)
-
-    @app.exception_handler(NotFound)
-    async def _not_found(request: Request, exc: NotFound) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=404)
-
-    @app.exception_handler(WrongState)
-    async def _wrong_state(request: Request, exc: WrongState) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=409)
-
-    @app.exception_handler(NoServer)
-    async def _no_server(request: Request, exc: NoServer) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=503)
-
     @app.exception_handler(BodyTooLarge)
     async def _body_too_large(request: Request, exc: BodyTooLarge) -> JSONResponse:
         return too_large(max_body)
 
     @app.exception_handler(AuditrecError)
-    async def _infrastructure(request: Request, exc: AuditrecError) -> JSONResponse:
+    async def _refused(request: Request, exc: AuditrecError) -> JSONResponse:
+        status = http_status(exc)
+        if isinstance(exc, InvalidInput):
+            return JSONResponse({"detail": exc.problems, "message": str(exc)}, status)
         if isinstance(exc, InfrastructureError):
             what = "database" if isinstance(exc, StoreError) else "event log or API"
             log.warning("request failed", path=request.url.path, error=safe(exc))
@@ -84,8 +88,10 @@ def install_error_handlers(app: FastAPI, max_body: int) -> None:
                     "detail": f"{what} unavailable, try again: {safe(exc)}",
                     "retriable": exc.retriable,
                 },
-                status_code=503,
+                status_code=status,
                 headers={"Retry-After": "1"} if exc.retriable else None,
             )
-        log.error("request failed", path=request.url.path, error=safe(exc))
-        return JSONResponse({"detail": "internal error"}, status_code=500)
+        if status == 500:
+            log.error("request failed", path=request.url.path, error=safe(exc))
+            return JSONResponse({"detail": "internal error"}, status_code=status)
+        return JSONResponse({"detail": str(exc)}, status_code=status)

@@ -14,7 +14,7 @@ import uvicorn
 
 from consumers.api.app import build_app
 from consumers.api.shutdown import Closing
-from consumers.operations.operations import Operations
+from consumers.operations.service import Operations
 from consumers.runtime.component import Component
 from statemachine.errors import AuditrecError
 

@@ -18,7 +18,7 @@ import click
 from consumers.cli.braking import cli_actor
 from consumers.cli.context import check_audit_id, handle_errors, run, settings_of, with_backends
 from consumers.cli.output import err, out, print_json
-from consumers.operations.listing import AuditFilter
+from consumers.operations.listing import AUDIT_STATUSES, AuditFilter
 from statemachine.errors import InvalidInput
 from statemachine.policy import parse_duration
 from statemachine.vocabulary import ERROR_CODES
@@ -89,9 +89,7 @@ _operator = click.option(
 )
 _json = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 _bulk = [
-    click.option(
-        "--status", type=click.Choice(["running", "completed", "failed"]), help="Bulk: status."
-    ),
+    click.option("--status", type=click.Choice(AUDIT_STATUSES), help="Bulk: status."),
     click.option("--project", help="Bulk: only this project id."),
     click.option("--older-than", help="Only audits started longer ago than this (2h, 1d)."),
     click.option("--yes", is_flag=True, help="Bulk form: act (without it, only list)."),

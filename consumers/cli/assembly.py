@@ -2,7 +2,7 @@
 backends, and the operations wired to run the pipeline in-process when asked (``--inline``).
 
 Nothing below the interfaces knows this catalogue: the supervisor runs what it is handed, and
-:class:`~consumers.operations.operations.Operations` is handed a way to run the pipeline.
+:class:`~consumers.operations.service.Operations` is handed a way to run the pipeline.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from consumers.components.telemetry import Telemetry
 from consumers.components.watchdog import Watchdog
 from consumers.operations.backends import Backends
 from consumers.operations.freshness import Freshness
-from consumers.operations.operations import Operations
+from consumers.operations.service import Operations
 from consumers.runtime.component import Component
 from consumers.runtime.names import COMPONENTS, PIPELINE
 from consumers.runtime.supervision import Builder, Supervisor

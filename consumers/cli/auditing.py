@@ -10,6 +10,7 @@ import click
 
 from consumers.cli.context import check_audit_id, handle_errors, run, settings_of, with_backends
 from consumers.cli.output import audits_table, err, out, print_json, replay_table
+from consumers.operations.listing import AUDIT_STATUSES
 from consumers.workflows.answers import PROBABLE_CAUSE
 from projections.row import row_dict
 from statemachine.errors import InvalidInput
@@ -85,7 +86,7 @@ def status(ctx: click.Context, audit_id: str, no_probe: bool, inline: bool, as_j
 
 
 @click.command()
-@click.option("--status", "status_", type=click.Choice(["running", "completed", "failed"]))
+@click.option("--status", "status_", type=click.Choice(AUDIT_STATUSES))
 @click.option("--project", help="Only this project id.")
 @click.option("--code", type=click.Choice(ERROR_CODES), help="Only failures with this code.")
 @click.option("--older-than", help="Only audits started longer ago than this (2h, 90m, 1d).")

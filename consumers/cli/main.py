@@ -12,8 +12,8 @@ from consumers.cli import (
     braking,
     deadletters,
     doctor,
+    explaining,
     serving,
-    tools,
 )
 from consumers.runtime.logs import configure_logging
 
@@ -59,10 +59,10 @@ for command in (
     acting.probe,
     serving.rebuild,
     doctor.doctor,
-    tools.diagram,
-    tools.schema,
-    tools.asyncapi,
-    tools.demo,
-    tools.simulate_workflows,
+    explaining.diagram,
+    explaining.schema,
+    explaining.asyncapi,
+    explaining.demo,
+    explaining.simulate_workflows,
 ):
     main.add_command(command)

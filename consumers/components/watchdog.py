@@ -2,7 +2,7 @@
 
 Selection (DESIGN §4, §5): running audits started more than ``STALE_RUNNING_AFTER`` ago, never
 observed first, then least recently observed, then oldest, at most ``WATCHDOG_BATCH_LIMIT``.
-With bulk discovery (:mod:`consumers.workflows.listing`) a tick looks at up to
+With bulk discovery (:mod:`consumers.workflows.discovery`) a tick looks at up to
 ``WATCHDOG_BULK_LIMIT`` of them: it reads which of their instances the workflow's listing shows
 alive, and each request carries that (``data.listed``), so the probe asks the API only about the
 others. When the listing fails, the tick falls back to ``WATCHDOG_BATCH_LIMIT`` audits, each
@@ -46,7 +46,7 @@ from consumers.runtime.metrics import (
     WATCHDOG_TICKS,
 )
 from consumers.workflows.answers import ProbeFailure
-from consumers.workflows.listing import Discovery, Listing
+from consumers.workflows.discovery import Discovery, Listing
 from projections.row import AuditRow
 from projections.store import ProjectionStore
 from statemachine.events import Listed, ProbeRequested, ProbeRequestedData, Trigger

@@ -10,6 +10,9 @@ recorded-not-applied by every consumer:
   workflow's own failure is never undone), naming the failure it undoes (found in the audit's
   history) and carrying the audit's facts, so consumers that keep no state of failed audits
   resume it. :func:`check_restorable` says whether that can be before the history is read.
+
+:func:`can_fail` and :func:`can_restore` ask the same table without refusing, for whoever
+offers the actions (the console's audit page).
 """
 
 from __future__ import annotations
@@ -33,9 +36,26 @@ from statemachine.events import (
 )
 from statemachine.machine import next_status
 
-__all__ = ["PRODUCER", "check_restorable", "operator_failure", "restoration"]
+__all__ = [
+    "PRODUCER",
+    "can_fail",
+    "can_restore",
+    "check_restorable",
+    "operator_failure",
+    "restoration",
+]
 
 PRODUCER: Final = "auditrec-operator"
+
+
+def can_fail(row: AuditRow) -> bool:
+    """Whether the transition table lets an operator fail ``row``'s audit."""
+    return next_status(row.status, "AuditFailed", row.state) is not None
+
+
+def can_restore(row: AuditRow) -> bool:
+    """Whether the transition table lets ``row``'s audit be restored."""
+    return next_status(row.status, "AuditRestored", row.state) is not None
 
 
 def operator_failure(
@@ -43,7 +63,7 @@ def operator_failure(
 ) -> AuditFailed:
     """``row``'s audit failed by ``actor`` with ``code`` (an error code) for ``reason``."""
     code, reason = check_code(code), check_reason(reason)
-    if next_status(row.status, "AuditFailed", row.state) is None:
+    if not can_fail(row):
         raise WrongState(
             f"audit {row.audit_id!r} is {row.status}: only a running audit can be failed"
         )
@@ -62,7 +82,7 @@ def operator_failure(
 def check_restorable(row: AuditRow) -> None:
     """Refuse (``WrongState``) unless the transition table lets ``row``'s audit be restored."""
     s = row.state
-    if next_status(s.status, "AuditRestored", s) is not None:
+    if can_restore(row):
         return
     if s.status == "failed":
         raise WrongState(

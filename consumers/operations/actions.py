@@ -37,7 +37,7 @@ from consumers.operations.action_events import (
 from consumers.operations.action_input import check_code, check_reason
 from consumers.operations.freshness import wait_for_projection
 from consumers.operations.listing import AuditFilter, matching
-from consumers.operations.operations import Operations
+from consumers.operations.service import Operations
 from consumers.runtime.metrics import OPERATOR_ACTIONS
 from projections.row import AuditRow
 from statemachine.errors import NoServer, NotFound, WrongState

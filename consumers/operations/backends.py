@@ -25,7 +25,7 @@ from consumers.runtime.health import HealthBoard
 from consumers.runtime.outages import retrying
 from consumers.runtime.settings import Settings
 from consumers.workflows.client import WorkflowsClient
-from consumers.workflows.listing import Discovery
+from consumers.workflows.discovery import Discovery
 from consumers.workflows.ratelimit import SharedRateLimit
 from projections.factory import open_store
 from projections.store import ProjectionStore

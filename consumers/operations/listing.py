@@ -8,12 +8,31 @@ import binascii
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Final, Literal
 
 from projections.row import AuditRow
 from projections.store import ProjectionStore
 from statemachine.errors import InvalidInput
+from statemachine.machine import INITIAL, STATES
 
-__all__ = ["AuditFilter", "Page", "decode_cursor", "encode_cursor", "list_page", "matching"]
+__all__ = [
+    "AUDIT_STATUSES",
+    "AuditFilter",
+    "Page",
+    "StatusName",
+    "decode_cursor",
+    "encode_cursor",
+    "list_page",
+    "matching",
+]
+
+# The statuses an audit can be in, as filters offer them: the machine's states but the initial
+# one ("no audit yet").
+AUDIT_STATUSES: Final[tuple[str, ...]] = tuple(s for s in STATES if s != INITIAL)
+if TYPE_CHECKING:  # a Literal built at run time is no type to mypy
+    StatusName = str
+else:  # the API's models and query parameters validate against (and document) the list
+    StatusName = Literal[AUDIT_STATUSES]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from consumers.operations.backends import Backends
-from consumers.operations.operations import Operations
+from consumers.operations.service import Operations
 from projections.row import AuditRow
 
 __all__ = ["WINDOWS", "Overview", "gather_overview"]

@@ -29,7 +29,7 @@ log = structlog.get_logger("auditrec")
 
 
 class Operations(Protocol):
-    """What a sweep uses of :class:`~consumers.operations.operations.Operations`."""
+    """What a sweep uses of :class:`~consumers.operations.service.Operations`."""
 
     rt: Backends
     freshness: Freshness

@@ -57,18 +57,16 @@ from consumers.workflows.answers import (
     INSTANCE_STATUSES,
     InstancePage,
     InstanceStatus,
-    ProbeFailure,
-    parse_page,
-)
-from consumers.workflows.ratelimit import Limiter, RateLimit
-from consumers.workflows.responses import (
     Outcome,
+    ProbeFailure,
     Reader,
     interpret,
     observe,
+    parse_page,
     read_instance,
     read_workflow,
 )
+from consumers.workflows.ratelimit import Limiter, RateLimit
 from statemachine.errors import ConfigError, InvalidInput, WorkflowsApiError
 from statemachine.events import ProbeFailureReason
 from statemachine.longlived import LongLived

@@ -16,7 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from consumers.operations.operations import Operations
+from consumers.operations.listing import AUDIT_STATUSES
+from consumers.operations.service import Operations
 from consumers.workflows.simulator.server import SimulatorServer
 from tests.eventually import eventually_sync
 
@@ -577,6 +578,8 @@ def test_openapi_and_docs(client: httpx.Client) -> None:
     body = schema["paths"]["/events"]["post"]["requestBody"]["content"]["application/json"]
     assert "EventEnvelope" in str(body["schema"])
     assert "AuditStarted" in schema["components"]["schemas"]
+    [status] = [p for p in schema["paths"]["/audits"]["get"]["parameters"] if p["name"] == "status"]
+    assert tuple(status["schema"]["anyOf"][0]["enum"]) == AUDIT_STATUSES
     docs = client.get("/docs")
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
 

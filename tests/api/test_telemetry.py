@@ -23,8 +23,8 @@ from consumers.eventlog.codec import encode
 from consumers.eventlog.factory import open_event_log
 from consumers.eventlog.port import Topics
 from consumers.operations.backends import Backends
-from consumers.operations.operations import Operations
 from consumers.operations.publishing import validate_items
+from consumers.operations.service import Operations
 from consumers.runtime.metrics import REGISTRY
 from consumers.runtime.settings import load_settings
 from consumers.workflows.simulator.server import SimulatorServer

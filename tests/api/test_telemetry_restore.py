@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 from consumers.cli.assembly import Service
 from consumers.operations.actions import Actions
 from consumers.operations.backends import Backends
-from consumers.operations.operations import Operations
 from consumers.operations.publishing import validate_items
+from consumers.operations.service import Operations
 from tests.api.conftest import CaptureServer, envelope, started
 from tests.api.test_telemetry import OOM, runtime, step_until, telemetry
 

@@ -11,7 +11,7 @@ from consumers.components.projector import Projector
 from consumers.components.reconciler import Reconciler
 from consumers.components.watchdog import Watchdog
 from consumers.workflows.client import WorkflowsClient
-from consumers.workflows.listing import Discovery
+from consumers.workflows.discovery import Discovery
 from statemachine.policy import Policy
 from tests.contracts.projection_store import at
 from tests.pipeline import Pipeline, run_until_idle

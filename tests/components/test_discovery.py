@@ -13,7 +13,7 @@ import pytest
 
 from consumers.runtime.metrics import REGISTRY
 from consumers.workflows.client import WorkflowsClient
-from consumers.workflows.listing import Discovery
+from consumers.workflows.discovery import Discovery
 from consumers.workflows.simulator.server import SimulatorServer
 from consumers.workflows.simulator.state import LISTING
 from statemachine.events import AuditEvent, AuditFailed, WorkflowStatusObserved

@@ -15,7 +15,8 @@ from consumers.api.ui.pages import PAGE_SIZE
 from consumers.eventlog.codec import encode
 from consumers.workflows.simulator.server import SimulatorServer
 from tests.api.conftest import API_AND_PIPELINE, LiveServer, publish, server_settings, started
-from tests.contracts.projection_store import failed
+from tests.contracts.projection_store import completed, failed
+from tests.contracts.projection_store import started as started_event
 from tests.eventually import eventually, eventually_sync
 
 
@@ -171,3 +172,75 @@ def test_an_audits_status_is_never_older_than_its_timeline(
         re.findall(r'<tr class="step[^"]*"[^>]*data-type="(\w+)"', page.text)[-1] == "AuditFailed"
     )
     assert re.search(r'id="current-status">(\w+)<', page.text).group(1) == "failed"  # type: ignore[union-attr]
+
+
+def test_the_audit_page_offers_the_actions_the_transition_table_allows(
+    tmp_path: Path, simulator: SimulatorServer
+) -> None:
+    # given audits running, completed, failed by their workflow and failed by an operator
+    now = datetime.now(UTC)
+    events = [started_event(a, now) for a in ("a-run", "a-done", "a-wf", "a-op")]
+    events += [completed("a-done", now), failed("a-wf", now), failed("a-op", now, by="operator")]
+    with (
+        LiveServer(["api", "projector"], **server_settings(tmp_path, simulator)) as live,
+        live.client() as client,
+    ):
+        log = live.runtime.log if live.runtime is not None else None
+        assert log is not None
+        live.call(lambda: log.append([encode(log.topics.lifecycle, e) for e in events]))
+        eventually_sync(
+            lambda: client.get("/audits/a-op", params={"probe": "false"}).json(),
+            until=lambda body: body.get("status") == "failed",
+            timeout=30,
+            message="the audits projected",
+        )
+        # when each audit's page is read
+        pages = {a: client.get(f"/ui/audits/{a}").text for a in ("a-run", "a-done", "a-wf", "a-op")}
+
+    # then only a running audit can be failed (or probed), and only auditrec's own failure
+    # (here an operator's) restored; a workflow's failure and a completion offer nothing
+    offered = {a: re.findall(r'id="(fail|probe|restore)"', html) for a, html in pages.items()}
+    assert offered == {
+        "a-run": ["fail", "probe"],
+        "a-done": [],
+        "a-wf": [],
+        "a-op": ["restore"],
+    }
+
+
+def test_the_console_refuses_with_the_json_apis_statuses(
+    tmp_path: Path, simulator: SimulatorServer
+) -> None:
+    # given a running audit
+    with (
+        LiveServer(["api", "projector"], **server_settings(tmp_path, simulator)) as live,
+        live.client() as client,
+    ):
+        publish(client, started("a-refused"))
+        eventually_sync(
+            lambda: client.get("/audits/a-refused", params={"probe": "false"}).status_code,
+            until=lambda status: status == 200,
+            timeout=30,
+            message="the audit projected",
+        )
+        token = csrf_of(client.get("/ui/audits").text)
+        # when the same refused actions are asked of both
+        asked = {
+            "wrong state": ("a-refused/restore", {"reason": "x"}),
+            "unknown audit": ("nobody-here/restore", {"reason": "x"}),
+            "bad input": ("a-refused/fail", {"code": "no-such-code", "reason": "x"}),
+        }
+        answers = {
+            why: (
+                client.post(f"/audits/{path}", json=body).status_code,
+                client.post(f"/ui/audits/{path}", data={**body, "csrf": token}).status_code,
+            )
+            for why, (path, body) in asked.items()
+        }
+
+    # then the console answers each with the API's status
+    assert answers == {
+        "wrong state": (409, 409),
+        "unknown audit": (404, 404),
+        "bad input": (422, 422),
+    }

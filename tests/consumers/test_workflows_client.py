@@ -23,7 +23,7 @@ from consumers.workflows.client import (
     ProbeFailure,
     WorkflowsClient,
 )
-from consumers.workflows.listing import Discovery, Listing
+from consumers.workflows.discovery import Discovery, Listing
 from consumers.workflows.ratelimit import SharedRateLimit
 from consumers.workflows.simulator.server import STATUSES, SimulatorServer
 from consumers.workflows.simulator.state import LISTING

@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 
 from auditrec_client.errors import ApiError, error_for
-from auditrec_client.events import AUDIT_ID_PATTERN, Event, envelope_of
+from auditrec_client.events import AUDIT_ID, Event, envelope_of
+from auditrec_client.vocabulary import AUDIT_ID_RULE
 
 __all__ = [
     "RETRIED_ERRORS",
@@ -50,8 +51,8 @@ class AuditPage:
 
 
 def _audit_path(audit_id: str) -> str:
-    if not isinstance(audit_id, str) or not AUDIT_ID_PATTERN.match(audit_id):
-        raise ValueError(f"audit_id: {audit_id!r} must be 1-128 characters of [A-Za-z0-9._:-]")
+    if not isinstance(audit_id, str) or not AUDIT_ID.match(audit_id):
+        raise ValueError(f"audit_id: {audit_id!r} {AUDIT_ID_RULE}")
     return f"/audits/{audit_id}"
 
 

@@ -9,7 +9,9 @@ The builders check what a publisher most often gets wrong (an audit id auditrec 
 naive timestamp, an error code or a ``failed_by`` it does not know, a negative count) at
 construction, with a ``ValueError`` naming the field; auditrec validates everything else and
 answers 422 naming each problem (:class:`~auditrec_client.errors.InvalidEvents`). The field
-names and vocabularies mirror auditrec's event models; a test keeps them equal.
+names mirror auditrec's event models (a test keeps them equal); the vocabularies, the schema
+versions and the audit-id pattern come from its published schemas
+(:mod:`auditrec_client.vocabulary`, generated).
 """
 
 from __future__ import annotations
@@ -20,6 +22,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Final, Literal, get_args
+
+from auditrec_client.vocabulary import (
+    AUDIT_ID_PATTERN,
+    AUDIT_ID_RULE,
+    ERROR_CODES,
+    SCHEMA_VERSIONS,
+    ErrorCode,
+    ReconciledBy,
+)
 
 __all__ = [
     "ERROR_CODES",
@@ -35,26 +46,10 @@ __all__ = [
     "envelope_of",
 ]
 
-AUDIT_ID_PATTERN: Final = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-
-ErrorCode = Literal[
-    "step_timeout",
-    "oom",
-    "cpu_limit",
-    "db_error",
-    "step_output_too_large",
-    "workflow_internal",
-    "deploy_reset",
-    "instance_lost",
-    "workflow_terminated",
-    "finalize_lost",
-    "unknown",
-]
-ERROR_CODES: Final[tuple[str, ...]] = get_args(ErrorCode)
+AUDIT_ID: Final = re.compile(AUDIT_ID_PATTERN)
 # `reconciler` is auditrec's own: a publisher fails an audit as the workflow or an operator.
 FailedBy = Literal["workflow", "operator"]
 FAILED_BY: Final[tuple[str, ...]] = get_args(FailedBy)
-ReconciledBy = Literal["watchdog", "on_demand"]
 
 _ENVELOPE: Final = frozenset(
     {"audit_id", "event_id", "occurred_at", "producer", "causation_id", "correlation_id"}
@@ -75,7 +70,7 @@ class Event:
     UUID and the current time, fixed here; ``producer`` defaults to the client's."""
 
     TYPE: ClassVar[str]
-    SCHEMA_VERSION: ClassVar[int] = 1
+    SCHEMA_VERSION: ClassVar[int]  # the type's current one, as published
 
     audit_id: str
     event_id: str = field(default_factory=_new_id)
@@ -84,11 +79,13 @@ class Event:
     causation_id: str | None = None
     correlation_id: str | None = None
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.SCHEMA_VERSION = SCHEMA_VERSIONS[cls.TYPE]
+
     def __post_init__(self) -> None:
-        if not isinstance(self.audit_id, str) or not AUDIT_ID_PATTERN.match(self.audit_id):
-            raise ValueError(
-                f"audit_id: {self.audit_id!r} must be 1-128 characters of [A-Za-z0-9._:-]"
-            )
+        if not isinstance(self.audit_id, str) or not AUDIT_ID.match(self.audit_id):
+            raise ValueError(f"audit_id: {self.audit_id!r} {AUDIT_ID_RULE}")
         for name in ("event_id", "causation_id", "correlation_id"):
             value = getattr(self, name)
             if value is None and name != "event_id":
@@ -192,7 +189,6 @@ class AuditFailed(Event):
     decided (``"operator"``). ``error_detail`` is kept to 500 characters."""
 
     TYPE: ClassVar[str] = "AuditFailed"
-    SCHEMA_VERSION: ClassVar[int] = 2
 
     error_code: ErrorCode
     error_detail: str

@@ -8,7 +8,8 @@
 //
 //   events.d.ts   one interface per event type and per definition it uses, with the schemas'
 //                 descriptions and examples as doc comments
-//   schema.js     the public types, their schema versions and schema $ids, at run time
+//   schema.js     the public types, their schema versions and schema $ids, and the audit-id
+//                 pattern (with the rule it states, in words), at run time
 //   schema.d.ts   the types of schema.js
 //
 // Only the subset of JSON Schema that pydantic emits is understood; anything else stops the
@@ -123,6 +124,16 @@ function declaration(name, schema, where) {
   return `${doc}export type ${name} = ${type};\n`;
 }
 
+// The audit-id pattern's shape: one character class repeated between two bounds.
+const BOUNDED_CLASS = /^\^\[([^\]]+)\]\{(\d+),(\d+)\}\$$/;
+
+function auditIdRule(pattern, where) {
+  const match = BOUNDED_CLASS.exec(pattern ?? "");
+  if (!match) fail(where, `audit_id pattern ${JSON.stringify(pattern)} is not ^[CLASS]{MIN,MAX}$`);
+  const [, chars, low, high] = match;
+  return `must be ${low}-${high} characters of [${chars}]`;
+}
+
 export function generate(schemaDir) {
   const index = JSON.parse(readFileSync(join(schemaDir, "index.json"), "utf8"));
   const types = index.public;
@@ -131,6 +142,7 @@ export function generate(schemaDir) {
   const events = [];
   const versions = {};
   const ids = {};
+  let pattern;
   for (const name of types) {
     const entry = index.types?.[name];
     const file = entry?.schemas?.publish?.file;
@@ -146,6 +158,10 @@ export function generate(schemaDir) {
       if (seen === undefined) defs.set(def, [json, declaration(def, body, `${file}#/$defs/${def}`)]);
     }
     events.push(declaration(name, schema, file));
+    const own = schema.properties?.audit_id?.pattern;
+    auditIdRule(own, file);
+    if (pattern !== undefined && own !== pattern) fail(file, "audit_id pattern differs from another schema's");
+    pattern = own;
   }
   const union = `/** Every event a publisher sends. */\nexport type PublishedEvent = ${types.join(" | ")};\n`;
   const typeNames = `/** The type names of the events a publisher sends. */\nexport type PublishedType = PublishedEvent["type"] & string;\n`;
@@ -160,12 +176,18 @@ export function generate(schemaDir) {
     `/** Each published type's current schema_version. */\n` +
     `export const SCHEMA_VERSIONS = Object.freeze(${JSON.stringify(versions, null, 2)});\n\n` +
     `/** Each published type's JSON Schema ($id of its publish variant). */\n` +
-    `export const SCHEMA_IDS = Object.freeze(${JSON.stringify(ids, null, 2)});\n`;
+    `export const SCHEMA_IDS = Object.freeze(${JSON.stringify(ids, null, 2)});\n\n` +
+    `/** The audit ids auditrec accepts. */\n` +
+    `export const AUDIT_ID_PATTERN = new RegExp(${JSON.stringify(pattern)});\n\n` +
+    `/** What AUDIT_ID_PATTERN asks, in words (after "audit_id: ... "). */\n` +
+    `export const AUDIT_ID_RULE = ${JSON.stringify(auditIdRule(pattern, "audit_id"))};\n`;
   const schemaDts =
     `${HEADER}import type { PublishedType } from "./events.js";\n\n` +
     "export declare const PUBLISHED_TYPES: readonly PublishedType[];\n" +
     "export declare const SCHEMA_VERSIONS: Readonly<Record<PublishedType, number>>;\n" +
-    "export declare const SCHEMA_IDS: Readonly<Record<PublishedType, string>>;\n";
+    "export declare const SCHEMA_IDS: Readonly<Record<PublishedType, string>>;\n" +
+    "export declare const AUDIT_ID_PATTERN: RegExp;\n" +
+    "export declare const AUDIT_ID_RULE: string;\n";
   return { "events.d.ts": eventsDts, "schema.js": schemaJs, "schema.d.ts": schemaDts };
 }
 

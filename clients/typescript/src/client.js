@@ -8,9 +8,9 @@
 // `retry.maxRetryAfterMs`. Retrying a publish is safe: its events' ids are fixed before the
 // first attempt, and auditrec applies an event_id once.
 import { AuditrecError, errorFor } from "./errors.js";
+import { AUDIT_ID_PATTERN, AUDIT_ID_RULE } from "./generated/schema.js";
 
 const RETRIED = new Set([429, 500, 502, 503, 504]);
-const AUDIT_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const DEFAULT_RETRY = Object.freeze({
   attempts: 5,
   backoffMs: 200,
@@ -19,11 +19,8 @@ const DEFAULT_RETRY = Object.freeze({
 });
 
 function auditPath(auditId) {
-  if (typeof auditId !== "string" || !AUDIT_ID.test(auditId)) {
-    throw new AuditrecError(
-      `audit_id: ${JSON.stringify(auditId)} must be 1-128 characters of [A-Za-z0-9._:-]`,
-      { kind: "invalid" },
-    );
+  if (typeof auditId !== "string" || !AUDIT_ID_PATTERN.test(auditId)) {
+    throw new AuditrecError(`audit_id: ${JSON.stringify(auditId)} ${AUDIT_ID_RULE}`, { kind: "invalid" });
   }
   return `/audits/${auditId}`;
 }

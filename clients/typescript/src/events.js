@@ -4,9 +4,8 @@
 // where a step may run more than once, derive the id from the instance and the step with
 // eventIdFor() so that every run of the step builds the same event.
 import { AuditrecError } from "./errors.js";
-import { PUBLISHED_TYPES, SCHEMA_VERSIONS } from "./generated/schema.js";
+import { AUDIT_ID_PATTERN, AUDIT_ID_RULE, PUBLISHED_TYPES, SCHEMA_VERSIONS } from "./generated/schema.js";
 
-const AUDIT_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const OFFSET = /(Z|[+-]\d{2}:\d{2})$/i;
 // The namespace of eventIdFor's name-based (version 5) UUIDs.
@@ -44,8 +43,8 @@ export function buildEvent(type, auditId, data = {}, options = {}) {
   if (!PUBLISHED_TYPES.includes(type)) {
     throw invalid(`type: ${JSON.stringify(type)} is not one of ${PUBLISHED_TYPES.join(", ")}`);
   }
-  if (typeof auditId !== "string" || !AUDIT_ID.test(auditId)) {
-    throw invalid(`audit_id: ${JSON.stringify(auditId)} must be 1-128 characters of [A-Za-z0-9._:-]`);
+  if (typeof auditId !== "string" || !AUDIT_ID_PATTERN.test(auditId)) {
+    throw invalid(`audit_id: ${JSON.stringify(auditId)} ${AUDIT_ID_RULE}`);
   }
   if (data === null || typeof data !== "object" || Array.isArray(data)) {
     throw invalid("data: must be an object");

@@ -85,10 +85,13 @@ export interface ClientOptions {
   fetch?: typeof fetch;
 }
 
+/** The statuses of an audit (auditrec's state machine, but its initial "none"). */
+export type AuditStatusName = "running" | "completed" | "failed";
+
 /** One row of auditrec's `audits` table. */
 export interface Audit {
   audit_id: string;
-  status: "running" | "completed" | "failed";
+  status: AuditStatusName;
   project_id: string | null;
   workflow_instance_id: string | null;
   current_phase: string | null;
@@ -135,7 +138,7 @@ export interface AuditHistory {
 }
 
 export interface AuditFilter {
-  status?: "running" | "completed" | "failed";
+  status?: AuditStatusName;
   projectId?: string;
   errorCode?: string;
   /** Started longer ago than this duration ("2h", "90m"). */

@@ -29,6 +29,7 @@ test("objects, optional and nullable fields, enums, refs, maps and docs become T
     required: ["type", "data"],
     properties: {
       type: { const: "Thing", type: "string" },
+      audit_id: { type: "string", pattern: "^[a-z0-9-]{2,64}$" },
       data: { $ref: "#/$defs/ThingData" },
       tags: { type: "array", items: { anyOf: [{ type: "string" }, { type: "null" }] } },
     },
@@ -57,6 +58,21 @@ test("objects, optional and nullable fields, enums, refs, maps and docs become T
     assert.match(dts, /export type PublishedEvent = Thing;/);
     assert.match(files["schema.js"], /"Thing": 3/);
     assert.match(files["schema.js"], /v3\/publish\/Thing\.json/);
+    assert.match(files["schema.js"], /AUDIT_ID_PATTERN = new RegExp\("\^\[a-z0-9-\]\{2,64\}\$"\)/);
+    assert.match(files["schema.js"], /AUDIT_ID_RULE = "must be 2-64 characters of \[a-z0-9-\]"/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("an audit-id pattern it cannot put in words stops it, naming the schema", () => {
+  const dir = schemaDir({
+    title: "Thing",
+    type: "object",
+    properties: { audit_id: { type: "string", pattern: "^a+$" } },
+  });
+  try {
+    assert.throws(() => generate(dir), /publish\/Thing\.json: audit_id pattern "\^a\+\$" is not/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -20,7 +20,7 @@ from consumers.api.ui.pages import add_read_pages
 from consumers.api.ui.render import STATIC, page
 from consumers.api.ui.session import Forbidden, LoginRequired, add_session_routes, login_redirect
 from consumers.api.ui.tools import add_tool_pages
-from consumers.operations.operations import Operations
+from consumers.operations.service import Operations
 
 __all__ = ["STATIC_PATH", "add_console"]
 

@@ -18,20 +18,20 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from consumers.api.errors import http_status
 from consumers.api.ui.pages import audit_filter
 from consumers.api.ui.render import page
 from consumers.api.ui.session import form, operator
 from consumers.operations.actions import Actions
 from consumers.operations.listing import AuditFilter
-from consumers.operations.operations import Operations
-from statemachine.errors import AuditrecError, InvalidInput, NoServer, NotFound, WrongState
+from consumers.operations.service import Operations
+from statemachine.errors import AuditrecError
 
 __all__ = ["FILTER_FIELDS", "actor_of", "add_action_routes", "parse_filter"]
 
 REASON_LIMIT = 2000
 BRAKE_ENDINGS = {"release": "released", "discard": "discarded"}
 FILTER_FIELDS = ("project", "status", "code", "running_longer_than", "shadow")
-_STATUS_OF = {NotFound: 404, WrongState: 409, InvalidInput: 422, NoServer: 503}
 
 
 def actor_of(name: str) -> str:
@@ -41,9 +41,8 @@ def actor_of(name: str) -> str:
 
 
 def _refused(request: Request, exc: AuditrecError) -> HTMLResponse:
-    code = next((c for kind, c in _STATUS_OF.items() if isinstance(exc, kind)), 500)
     problems = getattr(exc, "problems", None) or [str(exc)]
-    return page(request, "error.html", status_code=code, why="; ".join(problems))
+    return page(request, "error.html", status_code=http_status(exc), why="; ".join(problems))
 
 
 def parse_filter(fields: dict[str, str], problems: list[str]) -> AuditFilter:

@@ -14,9 +14,10 @@ from consumers.api.ui.access import Session
 from consumers.api.ui.diagram import state_svg, transition_rows
 from consumers.api.ui.render import page
 from consumers.api.ui.session import viewer
-from consumers.operations.listing import AuditFilter, list_page
-from consumers.operations.operations import Operations
+from consumers.operations.action_events import can_fail, can_restore
+from consumers.operations.listing import AUDIT_STATUSES, AuditFilter, list_page
 from consumers.operations.overview import WINDOWS, gather_overview
+from consumers.operations.service import Operations
 from projections.row import AuditRow, row_dict
 from statemachine.errors import InvalidInput, NotFound
 from statemachine.events import AuditEvent
@@ -27,7 +28,6 @@ from statemachine.vocabulary import AUDIT_ID_PATTERN, ERROR_CODES
 __all__ = ["PAGE_SIZE", "add_read_pages", "audit_filter"]
 
 PAGE_SIZE = 50
-STATUSES = ("running", "completed", "failed")
 AUDIT_ID = re.compile(AUDIT_ID_PATTERN)
 Viewer = Annotated[Session, Depends(viewer)]
 
@@ -38,7 +38,13 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
     @router.get("/ui", response_class=HTMLResponse, include_in_schema=False)
     async def overview(request: Request, session: Viewer) -> HTMLResponse:
         view = await gather_overview(ops)
-        return page(request, "overview.html", view=view, windows=[w for w, _ in WINDOWS])
+        return page(
+            request,
+            "overview.html",
+            view=view,
+            windows=[w for w, _ in WINDOWS],
+            statuses=AUDIT_STATUSES,
+        )
 
     @router.get("/ui/audits", response_class=HTMLResponse, include_in_schema=False)
     async def audits(
@@ -80,7 +86,7 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
             next_cursor=next_cursor,
             query=query,
             problems=problems,
-            statuses=STATUSES,
+            statuses=AUDIT_STATUSES,
             codes=ERROR_CODES,
         )
 
@@ -113,7 +119,8 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
             diagram=state_svg(current),
             transitions=transition_rows(current),
             current=current,
-            restorable=row is not None and row.state.failed_by in ("reconciler", "operator"),
+            failable=row is not None and can_fail(row),
+            restorable=row is not None and can_restore(row),
             codes=ERROR_CODES,
             done=done[:20],
             message=message[:300],
@@ -129,8 +136,8 @@ def audit_filter(
     problems: list[str],
 ) -> AuditFilter:
     """The listing's filter from the form; each bad field is named in ``problems``."""
-    if status and status not in STATUSES:
-        problems.append(f"status: one of {', '.join(STATUSES)}")
+    if status and status not in AUDIT_STATUSES:
+        problems.append(f"status: one of {', '.join(AUDIT_STATUSES)}")
     if code and code not in ERROR_CODES:
         problems.append(f"error code: unknown code {code!r}")
     older: timedelta | None = None

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
+from consumers.api.errors import http_status
 from consumers.api.ui.access import Session
 from consumers.api.ui.actions import actor_of
 from consumers.api.ui.render import page
@@ -20,7 +21,7 @@ from consumers.operations.deadletters import (
     replay_dead_letter,
     show_dead_letter,
 )
-from consumers.operations.operations import Operations
+from consumers.operations.service import Operations
 from statemachine.errors import InvalidInput, NotFound
 
 __all__ = ["add_tool_pages"]
@@ -50,8 +51,7 @@ def add_tool_pages(router: APIRouter, ops: Operations) -> None:
         try:
             letter = await show_dead_letter(runtime.log, position)
         except (InvalidInput, NotFound) as exc:
-            code = 404 if isinstance(exc, NotFound) else 422
-            return page(request, "error.html", status_code=code, why=str(exc))
+            return page(request, "error.html", status_code=http_status(exc), why=str(exc))
         return page(request, "dead_letter.html", letter=letter, result=None)
 
     @router.post(
@@ -69,8 +69,7 @@ def add_tool_pages(router: APIRouter, ops: Operations) -> None:
             )
             letter = await show_dead_letter(runtime.log, position)
         except (InvalidInput, NotFound) as exc:
-            code = 404 if isinstance(exc, NotFound) else 422
-            return page(request, "error.html", status_code=code, why=str(exc))
+            return page(request, "error.html", status_code=http_status(exc), why=str(exc))
         return page(request, "dead_letter.html", letter=letter, result=result)
 
     @router.get("/ui/backtest", response_class=HTMLResponse, include_in_schema=False)

@@ -20,3 +20,9 @@ export const SCHEMA_IDS = Object.freeze({
   "AuditCompleted": "https://auditrec.dev/schemas/v1/publish/AuditCompleted.json",
   "AuditFailed": "https://auditrec.dev/schemas/v2/publish/AuditFailed.json"
 });
+
+/** The audit ids auditrec accepts. */
+export const AUDIT_ID_PATTERN = new RegExp("^[A-Za-z0-9._:-]{1,128}$");
+
+/** What AUDIT_ID_PATTERN asks, in words (after "audit_id: ... "). */
+export const AUDIT_ID_RULE = "must be 1-128 characters of [A-Za-z0-9._:-]";
