@@ -32,7 +32,7 @@ test: venv services-up promtool browser
 
 # The inner loop, on every change (no services needed): lint, the pure core, and the
 # contract suites of the ports on the embedded backend.
-CHECK_TESTS ?= tests/statemachine tests/projections/test_sqlite_store.py tests/consumers/test_sqlite_log.py
+CHECK_TESTS ?= tests/statemachine tests/projections/test_sqlite_store.py tests/consumers/eventlog/test_sqlite_log.py
 check: venv
 	$(MAKE) lint
 	$(BIN)/python -m pytest -q -n 2 -m "not kafka and not postgres and not slow" $(CHECK_TESTS)
@@ -117,7 +117,7 @@ browser:
 # The console's screenshots in docs/screenshots, taken by its browser test (embedded backends).
 screenshots: venv browser
 	AUDITREC_REQUIRE_SERVICES=1 AUDITREC_SCREENSHOTS_DIR=docs/screenshots \
-	$(BIN)/python -m pytest -q -p no:randomly "tests/console/test_console_browser.py::test_the_console_end_to_end_in_chromium[sqlite]"
+	$(BIN)/python -m pytest -q -p no:randomly "tests/consumers/api/ui/test_console_browser.py::test_the_console_end_to_end_in_chromium[sqlite]"
 
 clean:
 	rm -rf .auditrec .pytest_cache .mypy_cache .ruff_cache .hypothesis site

@@ -36,7 +36,6 @@ from consumers.workflows.simulator.server import SimulatorServer
 from projections.row import AuditRow
 from statemachine.errors import EventLogError
 from statemachine.events import AuditEvent
-from tests.api.conftest import CaptureServer, free_port
 from tests.chaos.plan import Audit, markers, plan
 from tests.chaos.processes import (
     ServeSlot,
@@ -59,6 +58,7 @@ from tests.chaos.verdict import (
     table,
 )
 from tests.conftest import Backend, kafka_and_postgres
+from tests.consumers.api.conftest import CaptureServer, free_port
 from tests.eventually import eventually
 from tests.services import kafka_bootstrap, postgres_url
 

@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from consumers.workflows.simulator.server import SimulatorServer
-from tests.api.conftest import free_port
 from tests.clients.proxy import FaultyProxy
 from tests.conftest import BACKEND_PAIRS, backend_pair
+from tests.consumers.api.conftest import free_port
 from tests.eventually import eventually_sync
 
 AUDITREC = str(Path(sys.executable).with_name("auditrec"))

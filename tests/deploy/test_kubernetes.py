@@ -17,7 +17,7 @@ import yaml
 from consumers.runtime.names import COMPONENTS
 from consumers.runtime.settings import Settings
 from consumers.workflows.simulator.server import SimulatorServer
-from tests.api.conftest import free_port
+from tests.consumers.api.conftest import free_port
 from tests.deploy.conftest import DEPLOY, ROOT
 from tests.eventually import eventually_sync
 

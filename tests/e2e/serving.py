@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.api.conftest import free_port
+from tests.consumers.api.conftest import free_port
 from tests.eventually import eventually_sync
 
 AUDITREC = str(Path(sys.executable).with_name("auditrec"))

@@ -1,5 +1,5 @@
 """``auditrec fail``, ``restore`` and ``probe`` as an operator uses them, on the embedded pair
-(the same actions run on both pairs over HTTP, tests/api/test_actions_api.py): each records ``--operator`` (or ``cli:<user>``), refusals exit non-zero naming the problem,
+(the same actions run on both pairs over HTTP, tests/consumers/api/test_actions_api.py): each records ``--operator`` (or ``cli:<user>``), refusals exit non-zero naming the problem,
 bulk forms only list without ``--yes``, and ``replay`` shows who acted."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def row(backend: Backend, env: dict[str, str], audit_id: str) -> dict[str, objec
     return data
 
 
-# (the CLI on the embedded pair; the same actions run on both pairs over HTTP in tests/api)
+# (the CLI on the embedded pair; the same actions run on both pairs over HTTP in tests/consumers/api)
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_fail_restore_and_probe_from_the_command_line(
     backend: Backend, env: dict[str, str], simulator: SimulatorServer
@@ -110,7 +110,7 @@ def test_fail_restore_and_probe_from_the_command_line(
     assert "(manual probe by cli:" in reasons
 
 
-# (the CLI on the embedded pair; bulk actions run on both pairs over HTTP in tests/api)
+# (the CLI on the embedded pair; bulk actions run on both pairs over HTTP in tests/consumers/api)
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_bulk_fail_and_restore_list_without_yes_and_act_with_it(
     backend: Backend, env: dict[str, str]

@@ -20,9 +20,9 @@ import pytest
 from consumers.workflows.simulator.server import SimulatorServer
 from projections.row import COLUMNS
 from tests import cli
-from tests.api.conftest import free_port
 from tests.cli import AUDITREC
 from tests.conftest import Backend
+from tests.consumers.api.conftest import free_port
 from tests.eventually import eventually_sync
 
 

@@ -1,5 +1,5 @@
 """``auditrec dead-letters`` and ``auditrec backtest`` as an operator runs them, through the
-real entry point, on the embedded pair (both pairs: tests/operations and tests/api)."""
+real entry point, on the embedded pair (both pairs: tests/consumers/operations and tests/consumers/api)."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def write_raw(backend: Backend, record: OutRecord) -> None:
     asyncio.run(write())
 
 
-# (the CLI on the embedded pair; dead letters are tested on both pairs in tests/operations and
-# over HTTP in tests/api)
+# (the CLI on the embedded pair; dead letters are tested on both pairs in tests/consumers/operations and
+# over HTTP in tests/consumers/api)
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_a_hostile_record_is_listed_shown_and_replayed_once_corrected(
     backend: Backend, env: dict[str, str], tmp_path: Path
@@ -103,7 +103,7 @@ def observation(audit_id: str, status: str, when: datetime) -> str:
     )
 
 
-# (the CLI on the embedded pair; the operation itself is tested on both in tests/operations)
+# (the CLI on the embedded pair; the operation itself is tested on both in tests/consumers/operations)
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_backtest_reports_the_audits_a_shorter_grace_would_have_failed(
     backend: Backend, env: dict[str, str]

@@ -8,14 +8,6 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
-from sm_builders import (
-    at,
-    completed,
-    failed,
-    observed,
-    progressed,
-    started,
-)
 
 from statemachine.backtest import backtest_audit, outcome_of, policy_with, summarise
 from statemachine.errors import InvalidInput
@@ -28,6 +20,14 @@ from statemachine.events import (
 from statemachine.policy import Policy
 from statemachine.rules import decide, released
 from statemachine.state import AuditState, evolve
+from tests.statemachine.sm_builders import (
+    at,
+    completed,
+    failed,
+    observed,
+    progressed,
+    started,
+)
 
 POLICY = Policy()  # instance_lost_grace 10m, finalize_grace 10m
 

@@ -9,8 +9,6 @@ from datetime import timedelta
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sm_builders import AUDIT, at, attached, completed, observed, running, started, state_of
-from test_properties import histories
 
 from statemachine.events import (
     AuditEvent,
@@ -26,6 +24,17 @@ from statemachine.explain import explain
 from statemachine.policy import Policy
 from statemachine.rules import decide, released
 from statemachine.state import AuditState, evolve, fold
+from tests.statemachine.sm_builders import (
+    AUDIT,
+    at,
+    attached,
+    completed,
+    observed,
+    running,
+    started,
+    state_of,
+)
+from tests.statemachine.test_properties import histories
 
 POLICY = Policy()  # brake at 20 audits and more than half
 LATE = at(60)  # past the instance-lost grace

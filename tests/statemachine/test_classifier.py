@@ -5,13 +5,13 @@ from __future__ import annotations
 import typing
 
 import pytest
-from sm_builders import at, observed, running
 
 from statemachine.classifier import MAX_DETAIL, classify, error_text, truncate
 from statemachine.events import AuditFailedData, WorkflowError
 from statemachine.policy import Policy
 from statemachine.rules import decide
 from statemachine.vocabulary import ERROR_CODES
+from tests.statemachine.sm_builders import at, observed, running
 
 # --- each case of the design --------------------------------------------------------------------
 

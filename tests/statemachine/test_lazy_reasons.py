@@ -10,7 +10,6 @@ from datetime import timedelta
 
 from hypothesis import given
 from hypothesis import strategies as st
-from sm_builders import AUDIT, T0, at, completed, observed, probe_failed, running
 
 from statemachine.classifier import classify, error_text, truncate
 from statemachine.events import AuditEvent, WorkflowProbeFailed, WorkflowStatusObserved
@@ -18,6 +17,7 @@ from statemachine.policy import Policy, format_duration
 from statemachine.rules import Verdict, decide, hold_reason, judge
 from statemachine.state import AuditState, initial
 from statemachine.vocabulary import HEALTHY_STATUSES, HELD_ERROR_CODES, OBSERVED_STATUSES
+from tests.statemachine.sm_builders import AUDIT, T0, at, completed, observed, probe_failed, running
 
 
 def _fails(policy: Policy, code: str) -> str:

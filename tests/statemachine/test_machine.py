@@ -6,7 +6,20 @@ from __future__ import annotations
 from dataclasses import fields, replace
 
 import pytest
-from sm_builders import (
+
+from statemachine import machine
+from statemachine.machine import (
+    INITIAL,
+    STATES,
+    TERMINAL,
+    TRANSITIONS,
+    TRIGGERS,
+    TableRow,
+    mermaid,
+    next_status,
+)
+from statemachine.state import AuditState, evolve, fold
+from tests.statemachine.sm_builders import (
     INSTANCE,
     T0,
     TERMINAL_HISTORIES,
@@ -22,19 +35,6 @@ from sm_builders import (
     started,
     state_of,
 )
-
-from statemachine import machine
-from statemachine.machine import (
-    INITIAL,
-    STATES,
-    TERMINAL,
-    TRANSITIONS,
-    TRIGGERS,
-    TableRow,
-    mermaid,
-    next_status,
-)
-from statemachine.state import AuditState, evolve, fold
 
 # What an observation may still refresh on an audit whose lifecycle no longer changes.
 OBSERVATION_FIELDS = {"last_observed_status", "last_observed_at", "instance_ended_at"}

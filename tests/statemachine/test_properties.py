@@ -11,18 +11,6 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sm_builders import (
-    AUDIT,
-    T0,
-    attached,
-    completed,
-    failed,
-    observed,
-    probe_failed,
-    progressed,
-    simulated,
-    started,
-)
 
 from statemachine.events import (
     EVENT_ADAPTER,
@@ -39,6 +27,18 @@ from statemachine.rules import Verdict, decide
 from statemachine.state import AuditState, evolve, fold
 from statemachine.upcasting import CURRENT_VERSION, upcast
 from statemachine.vocabulary import ERROR_CODES
+from tests.statemachine.sm_builders import (
+    AUDIT,
+    T0,
+    attached,
+    completed,
+    failed,
+    observed,
+    probe_failed,
+    progressed,
+    simulated,
+    started,
+)
 
 # Modest counts: the whole file stays well under 20 s.
 PROPERTY = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

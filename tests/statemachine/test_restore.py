@@ -9,7 +9,6 @@ from datetime import datetime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sm_builders import AUDIT, INSTANCE, T0, at, completed, failed, new_id, observed, started
 
 from statemachine.events import AuditEvent, AuditFailed, AuditRestored
 from statemachine.explain import explain
@@ -17,6 +16,17 @@ from statemachine.machine import TERMINAL, next_status
 from statemachine.policy import Policy
 from statemachine.rules import decide
 from statemachine.state import AuditState, evolve, fold
+from tests.statemachine.sm_builders import (
+    AUDIT,
+    INSTANCE,
+    T0,
+    at,
+    completed,
+    failed,
+    new_id,
+    observed,
+    started,
+)
 
 POLICY = Policy()
 

@@ -6,7 +6,14 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from sm_builders import (
+
+from statemachine.events import AuditFailed, AuditFailureSimulated, WorkflowError, derived_id
+from statemachine.explain import explain
+from statemachine.policy import Policy, format_duration, parse_duration
+from statemachine.rules import PRODUCER, decide, judge
+from statemachine.state import AuditState, evolve, fold
+from statemachine.vocabulary import HEALTHY_STATUSES
+from tests.statemachine.sm_builders import (
     AUDIT,
     INSTANCE,
     T0,
@@ -21,13 +28,6 @@ from sm_builders import (
     started,
     state_of,
 )
-
-from statemachine.events import AuditFailed, AuditFailureSimulated, WorkflowError, derived_id
-from statemachine.explain import explain
-from statemachine.policy import Policy, format_duration, parse_duration
-from statemachine.rules import PRODUCER, decide, judge
-from statemachine.state import AuditState, evolve, fold
-from statemachine.vocabulary import HEALTHY_STATUSES
 
 POLICY = Policy()
 GRACE = timedelta(minutes=10)  # INSTANCE_LOST_GRACE and FINALIZE_GRACE defaults

@@ -10,7 +10,7 @@ from pathlib import Path
 from consumers.operations.publishing import parse_json_lines
 from statemachine.vocabulary import ERROR_CODES
 
-GUIDES = Path(__file__).resolve().parents[2] / "docs" / "guides"
+GUIDES = Path(__file__).resolve().parents[3] / "docs" / "guides"
 
 
 def test_the_json_lines_example_publishes_as_written() -> None:

@@ -14,7 +14,13 @@ import httpx
 from consumers.api.ui.pages import PAGE_SIZE
 from consumers.eventlog.codec import encode
 from consumers.workflows.simulator.server import SimulatorServer
-from tests.api.conftest import API_AND_PIPELINE, LiveServer, publish, server_settings, started
+from tests.consumers.api.conftest import (
+    API_AND_PIPELINE,
+    LiveServer,
+    publish,
+    server_settings,
+    started,
+)
 from tests.contracts.projection_store import completed, failed
 from tests.contracts.projection_store import started as started_event
 from tests.eventually import eventually, eventually_sync

@@ -12,7 +12,7 @@ from typing import Any
 from consumers.eventlog.factory import open_event_log
 from consumers.eventlog.port import OutRecord, Topics
 from consumers.workflows.simulator.server import SimulatorServer
-from tests.console.conftest import Serve
+from tests.consumers.api.ui.conftest import Serve
 from tests.e2e.test_cli_e2e import AUDITREC, envelope
 from tests.eventually import eventually_sync
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.console import conftest
+from tests.consumers.api.ui import conftest
 
 
 def test_a_missing_chromium_fails_the_test_when_services_are_required(

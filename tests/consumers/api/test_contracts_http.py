@@ -20,7 +20,7 @@ from cloudevents.core.v1.event import CloudEvent
 
 from consumers.operations.contracts.asyncapi import asyncapi_for
 from consumers.workflows.simulator.server import SimulatorServer
-from tests.api.conftest import LiveServer, server_settings, wait_for
+from tests.consumers.api.conftest import LiveServer, server_settings, wait_for
 
 BATCH = "application/cloudevents-batch+json"
 

@@ -18,7 +18,7 @@ from statemachine.events import (
     Trigger,
     derived_id,
 )
-from tests.components.stack import NOW, Stack
+from tests.consumers.components.stack import NOW, Stack
 from tests.contracts.projection_store import at, started
 from tests.pipeline import Pipeline, append, lifecycle_events, probe_request
 

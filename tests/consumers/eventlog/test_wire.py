@@ -23,7 +23,7 @@ from consumers.eventlog.wire import VIEWS, decode_view
 from consumers.eventlog.wire.structs import spec_for
 from statemachine.errors import DecodeError
 from statemachine.events import LIFECYCLE_TYPES, AuditFailed, AuditStarted
-from tests.consumers.wire_events import hostile_records, records
+from tests.consumers.eventlog.wire_events import hostile_records, records
 from tests.fuzz.hostile import FUZZ_EXAMPLES
 
 PROFILE = settings(

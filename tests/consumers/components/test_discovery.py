@@ -17,7 +17,7 @@ from consumers.workflows.discovery import Discovery
 from consumers.workflows.simulator.server import SimulatorServer
 from consumers.workflows.simulator.state import LISTING
 from statemachine.events import AuditEvent, AuditFailed, WorkflowStatusObserved
-from tests.components.stack import Stack
+from tests.consumers.components.stack import Stack
 from tests.contracts.projection_store import at, started
 from tests.pipeline import Pipeline, append, lifecycle_events
 

@@ -26,7 +26,7 @@ from consumers.operations.contracts.examples import EXAMPLES
 from consumers.operations.contracts.roles import ROLES
 from statemachine.events import EVENT_TYPES, LIFECYCLE_TYPES
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 VALIDATOR = ROOT / "scripts" / "asyncapi"
 AUDITREC = str(Path(sys.executable).with_name("auditrec"))
 TOPICS = Topics("shop", "shop-eu")

@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from consumers.workflows.simulator.server import SimulatorServer
-from tests.api.conftest import (
+from tests.conftest import Backend
+from tests.consumers.api.conftest import (
     API_AND_PIPELINE,
     LiveServer,
     publish,
@@ -21,7 +22,6 @@ from tests.api.conftest import (
     unique,
     wait_for,
 )
-from tests.conftest import Backend
 from tests.eventually import eventually_sync
 
 

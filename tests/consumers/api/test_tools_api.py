@@ -14,8 +14,15 @@ import pytest
 
 from consumers.eventlog.port import OutRecord
 from consumers.workflows.simulator.server import SimulatorServer
-from tests.api.conftest import LiveServer, envelope, publish, server_settings, unique, wait_for
 from tests.conftest import Backend
+from tests.consumers.api.conftest import (
+    LiveServer,
+    envelope,
+    publish,
+    server_settings,
+    unique,
+    wait_for,
+)
 from tests.eventually import eventually_sync
 
 TOKEN = "tok-tools"

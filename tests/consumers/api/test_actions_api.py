@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from consumers.workflows.simulator.server import SimulatorServer
-from tests.api.conftest import (
+from tests.conftest import Backend
+from tests.consumers.api.conftest import (
     API_AND_PIPELINE,
     LiveServer,
     envelope,
@@ -23,7 +24,6 @@ from tests.api.conftest import (
     unique,
     wait_for,
 )
-from tests.conftest import Backend
 
 TOKENS = "viewer:tok-read:read,ci:tok-pub:publish,ops:tok-op:operate,tok-bare"
 

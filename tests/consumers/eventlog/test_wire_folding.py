@@ -27,7 +27,7 @@ from statemachine.events import LIFECYCLE_TYPES, AuditEvent, AuditFailed, AuditF
 from statemachine.policy import Policy
 from statemachine.rules import PRODUCER, decide
 from statemachine.state import AuditState, evolve, initial, replace
-from tests.consumers.wire_events import valid_events
+from tests.consumers.eventlog.wire_events import valid_events
 from tests.fuzz.hostile import FUZZ_EXAMPLES
 
 PROFILE = settings(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.console.conftest import Serve
+from tests.consumers.api.ui.conftest import Serve
 from tests.eventually import eventually_sync
 
 __all__ = ["figures", "sign_in", "sign_out", "submit", "table", "text_of"]

@@ -22,8 +22,8 @@ import httpx
 import pytest
 
 from consumers.workflows.simulator.server import SimulatorServer
-from tests.api.conftest import free_port
 from tests.conftest import Backend
+from tests.consumers.api.conftest import free_port
 from tests.e2e.test_cli_e2e import AUDITREC
 from tests.eventually import eventually_sync
 from tests.services import services_required

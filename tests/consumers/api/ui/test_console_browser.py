@@ -14,9 +14,9 @@ import httpx
 from selenium.webdriver.support.select import Select
 
 from consumers.workflows.simulator.server import SimulatorServer
-from tests.console.conftest import Serve, screenshot
-from tests.console.dataset import LOST, append_poison, publish_known_data_set
-from tests.console.driving import figures, sign_in, sign_out, submit, table, text_of
+from tests.consumers.api.ui.conftest import Serve, screenshot
+from tests.consumers.api.ui.dataset import LOST, append_poison, publish_known_data_set
+from tests.consumers.api.ui.driving import figures, sign_in, sign_out, submit, table, text_of
 from tests.eventually import eventually_sync
 
 

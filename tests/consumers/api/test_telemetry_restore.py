@@ -13,8 +13,8 @@ from consumers.operations.actions import Actions
 from consumers.operations.backends import Backends
 from consumers.operations.publishing import validate_items
 from consumers.operations.service import Operations
-from tests.api.conftest import CaptureServer, envelope, started
-from tests.api.test_telemetry import OOM, runtime, step_until, telemetry
+from tests.consumers.api.conftest import CaptureServer, envelope, started
+from tests.consumers.api.test_telemetry import OOM, runtime, step_until, telemetry
 
 __all__ = ["runtime"]  # the fixture, from the telemetry tests
 
