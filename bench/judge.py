@@ -47,12 +47,12 @@ def load(root: str, n: int) -> tuple[Callable[[], float], list[Any]]:
         import pipeline
 
         from consumers.components.reconciler import Reconciler
-        from consumers.components.reconciler_log import FOLDED_ONLY
+        from consumers.components.reconciler.log import FOLDED_ONLY
         from consumers.eventlog.port import Topics
         from statemachine.policy import Policy
 
         try:
-            from consumers.components.judgments import overturns
+            from consumers.components.reconciler.judgments import overturns
         except ImportError:  # a revision before judgments.py
             from consumers.components.reconciler import overturns  # type: ignore[attr-defined,no-redef]
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from consumers.components.counting import count_verdict, flush_counts
+from consumers.components.reconciler.counting import count_verdict, flush_counts
 from consumers.runtime.metrics import REGISTRY
 from statemachine.events import AuditEvent
 from statemachine.policy import Policy

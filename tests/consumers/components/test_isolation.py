@@ -11,7 +11,7 @@ import pytest
 
 from consumers.components.probe import Probe
 from consumers.components.reconciler import Reconciler
-from consumers.components.reconciler_log import fold_into
+from consumers.components.reconciler.log import fold_into
 from consumers.workflows.client import WorkflowsClient
 from consumers.workflows.simulator.server import SimulatorServer
 from statemachine.errors import EventLogError

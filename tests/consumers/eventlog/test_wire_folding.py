@@ -16,9 +16,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from consumers.components.posthog_capture import capture_arguments
-from consumers.components.reconciler_log import decode_to_judge, fold_into, own_decision
+from consumers.components.reconciler.log import decode_to_judge, fold_into, own_decision
 from consumers.components.telemetry import Telemetry
+from consumers.components.telemetry.posthog import capture_arguments
 from consumers.eventlog import codec
 from consumers.eventlog.port import Record
 from projections.row import AuditRow, RowFold, project

@@ -4,7 +4,7 @@ It is the only writer of reconciler decisions. A decision's id is derived from t
 observation's id, and it is appended in the same atomic commit that moves the reconciler's
 offsets (a Kafka transaction; a SQLite transaction), so a crash at any instant leaves each
 decision in the log exactly once. A batch's commits run while the next batch is judged
-(:mod:`consumers.components.reconciler_commits`); after a failed one the component restarts and
+(:mod:`consumers.components.reconciler.commits`); after a failed one the component restarts and
 rebuilds its states, and they all end before partitions change hands or the consumer stops.
 
 Its own decisions, read back, are passed over (recognised by their very bytes): each was folded
@@ -34,10 +34,10 @@ import structlog
 
 from consumers.components.base import LogConsumer
 from consumers.components.checkpoints import Checkpoints
-from consumers.components.counting import flush_counts
-from consumers.components.judgments import judge_event, loudness, overturned, overturns
-from consumers.components.reconciler_commits import Commits
-from consumers.components.reconciler_log import (
+from consumers.components.reconciler.commits import Commits
+from consumers.components.reconciler.counting import flush_counts
+from consumers.components.reconciler.judgments import judge_event, loudness, overturned, overturns
+from consumers.components.reconciler.log import (
     FOLDED_ONLY,
     MODELS_ONLY,
     Holds,

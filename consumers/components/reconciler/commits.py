@@ -17,7 +17,7 @@ import structlog
 from consumers.components.batches import counts_by_partition, next_offsets
 from consumers.components.checkpoints import Checkpoints, Snapshot
 from consumers.components.partition_writes import BatchWrites
-from consumers.components.reconciler_log import Holds
+from consumers.components.reconciler.log import Holds
 from consumers.eventlog.port import Consumer, OutRecord, Record
 from statemachine.state import AuditState
 

@@ -6,7 +6,7 @@ delay telemetry but never the reconciler, the projector or the API.
 **What is sent.** For every ``AuditFailed`` with ``failed_by = "reconciler"`` that actually
 failed a running audit (a decision recorded on an audit already terminal changes nothing and
 is not reported; shadow mode's ``AuditFailureSimulated`` is never reported), the capture of
-:mod:`consumers.components.posthog_capture`.
+:mod:`consumers.components.telemetry.posthog`.
 
 **Where the facts come from.** The consumer folds each audit's events itself (the same pure
 ``evolve`` as everywhere, over events read as views: ``codec.read``), rebuilding its partitions
@@ -28,7 +28,7 @@ restart does not resend. A crash between PostHog's answer and the record resends
 uuid and timestamp, which PostHog deduplicates.
 
 **Retries without blocking.** Undelivered events wait in a bounded outbox
-(:mod:`consumers.components.telemetry_outbox`: backoff, giving up, the ``auditrec_telemetry``
+(:mod:`consumers.components.telemetry.outbox`: backoff, giving up, the ``auditrec_telemetry``
 counter) while newer records keep being consumed. The group's offsets are committed only up to
 the oldest event still waiting, so a restart retries it.
 """
@@ -44,8 +44,8 @@ import structlog
 
 from consumers.components.base import LogConsumer
 from consumers.components.checkpoints import Checkpoints
-from consumers.components.posthog_capture import EVENT_NAME, build_client, capture_arguments
-from consumers.components.telemetry_outbox import Outbox, Pending
+from consumers.components.telemetry.outbox import Outbox, Pending
+from consumers.components.telemetry.posthog import EVENT_NAME, build_client, capture_arguments
 from consumers.eventlog.codec import read
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record, TopicPartition
 from consumers.runtime.settings import Settings

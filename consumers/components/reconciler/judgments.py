@@ -14,8 +14,8 @@ import logging
 
 import structlog
 
-from consumers.components.counting import count_verdict
-from consumers.components.reconciler_log import Holds, fold_into
+from consumers.components.reconciler.counting import count_verdict
+from consumers.components.reconciler.log import Holds, fold_into
 from consumers.runtime.metrics import OVERTURNED
 from statemachine.events import AuditEvent, AuditFailed, AuditFailureHeld, AuditFailureSimulated
 from statemachine.policy import Policy
