@@ -20,6 +20,23 @@ if TYPE_CHECKING:
     from tests.pipeline import Pipeline
 
 
+# Folders and modules whose tests take seconds each (processes, browsers, generated inputs).
+_LONG = (
+    "tests/e2e/",
+    "tests/chaos/",
+    "tests/clients/",
+    "tests/consumers/api/ui/test_console_browser.py",
+    "tests/consumers/eventlog/test_wire",
+)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long tests first (in their random order), so that parallel workers end on short
+    ones rather than one worker on a long test while the others are idle."""
+    items.sort(key=lambda item: not item.nodeid.startswith(_LONG))
+
+
 @pytest.fixture(scope="session")
 def _simulator_server() -> Iterator[SimulatorServer]:
     with SimulatorServer() as server:
