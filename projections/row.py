@@ -17,8 +17,8 @@ from types import NoneType
 from typing import Any, Final, Literal, get_args, get_type_hints
 
 from statemachine.events import AuditEvent
-from statemachine.machine import UNCONDITIONAL, next_status
-from statemachine.state import AuditState, evolve_by, initial
+from statemachine.machine import next_status
+from statemachine.state import AuditState, evolve, initial
 
 __all__ = [
     "COLUMNS",
@@ -100,62 +100,47 @@ class AuditRow:
         )
 
 
+def _applied(state: AuditState, event: AuditEvent) -> int:
+    """1 when the transition table applies ``event`` to ``state``, else 0: ``version`` counts
+    the events applied; those recorded but not applied (before AuditStarted, after a terminal
+    state) are history only."""
+    return 0 if next_status(state.status, event.type, state) is None else 1
+
+
 def project(row: AuditRow | None, event: AuditEvent) -> AuditRow:
     """The row after ``event``: pure, total, and equal to ``evolve`` on the state."""
     state = row.state if row is not None else initial(event.audit_id)
-    transition = next_status(state.status, event.type, state)
-    after = evolve_by(state, event, transition)
-    # ``version`` counts the events applied by the transition table; events recorded but not
-    # applied (before AuditStarted, after a terminal state) are history only.
-    counted = 1 if transition is not None else 0
     return AuditRow(
-        state=after,
-        version=(row.version if row is not None else 0) + counted,
+        state=evolve(state, event),
+        version=(row.version if row is not None else 0) + _applied(state, event),
         last_event_id=event.event_id,
         updated_at=row.updated_at if row is not None else None,
     )
 
 
 class RowFold:
-    """A batch of events folded into their audits' rows: equal to :func:`project` applied
-    event by event, without a row per event (a store folds thousands a batch; each
-    intermediate row would be an allocation nobody reads). ``rows`` is not changed."""
+    """A batch of events folded into their audits' rows, by :func:`project`, event by event,
+    starting from ``rows`` (which is not changed)."""
 
-    __slots__ = ("_open", "_rows")
+    __slots__ = ("_folded", "_rows")
 
     def __init__(self, rows: Mapping[str, AuditRow]) -> None:
         self._rows = rows
-        # audit id -> [state, version, last event id, updated_at], changed in place
-        self._open: dict[str, list[Any]] = {}
+        self._folded: dict[str, AuditRow] = {}
 
     def add(self, event: AuditEvent) -> None:
         """Fold ``event`` into its audit's row."""
-        entry = self._open.get(event.audit_id)
-        if entry is None:
-            row = self._rows.get(event.audit_id)
-            entry = (
-                [row.state, row.version, row.last_event_id, row.updated_at]
-                if row is not None
-                else [initial(event.audit_id), 0, None, None]
-            )
-            self._open[event.audit_id] = entry
-        state = entry[0]
-        kind = event.type
-        transition = UNCONDITIONAL[state.status].get(kind)  # next_status's
-        if transition is None:  # first look-up, inline: most events take it
-            transition = next_status(state.status, kind, state)
-        entry[0] = evolve_by(state, event, transition)
-        if transition is not None:  # see project(): only applied events are counted
-            entry[1] += 1
-        entry[2] = event.event_id
+        audit_id = event.audit_id
+        row = self._folded.get(audit_id) or self._rows.get(audit_id)
+        self._folded[audit_id] = project(row, event)
 
     def changed(self) -> dict[str, AuditRow]:
         """The row of each audit that exists after the events folded so far, by audit id (an
         audit only ever seen in events recorded before its start has no row)."""
         return {
-            audit_id: AuditRow(state, version, last, updated)
-            for audit_id, (state, version, last, updated) in self._open.items()
-            if state.exists  # no transition leads back to the initial status
+            audit_id: row
+            for audit_id, row in self._folded.items()
+            if row.state.exists  # no transition leads back to the initial status
         }
 
 

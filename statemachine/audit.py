@@ -1,4 +1,4 @@
-"""An audit's state as the events determine it (``AuditState``), and fast copies of it.
+"""An audit's state as the events determine it (``AuditState``).
 
 ``AuditState`` carries every column of the audit row that events determine (DESIGN §6); the
 projection adds only bookkeeping (version, last event, update time). How an event changes it is
@@ -7,11 +7,9 @@ projection adds only bookkeeping (version, last event, update time). How an even
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
-from statemachine.copying import replacer
 from statemachine.machine import INITIAL
 
 __all__ = ["AuditState", "initial", "replace"]
@@ -51,16 +49,6 @@ class AuditState:
         return self.status != INITIAL
 
 
-# A copy with some fields changed (see ``copying``); the state machine's own copies, which
-# change fields named in advance, are :mod:`statemachine.state`'s.
-replace: Callable[..., AuditState] = replacer(AuditState)
-_named = replacer(AuditState, "audit_id")
-
-
 def initial(audit_id: str) -> AuditState:
-    """The state of an audit before its first event: ``AuditState(audit_id=audit_id)``, made
-    as a copy (a frozen dataclass's ``__init__`` is the slowest way to make one)."""
-    return _named(_BLANK, audit_id=audit_id)
-
-
-_BLANK = AuditState(audit_id="")
+    """The state of an audit before its first event."""
+    return AuditState(audit_id=audit_id)

@@ -4,26 +4,17 @@
 and how, the policy's thresholds and the observation's evidence. :func:`derived` is the
 envelope of a decision derived from the event that caused it, with an id derived from the
 cause's (a redelivered observation yields the same decision).
-
-A decision is made of values read from validated events and of constants, so it is built
-without validating them again (:func:`statemachine.copying.builder`, at less than half the
-cost); ``tests/consumers/test_wire_folding.py`` holds each decision equal to the model
-validation gives and to the one read back from its JSON.
 """
 
 from __future__ import annotations
 
-import functools
 from datetime import datetime
 from typing import Any
 
 from statemachine.classifier import truncate
-from statemachine.copying import builder
 from statemachine.events import (
     AuditEvent,
-    AuditFailed,
     AuditFailedData,
-    AuditFailureSimulated,
     FailedBy,
     ReconciledBy,
     Trigger,
@@ -34,16 +25,9 @@ from statemachine.policy import Policy
 from statemachine.state import AuditState
 from statemachine.vocabulary import FailureRule
 
-__all__ = ["PRODUCER", "derived", "failed", "failure_data", "simulated"]
+__all__ = ["PRODUCER", "derived", "failure_data"]
 
 PRODUCER = "auditrec-reconciler"
-
-
-_failure = builder(AuditFailedData)
-failed = builder(AuditFailed)
-"""An ``AuditFailed`` made of valid values, not validated again."""
-simulated = builder(AuditFailureSimulated)
-"""An ``AuditFailureSimulated`` made of valid values, not validated again."""
 
 
 def _reconciled_by(trigger: Trigger) -> ReconciledBy:
@@ -63,7 +47,7 @@ def failure_data(
     ``text`` is the observed error's (:func:`~statemachine.classifier.error_text`, which the
     rule has read already)."""
     d = obs.data
-    evidence = dict(_evidence(policy))
+    evidence = policy.evidence()
     evidence["trigger"] = d.trigger.value
     evidence["observed_at"] = d.observed_at.isoformat()
     evidence["observation_id"] = str(obs.event_id)
@@ -73,7 +57,7 @@ def failure_data(
         evidence["error"] = truncate(text)
     if d.workflow_instance_id:
         evidence["workflow_instance_id"] = d.workflow_instance_id
-    return _failure(
+    return AuditFailedData(
         error_code=code,
         error_detail=truncate(detail),
         failed_phase=state.current_phase,
@@ -83,12 +67,6 @@ def failure_data(
         policy=evidence,
         rule=rule,
     )
-
-
-@functools.lru_cache(maxsize=16)
-def _evidence(policy: Policy) -> dict[str, Any]:
-    """``policy.evidence()``, made once per policy (copy it before changing it)."""
-    return policy.evidence()
 
 
 def derived(cause: AuditEvent, role: str, at: datetime) -> dict[str, Any]:

@@ -26,7 +26,6 @@ __all__ = [
     "TERMINAL",
     "TRANSITIONS",
     "TRIGGERS",
-    "UNCONDITIONAL",
     "Row",
     "TableRow",
     "mermaid",
@@ -153,6 +152,7 @@ class Row(Transition):
     """A row of the table as the machine holds it, with its trigger and note."""
 
     trigger: str = ""
+    dest: str  # every row of the table has one
 
     def __init__(self, *args: Any, note: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -223,33 +223,9 @@ def _validate() -> dict[tuple[str, str], tuple[Row, ...]]:
 _INDEX: Final = _validate()
 
 
-class _RowsByStatus(dict[str, dict[str, Row]]):
-    def __missing__(self, status: str) -> dict[str, Row]:
-        return {}  # a status outside the table: no row
-
-
-UNCONDITIONAL: Final[Mapping[str, Mapping[str, Row]]] = _RowsByStatus(
-    {
-        status: {
-            trigger: rows[0]
-            for (source, trigger), rows in _INDEX.items()
-            if source == status and len(rows) == 1 and not rows[0].conditions
-        }
-        for status in STATES
-    }
-)
-"""By status, then trigger: the row of each pair that has one row and no condition, most
-events' (the row :func:`next_status` gives whatever the audit). Two look-ups of strings,
-whose hashes are kept, cost less than one of a pair, made and hashed for each event. A status
-outside the table has none."""
-
-
 def next_status(status: str, trigger: str, audit: Facts | None = None) -> Row | None:
     """The row that ``trigger`` takes from ``status`` for ``audit`` (whose facts the row's
     conditions read), or ``None``: recorded, not applied."""
-    row = UNCONDITIONAL[status].get(trigger)
-    if row is not None:
-        return row
     for row in _INDEX.get((status, trigger), ()):
         if not row.conditions or row.allows(audit):
             return row

@@ -19,12 +19,13 @@ from statemachine.events import (
     AuditFailureHeld,
     AuditFailureHeldData,
     AuditFailureReleased,
+    AuditFailureSimulated,
     Trigger,
     WorkflowProbeFailed,
     WorkflowStatusObserved,
     derived_id,
 )
-from statemachine.failure import PRODUCER, derived, failed, failure_data, simulated
+from statemachine.failure import PRODUCER, derived, failure_data
 from statemachine.machine import INITIAL
 from statemachine.policy import Policy, format_duration
 from statemachine.state import AuditState
@@ -43,9 +44,7 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
     """The verdict on an observation or probe failure; ``None`` for other events.
 
     Reasons are functions (made when read: see :class:`Verdict`) of values that never change.
-    Events are told apart by their ``type``: a consumer may judge a view of an observation
-    that reads like the model without being of its class (:func:`consumers.eventlog.codec.read`),
-    and ``isinstance`` on a pydantic model class costs 3x more."""
+    Events are told apart by their ``type``."""
     kind = event.type
     if kind == "WorkflowProbeFailed":
         failed = cast(WorkflowProbeFailed, event).data
@@ -228,7 +227,7 @@ def decide(
             ),
         )
         return Verdict(verdict.rule, lambda: f"{verdict.reason}; held: {held}", failure), hold
-    build = simulated if policy.shadow else failed
+    build = AuditFailureSimulated if policy.shadow else AuditFailed
     decision = build(**derived(event, "reconciler-decision", observed_at), data=failure)
     return verdict, decision
 

@@ -3,21 +3,18 @@
 The state, ``AuditState``, is :mod:`statemachine.audit`'s, named here too (as are ``initial``
 and ``replace``): every column of the audit row that events determine. Status changes come from
 the transition table alone (:func:`statemachine.machine.next_status`: every destination is
-the row's); an event without a
-transition is recorded, not applied — except that observations of a terminal audit still
-update what was last observed, which is information, not lifecycle.
+the row's); an event without a transition is recorded, not applied — except that observations
+of a terminal audit still update what was last observed, which is information, not lifecycle.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from functools import reduce
 from typing import Any
 
 from statemachine.audit import AuditState, initial, replace
-from statemachine.copying import replacer
 from statemachine.events import (
     AuditCompleted,
     AuditEvent,
@@ -30,26 +27,9 @@ from statemachine.events import (
     AuditStarted,
     WorkflowInstanceAttached,
 )
-from statemachine.machine import INITIAL, UNCONDITIONAL, Row, next_status
+from statemachine.machine import INITIAL, Row, next_status
 
-__all__ = ["AuditState", "evolve", "evolve_by", "fold", "initial", "replace"]
-
-_intern = sys.intern
-
-_STARTED_FIELDS = (
-    *("project_id", "organization_id", "started_by_user_id", "start_url"),
-    *("workflow_instance_id", "started_at", "current_phase", "pages_total"),
-)
-_FAILURE_FIELDS = ("error_code", "error_detail", "failed_phase", "failed_by", "reconciled_by")
-_UNHELD = ("held_decision_id", "held_at")
-# Each event makes one: the copy is the hottest allocation of a fold (see ``copying``). The
-# frequent changes have copies of their own, which test no field.
-_begun = replacer(AuditState, "status", *_STARTED_FIELDS)
-_advanced = replacer(AuditState, "current_phase", "pages_crawled", "pages_total")
-_seen = replacer(AuditState, "last_observed_status", "last_observed_at", "instance_ended_at")
-_done = replacer(AuditState, "status", "pages_crawled", "pages_total", "completed_at", *_UNHELD)
-_ended = replacer(AuditState, "status", *_FAILURE_FIELDS, "completed_at", *_UNHELD)
-
+__all__ = ["AuditState", "evolve", "fold", "initial", "replace"]
 
 _LOST = frozenset({"not_found", "not_attached"})
 
@@ -71,15 +51,15 @@ def _observed(state: AuditState, event: AuditEvent) -> AuditState:
             # The instance was found after all: a decision held for its loss no longer stands.
             return replace(
                 state,
-                last_observed_status=_intern(status),
+                last_observed_status=status,
                 last_observed_at=seen,
                 instance_ended_at=ended,
                 held_decision_id=None,
                 held_at=None,
             )
-        return _seen(
+        return replace(
             state,
-            last_observed_status=_intern(status),
+            last_observed_status=status,
             last_observed_at=seen,
             instance_ended_at=ended,
         )
@@ -101,35 +81,18 @@ def _later(a: datetime | None, b: datetime) -> datetime:
 def evolve(state: AuditState, event: AuditEvent) -> AuditState:
     """The state after ``event``. Total: any event on any state gives a state.
 
-    :func:`evolve_by` of :func:`next_status`'s row, inline: every consumer folds every event
-    through here, and most take a row without a condition (one look-up, no call)."""
-    kind = event.type
-    row = UNCONDITIONAL[state.status].get(kind)
+    The transition table gives the row ``event`` takes from ``state``; the event's type says
+    what else it changes. Without a row the event is recorded, not applied, but observations
+    of an audit that exists still refresh what was last seen."""
+    row = next_status(state.status, event.type, state)
     if row is None:
-        row = next_status(state.status, kind, state)
-        if row is None:  # recorded, not applied (as in evolve_by)
-            return _observed(state, event) if state.status != INITIAL else state
-    return _APPLY.get(kind, _kept)(state, event, row)
-
-
-def evolve_by(state: AuditState, event: AuditEvent, row: Row | None) -> AuditState:
-    """:func:`evolve` given the transition ``event`` takes from ``state`` (``next_status(
-    state.status, event.type, state)``), for callers that need it too (the projection counts
-    the events the table applies).
-
-    Events are told apart by their ``type`` (one dictionary look-up): the union is closed,
-    ``isinstance`` on a pydantic model class costs 3x more (its metaclass is an ``ABCMeta``),
-    and a consumer that only folds events may fold a view of one that reads like it (the same
-    attributes, not the model's class: :func:`consumers.eventlog.codec.read`)."""
-    if row is None:
-        # Recorded, not applied. Observations still refresh what was last seen.
         return _observed(state, event) if state.status != INITIAL else state
     return _APPLY.get(event.type, _kept)(state, event, row)
 
 
 def _started(state: AuditState, event: AuditStarted, row: Row) -> AuditState:
     d = event.data
-    return _begun(
+    return replace(
         state,
         status=row.dest,
         project_id=d.project_id,
@@ -138,7 +101,7 @@ def _started(state: AuditState, event: AuditStarted, row: Row) -> AuditState:
         start_url=d.start_url,
         workflow_instance_id=d.workflow_instance_id,
         started_at=d.started_at or event.occurred_at,
-        current_phase=_intern(d.current_phase or "discovery"),
+        current_phase=d.current_phase or "discovery",
         pages_total=d.pages_total,
     )
 
@@ -160,9 +123,9 @@ def _attached(state: AuditState, event: WorkflowInstanceAttached, row: Row) -> A
 def _progressed(state: AuditState, event: AuditProgressed, row: Row) -> AuditState:
     progress = event.data
     phase, crawled, total = progress.current_phase, progress.pages_crawled, progress.pages_total
-    return _advanced(
+    return replace(
         state,
-        current_phase=_intern(phase) if phase else state.current_phase,
+        current_phase=phase or state.current_phase,
         pages_crawled=crawled if crawled is not None else state.pages_crawled,
         pages_total=total if total is not None else state.pages_total,
     )
@@ -188,7 +151,7 @@ def _completed(state: AuditState, event: AuditCompleted, row: Row) -> AuditState
             held_decision_id=None,
             held_at=None,
         )
-    return _done(
+    return replace(
         state,
         status=row.dest,
         pages_crawled=crawled if crawled is not None else state.pages_crawled,
@@ -201,7 +164,7 @@ def _completed(state: AuditState, event: AuditCompleted, row: Row) -> AuditState
 
 def _failed(state: AuditState, event: AuditFailed, row: Row) -> AuditState:
     failure = event.data
-    return _ended(
+    return replace(
         state,
         status=row.dest,
         error_code=failure.error_code,
@@ -230,7 +193,7 @@ def _restored(state: AuditState, event: AuditRestored, row: Row) -> AuditState:
             "start_url": r.start_url,
             "workflow_instance_id": r.workflow_instance_id,
             "started_at": r.started_at or event.occurred_at,
-            "current_phase": _intern(r.current_phase or "discovery"),
+            "current_phase": r.current_phase or "discovery",
             "pages_total": r.pages_total,
             "pages_crawled": event.data.pages_crawled,
         }
