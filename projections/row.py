@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 from types import NoneType
 from typing import Any, Final, Literal, get_args, get_type_hints
@@ -50,7 +50,7 @@ def _kind(annotation: Any) -> ColumnKind:
     return kinds.pop()
 
 
-STATE_FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in fields(AuditState))
+STATE_FIELDS: Final[tuple[str, ...]] = AuditState._fields
 # Every stored column and its kind: the state's fields, then the projection's bookkeeping.
 # The stores map kinds to their own types; DESIGN §6 lists them all but the internal ones.
 COLUMN_KINDS: Final[dict[str, ColumnKind]] = {
@@ -119,28 +119,39 @@ def project(row: AuditRow | None, event: AuditEvent) -> AuditRow:
 
 
 class RowFold:
-    """A batch of events folded into their audits' rows, by :func:`project`, event by event,
-    starting from ``rows`` (which is not changed)."""
+    """A batch of events folded into their audits' rows: :func:`project` applied event by
+    event, keeping only each audit's latest row. ``rows`` is not changed."""
 
-    __slots__ = ("_folded", "_rows")
+    __slots__ = ("_open", "_rows")
 
     def __init__(self, rows: Mapping[str, AuditRow]) -> None:
         self._rows = rows
-        self._folded: dict[str, AuditRow] = {}
+        # audit id -> [state, version, last event id, updated_at], changed in place
+        self._open: dict[str, list[Any]] = {}
 
     def add(self, event: AuditEvent) -> None:
         """Fold ``event`` into its audit's row."""
-        audit_id = event.audit_id
-        row = self._folded.get(audit_id) or self._rows.get(audit_id)
-        self._folded[audit_id] = project(row, event)
+        entry = self._open.get(event.audit_id)
+        if entry is None:
+            row = self._rows.get(event.audit_id)
+            entry = (
+                [row.state, row.version, row.last_event_id, row.updated_at]
+                if row is not None
+                else [initial(event.audit_id), 0, None, None]
+            )
+            self._open[event.audit_id] = entry
+        state = entry[0]
+        entry[0] = evolve(state, event)
+        entry[1] += _applied(state, event)
+        entry[2] = event.event_id
 
     def changed(self) -> dict[str, AuditRow]:
         """The row of each audit that exists after the events folded so far, by audit id (an
         audit only ever seen in events recorded before its start has no row)."""
         return {
-            audit_id: row
-            for audit_id, row in self._folded.items()
-            if row.state.exists  # no transition leads back to the initial status
+            audit_id: AuditRow(state, version, last, updated)
+            for audit_id, (state, version, last, updated) in self._open.items()
+            if state.exists  # no transition leads back to the initial status
         }
 
 

@@ -3,20 +3,22 @@
 ``AuditState`` carries every column of the audit row that events determine (DESIGN §6); the
 projection adds only bookkeeping (version, last event, update time). How an event changes it is
 :mod:`statemachine.state`'s (which names everything here too).
+
+It is an immutable record, a ``NamedTuple``: an event's effect is a copy with some fields
+changed (``state._replace(...)``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import NamedTuple
 
 from statemachine.machine import INITIAL
 
-__all__ = ["AuditState", "initial", "replace"]
+__all__ = ["AuditState", "initial"]
 
 
-@dataclass(frozen=True, slots=True)
-class AuditState:
+class AuditState(NamedTuple):
     # The fields in the order of the audit row's columns (DESIGN §6).
     audit_id: str
     project_id: str | None = None

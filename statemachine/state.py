@@ -1,10 +1,10 @@
 """How one event changes an audit's state: ``evolve`` never raises, ``fold`` reduces.
 
-The state, ``AuditState``, is :mod:`statemachine.audit`'s, named here too (as are ``initial``
-and ``replace``): every column of the audit row that events determine. Status changes come from
-the transition table alone (:func:`statemachine.machine.next_status`: every destination is
-the row's); an event without a transition is recorded, not applied — except that observations
-of a terminal audit still update what was last observed, which is information, not lifecycle.
+The state, ``AuditState``, is :mod:`statemachine.audit`'s, named here too (as is ``initial``):
+every column of the audit row that events determine. Status changes come from the transition
+table alone (:func:`statemachine.machine.next_status`: every destination is the row's); an
+event without a transition is recorded, not applied — except that observations of a terminal
+audit still update what was last observed, which is information, not lifecycle.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from datetime import datetime
 from functools import reduce
 from typing import Any
 
-from statemachine.audit import AuditState, initial, replace
+from statemachine.audit import AuditState, initial
 from statemachine.events import (
     AuditCompleted,
     AuditEvent,
@@ -29,7 +29,7 @@ from statemachine.events import (
 )
 from statemachine.machine import INITIAL, Row, next_status
 
-__all__ = ["AuditState", "evolve", "fold", "initial", "replace"]
+__all__ = ["AuditState", "evolve", "fold", "initial"]
 
 _LOST = frozenset({"not_found", "not_attached"})
 
@@ -49,16 +49,14 @@ def _observed(state: AuditState, event: AuditEvent) -> AuditState:
         seen = _later(state.last_observed_at, d.observed_at)
         if state.held_decision_id is not None and status not in _LOST:
             # The instance was found after all: a decision held for its loss no longer stands.
-            return replace(
-                state,
+            return state._replace(
                 last_observed_status=status,
                 last_observed_at=seen,
                 instance_ended_at=ended,
                 held_decision_id=None,
                 held_at=None,
             )
-        return replace(
-            state,
+        return state._replace(
             last_observed_status=status,
             last_observed_at=seen,
             instance_ended_at=ended,
@@ -66,8 +64,7 @@ def _observed(state: AuditState, event: AuditEvent) -> AuditState:
     if event.type == "WorkflowProbeFailed":
         if event.data.workflow_instance_id != state.workflow_instance_id:
             return state
-        return replace(
-            state,
+        return state._replace(
             last_observed_status="probe_failed",
             last_observed_at=_later(state.last_observed_at, event.data.observed_at),
         )
@@ -92,8 +89,7 @@ def evolve(state: AuditState, event: AuditEvent) -> AuditState:
 
 def _started(state: AuditState, event: AuditStarted, row: Row) -> AuditState:
     d = event.data
-    return replace(
-        state,
+    return state._replace(
         status=row.dest,
         project_id=d.project_id,
         organization_id=d.organization_id,
@@ -110,8 +106,7 @@ def _attached(state: AuditState, event: WorkflowInstanceAttached, row: Row) -> A
     new_id = event.data.workflow_instance_id
     if new_id == state.workflow_instance_id:
         return state
-    return replace(
-        state,
+    return state._replace(
         workflow_instance_id=new_id,
         instance_ended_at=None,
         last_observed_status=None,
@@ -123,8 +118,7 @@ def _attached(state: AuditState, event: WorkflowInstanceAttached, row: Row) -> A
 def _progressed(state: AuditState, event: AuditProgressed, row: Row) -> AuditState:
     progress = event.data
     phase, crawled, total = progress.current_phase, progress.pages_crawled, progress.pages_total
-    return replace(
-        state,
+    return state._replace(
         current_phase=phase or state.current_phase,
         pages_crawled=crawled if crawled is not None else state.pages_crawled,
         pages_total=total if total is not None else state.pages_total,
@@ -136,8 +130,7 @@ def _completed(state: AuditState, event: AuditCompleted, row: Row) -> AuditState
     crawled, total = done.pages_crawled, done.pages_total
     completed_at = done.completed_at or event.occurred_at
     if state.status == "failed":  # overturned: the failure is cleared
-        return replace(
-            state,
+        return state._replace(
             status=row.dest,
             pages_crawled=crawled if crawled is not None else state.pages_crawled,
             pages_total=total if total is not None else state.pages_total,
@@ -151,8 +144,7 @@ def _completed(state: AuditState, event: AuditCompleted, row: Row) -> AuditState
             held_decision_id=None,
             held_at=None,
         )
-    return replace(
-        state,
+    return state._replace(
         status=row.dest,
         pages_crawled=crawled if crawled is not None else state.pages_crawled,
         pages_total=total if total is not None else state.pages_total,
@@ -164,8 +156,7 @@ def _completed(state: AuditState, event: AuditCompleted, row: Row) -> AuditState
 
 def _failed(state: AuditState, event: AuditFailed, row: Row) -> AuditState:
     failure = event.data
-    return replace(
-        state,
+    return state._replace(
         status=row.dest,
         error_code=failure.error_code,
         error_detail=failure.error_detail,
@@ -197,8 +188,7 @@ def _restored(state: AuditState, event: AuditRestored, row: Row) -> AuditState:
             "pages_total": r.pages_total,
             "pages_crawled": event.data.pages_crawled,
         }
-    return replace(
-        state,
+    return state._replace(
         status=row.dest,
         completed_at=None,
         error_code=None,
@@ -215,7 +205,7 @@ def _restored(state: AuditState, event: AuditRestored, row: Row) -> AuditState:
 def _held(state: AuditState, event: AuditFailureHeld, row: Row) -> AuditState:
     if state.held_decision_id is not None:
         return state  # one hold at a time: the first stands until it ends
-    return replace(state, held_decision_id=str(event.event_id), held_at=event.occurred_at)
+    return state._replace(held_decision_id=str(event.event_id), held_at=event.occurred_at)
 
 
 def _unheld(
@@ -223,7 +213,7 @@ def _unheld(
 ) -> AuditState:
     if state.held_decision_id != str(event.data.held_id):
         return state  # not the pending hold (already ended, or never made)
-    return replace(state, held_decision_id=None, held_at=None)
+    return state._replace(held_decision_id=None, held_at=None)
 
 
 def _kept(state: AuditState, event: AuditEvent, row: Row) -> AuditState:

@@ -27,7 +27,7 @@ import pickle
 import time
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -40,7 +40,7 @@ from statemachine.state import AuditState
 __all__ = ["Checkpoints", "Restored", "Snapshot", "decode_states", "encode_states"]
 
 FORMAT = 2
-_FIELDS = tuple(f.name for f in fields(AuditState))
+_FIELDS = AuditState._fields
 
 log = structlog.get_logger("auditrec.checkpoints")
 

@@ -5,7 +5,6 @@ refused while a hold is pending)."""
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import timedelta
 
 from hypothesis import given
@@ -156,10 +155,10 @@ STATES = st.sampled_from(
         initial(AUDIT),
         running(),
         running(instance=None),
-        dataclasses.replace(running(), instance_ended_at=T0 + timedelta(minutes=3)),
-        dataclasses.replace(running(), held_decision_id="held-1", held_at=T0),
-        dataclasses.replace(running(), status="failed", failed_by="reconciler"),
-        dataclasses.replace(running(), status="completed"),
+        running()._replace(instance_ended_at=T0 + timedelta(minutes=3)),
+        running()._replace(held_decision_id="held-1", held_at=T0),
+        running()._replace(status="failed", failed_by="reconciler"),
+        running()._replace(status="completed"),
     ]
 )
 

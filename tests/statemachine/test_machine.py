@@ -3,8 +3,6 @@ validation, and its mermaid rendering."""
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
-
 import pytest
 
 from statemachine import machine
@@ -42,9 +40,7 @@ OBSERVATION_FIELDS = {"last_observed_status", "last_observed_at", "instance_ende
 
 def lifecycle(state: AuditState) -> dict[str, object]:
     """Every field of the state except the observation bookkeeping."""
-    return {
-        f.name: getattr(state, f.name) for f in fields(state) if f.name not in OBSERVATION_FIELDS
-    }
+    return {f: getattr(state, f) for f in state._fields if f not in OBSERVATION_FIELDS}
 
 
 # --- (none) + AuditStarted ------------------------------------------------------------------
@@ -154,7 +150,7 @@ def test_attaching_an_instance_keeps_the_audit_running_and_records_the_id() -> N
     # then it is still running, with the id
     assert after.status == "running"
     assert after.workflow_instance_id == "wf-9"
-    assert replace(after, workflow_instance_id=None) == before
+    assert after._replace(workflow_instance_id=None) == before
 
 
 def test_attaching_a_new_instance_forgets_what_was_observed_of_the_old_one() -> None:
@@ -372,7 +368,7 @@ def test_observations_of_a_terminal_audit_only_refresh_what_was_last_seen() -> N
     # then only the observation bookkeeping moves (information, not lifecycle)
     assert after.last_observed_status == "errored"
     assert after.last_observed_at == at(40)
-    assert replace(after, last_observed_status=None, last_observed_at=None) == before
+    assert after._replace(last_observed_status=None, last_observed_at=None) == before
 
 
 # --- the table itself ----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from statemachine.errors import DecodeError
 from statemachine.events import AuditEvent, AuditFailed, AuditFailureHeld, FailedBy
 from statemachine.machine import INITIAL, TERMINAL
 from statemachine.rules import PRODUCER
-from statemachine.state import AuditState, evolve, initial, replace
+from statemachine.state import AuditState, evolve, initial
 
 __all__ = [
     "FOLDED_ONLY",
@@ -105,7 +105,7 @@ def fold_into(
     if current is None:
         current = initial(audit_id)
     elif current.audit_id == "":  # a compacted terminal audit: status and failed_by only
-        current = replace(current, audit_id=audit_id)
+        current = current._replace(audit_id=audit_id)
     new = evolve(current, event)
     status = new.status
     if status == "running":

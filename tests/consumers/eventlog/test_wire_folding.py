@@ -26,7 +26,7 @@ from statemachine.errors import DecodeError
 from statemachine.events import LIFECYCLE_TYPES, AuditEvent, AuditFailed, AuditFailureHeld
 from statemachine.policy import Policy
 from statemachine.rules import PRODUCER, decide
-from statemachine.state import AuditState, evolve, initial, replace
+from statemachine.state import AuditState, evolve, initial
 from tests.consumers.eventlog.wire_events import valid_events
 from tests.fuzz.hostile import FUZZ_EXAMPLES
 
@@ -106,11 +106,11 @@ _RUNNING = AuditState(
 _STATES = (
     initial("a-1"),
     _RUNNING,
-    replace(_RUNNING, held_decision_id=str(uuid.UUID(int=7)), held_at=_AT),
-    replace(_RUNNING, workflow_instance_id="wf-2", instance_ended_at=_AT),
-    replace(_RUNNING, status="failed", failed_by="reconciler", error_code="instance_lost"),
-    replace(_RUNNING, status="failed", failed_by="producer", error_code="crawl_failed"),
-    replace(_RUNNING, status="completed", completed_at=_AT),
+    _RUNNING._replace(held_decision_id=str(uuid.UUID(int=7)), held_at=_AT),
+    _RUNNING._replace(workflow_instance_id="wf-2", instance_ended_at=_AT),
+    _RUNNING._replace(status="failed", failed_by="reconciler", error_code="instance_lost"),
+    _RUNNING._replace(status="failed", failed_by="producer", error_code="crawl_failed"),
+    _RUNNING._replace(status="completed", completed_at=_AT),
 )
 
 
