@@ -68,16 +68,15 @@ class _Batch:
 
 class Projector(LogConsumer):
     name = "projector"
-    # Large batches coalesce an audit's events into one row write; two lanes keep two server
-    # processes busy (bench/pipeline.py, 200,000 events, side by side: 24.5k/s with 10,000 in
-    # parts of 2,500; 30.0k/s with 20,000 in parts of 10,000; 30.7k/s in one part of 20,000;
-    # with two lanes, 32.1k → 33.2k/s and 29.1k → 30.9k/s in two runs).
+    # Large batches coalesce an audit's events into one row write (+22 % events/s against
+    # 10,000 in parts of 2,500: bench/pipeline.py, projector).
     max_records = 20000
     part_size = 10000  # records a part when a batch is large
-    lanes = 2  # store transactions writing one part at once, each over its own partitions
+    # Store transactions writing one part at once, each over its own partitions, keeping two
+    # server processes busy (+5 % events/s: bench/pipeline.py, projector).
+    lanes = 2
     # Parts written at once: the next part's writes start as soon as the earlier writes over
-    # their partitions end, not once the whole part before is written (same bench, alternated:
-    # 28.8k → 32.1k, 30.2k → 32.1k and 26.3k → 29.6k/s; three parts at once gained nothing).
+    # their partitions end (+10 % events/s: bench/pipeline.py, projector).
     depth = 2
 
     def __init__(self, event_log: EventLog, store: ProjectionStore) -> None:

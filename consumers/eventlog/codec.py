@@ -3,7 +3,7 @@
 :func:`encode` writes an event as UTF-8 JSON with the ``event-type`` and ``schema-version``
 headers; :func:`decode` reads any version of any lifecycle event (old versions upcast) and
 raises :class:`~statemachine.errors.DecodeError` naming the problem; :func:`read` does the same
-for consumers that only fold and store events, faster (a view of the event when it can:
+for consumers that only fold and store events (a view of the event when it can:
 :mod:`consumers.eventlog.wire`); :func:`dead_letter` wraps a record that could not be decoded
 or applied, with the reason and where it came from.
 """
@@ -14,7 +14,6 @@ import base64
 import json
 from typing import Any
 
-import msgspec
 from pydantic import BaseModel, ValidationError
 
 from consumers.eventlog.port import OutRecord, Record, Topics
@@ -43,23 +42,10 @@ __all__ = [
 ]
 
 
-def _fields(value: Any) -> Any:
-    """A model's fields, for msgspec to encode (a nested model's too, when it meets one)."""
-    if isinstance(value, BaseModel):
-        return value.__dict__
-    raise TypeError(f"cannot encode a {type(value).__name__}")
-
-
-# msgspec writes what ``model_dump_json()`` writes (the events have no custom serializers, and
-# forbid extra fields), but for a float's exponent (``1e16``, not ``1e+16``), in a third of the
-# time. ``tests/consumers/test_wire.py`` holds the two to the same JSON.
-_to_json = msgspec.json.Encoder(enc_hook=_fields).encode
-
-
 def encode(topic: str, event: BaseModel, partition: int | None = None) -> OutRecord:
     """``event`` as a record of ``topic``, keyed by its audit id (``partition``: see
     :class:`~consumers.eventlog.port.OutRecord`)."""
-    value = _to_json(event)
+    value = event.model_dump_json().encode()
     kind = getattr(event, "type", "")
     version = str(getattr(event, "schema_version", 1))
     return OutRecord(
@@ -108,14 +94,10 @@ def describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-# The adapter's validator itself: its ``validate_json`` wrapper costs a frame and keywords.
-_validate_json = EVENT_ADAPTER.validator.validate_json
-
-
 def decode(value: bytes) -> AuditEvent:
     """A lifecycle event from a record's bytes, or :class:`DecodeError` with the reason."""
-    try:  # fast path: current-version JSON parsed and validated in one pass
-        event: AuditEvent = _validate_json(value)
+    try:  # current-version JSON, parsed and validated in one pass
+        event: AuditEvent = EVENT_ADAPTER.validate_json(value)
         if event.schema_version == CURRENT_VERSION[event.type]:
             return event
     except ValidationError:
@@ -127,8 +109,8 @@ def decode_verbatim(value: bytes) -> tuple[AuditEvent, bytes | None]:
     """:func:`decode`, and ``value`` itself when it is valid current-version JSON of the
     event (so it can be stored as the event's JSON without serialising it again); ``None``
     when the event had to be upcast."""
-    try:  # fast path: current-version JSON parsed and validated in one pass
-        event: AuditEvent = _validate_json(value)
+    try:  # current-version JSON, parsed and validated in one pass
+        event: AuditEvent = EVENT_ADAPTER.validate_json(value)
         if event.schema_version == CURRENT_VERSION[event.type]:
             return event, value
     except ValidationError:
@@ -139,9 +121,9 @@ def decode_verbatim(value: bytes) -> tuple[AuditEvent, bytes | None]:
 def read(value: bytes) -> AuditEvent:
     """:func:`decode` for a consumer that only reads the event's fields (folds it, stores it):
     a current-version event comes as its view (:func:`consumers.eventlog.wire.decode_view`),
-    which reads like the model (the same attributes, values and types) at a third of the cost,
-    but is not one: no pydantic methods, not of the model's class (tell events apart by
-    ``type``). Anything else is :func:`decode`'s, errors included."""
+    which reads like the model (the same attributes, values and types) but is not one: no
+    pydantic methods, not of the model's class (tell events apart by ``type``). Anything else
+    is :func:`decode`'s, errors included."""
     view: AuditEvent | None = decode_view(value)
     return view if view is not None else decode(value)
 

@@ -61,8 +61,7 @@ class Topics:
 
 
 class Record(NamedTuple):
-    """A record as consumed: where it sits, and its bytes. (A named tuple: consumers make
-    one per record, and it is built 3x faster than a frozen dataclass.)"""
+    """A record as consumed: where it sits, and its bytes."""
 
     topic: str
     partition: int

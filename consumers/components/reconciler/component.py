@@ -67,8 +67,7 @@ class Reconciler(LogConsumer):
     name = "reconciler"
     transactional = True
     # Under load, a transaction per input partition every 20,000 records rather than 5,000
-    # (bench/pipeline.py, 200,000 events in 12 partitions, side by side: 32.8k and 31.4k
-    # events/s with 5,000; 35.2k and 33.7k with 20,000). When quiet, batches stay small.
+    # (+7 % events/s: bench/pipeline.py, reconciler). When quiet, batches stay small.
     max_records = 20000
 
     def __init__(

@@ -4,8 +4,8 @@ observation that changed nothing, with the reason), and each reconciler failure 
 completion overturned, counted and logged.
 
 Whether a line is emitted is asked once a batch (:func:`loudness`), not per event: a call at a
-level filtered out still costs a bound logger first (the logger is a lazy proxy, so that a
-later configuration applies), several µs on the reconciler's path.
+level filtered out still binds a logger first (the logger is a lazy proxy, so that a later
+configuration applies).
 """
 
 from __future__ import annotations

@@ -70,10 +70,10 @@ MODELS_ONLY: Final = frozenset({"AuditFailureHeld", "AuditFailureReleased"})
 
 def decode_to_judge(record: Record) -> AuditEvent:
     """The record's event, or :class:`~statemachine.errors.DecodeError`: a view of it
-    (:func:`~consumers.eventlog.codec.read`, a third of the cost) unless its type is one of
-    ``MODELS_ONLY``, then the model (a second decoding, for a rare event)."""
+    (:func:`~consumers.eventlog.codec.read`) unless its type is one of ``MODELS_ONLY``, then
+    the model (a second decoding, for a rare event)."""
     value = record.value
-    view = decode_view(value)  # codec.read's first step, without a frame of its own
+    view = decode_view(value)
     if view is None or view.type in MODELS_ONLY:
         return decode(value)
     return cast(AuditEvent, view)

@@ -208,7 +208,7 @@ class Telemetry(LogConsumer):
             tp = (record.topic, record.partition)
             self._consumed[tp] = record.offset + 1
             try:
-                event = read(record.value)  # a view, cheaper: events are only read here
+                event = read(record.value)  # a view: events are only read here
             except DecodeError as exc:
                 self.dead_letter(record, str(exc), dlq)
                 continue

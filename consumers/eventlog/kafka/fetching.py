@@ -1,23 +1,17 @@
-"""Fetched records made straight into the port's :class:`~consumers.eventlog.port.Record`.
+"""Fetched records made straight into the port's :class:`~consumers.eventlog.port.Record`,
+rather than as aiokafka's ``ConsumerRecord`` copied into one (+9 % events/s: bench/pipeline.py,
+reconciler).
 
-aiokafka makes each fetched record a ``ConsumerRecord`` (a dataclass of eleven fields), which
-the log's consumers then copied into a ``Record``: two objects per record, about 2.6 µs of the
-reconciler's 30 per event (``bench/pipeline.py``, side by side: 31.5k and 31.9k events/s
-against 34.0k and 35.3k). A consumer made with ``value_deserializer=`` :func:`as_record` is
-handed ``Record`` objects instead, made as the batch is unpacked.
-
-aiokafka unpacks a partition's fetched batches in ``PartitionRecords``: a generator
+aiokafka unpacks a partition's fetched batches in its private ``PartitionRecords``: a generator
 (``_unpack_records``) that skips aborted transactions and control batches and calls
-``_consumer_record(tp, record)`` for each record's object, drained through ``__next__``. For a
-consumer so made, :func:`install`'s subclass runs its own copy of that generator, which makes
-each ``Record`` inline, and hands the generator itself to the loop that drains it: no Python
-call per record besides the generator's step (the bench's topic read in one process, three
-alternated pairs: 5.8–6.4 µs of CPU per record through ``_consumer_record``, 4.8–5.0 inline).
-Any other consumer gets aiokafka's own. The subclass replaces only the class it was written
-against (aiokafka 0.14, as ``pyproject.toml`` pins it): against another, aiokafka is left
-alone, the consumers get ``ConsumerRecord`` objects, and :func:`records` copies them as
-before. ``tests/consumers/test_kafka_fetching.py`` holds its records equal to copies of
-aiokafka's, aborted transactions included.
+``_consumer_record(tp, record)`` for each record's object. For a consumer made with
+``value_deserializer=`` :func:`as_record`, :func:`install`'s subclass runs its own copy of that
+generator, which makes each ``Record`` inline; any other consumer gets aiokafka's own. The
+subclass replaces only the class it was written against (aiokafka 0.14, as ``pyproject.toml``
+pins it): against another, aiokafka is left alone, and :func:`records` copies its records.
+``tests/consumers/test_kafka_fetching.py`` holds its records equal to copies of aiokafka's,
+aborted transactions included, and fails, naming it, when the private code it relies on
+changes.
 """
 
 from __future__ import annotations
@@ -43,7 +37,7 @@ def as_record(value: bytes | None) -> bytes | None:
 
 
 _Original: type = fetcher.PartitionRecords
-_new_record = tuple.__new__  # a named tuple's own __new__ is a Python function: skipped
+_new_record = tuple.__new__  # a Record without its Python-level __new__
 
 
 class _PortRecords(_Original):  # type: ignore[misc]
@@ -51,7 +45,7 @@ class _PortRecords(_Original):  # type: ignore[misc]
 
     def __iter__(self) -> Any:
         # aiokafka drains a partition with ``for record in partition_records``: the generator
-        # itself spares a ``__next__`` call per record.
+        # itself, without a ``__next__`` call per record.
         unpacking = self._records_iterator
         if unpacking is None or self._value_deserializer is not as_record:
             return self

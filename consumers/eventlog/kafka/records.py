@@ -22,9 +22,6 @@ from consumers.eventlog.port import OutRecord, Record
 __all__ = ["key_hash", "port_record", "raise_failure", "send_all", "send_some", "to_record"]
 
 
-_new_record = tuple.__new__  # a named tuple's own __new__ is a Python function: skipped
-
-
 def port_record(
     topic: str,
     partition: int,
@@ -33,25 +30,18 @@ def port_record(
     value: bytes | None,
     headers: tuple[tuple[str, bytes | None], ...],
     timestamp: int,
-) -> Record:  # hot path: keep it lean
+) -> Record:
     """The port's record of a fetched one: the key as text, no value as ``b""``, a header
     without value (other producers) as ``b""``. (``fetching.py`` makes its records so, inline:
     ``tests/consumers/test_kafka_fetching.py`` holds the two equal.)"""
-    for _, v in headers:
-        if v is None:
-            headers = tuple((k, v or b"") for k, v in headers)
-            break
-    return _new_record(
-        Record,
-        (
-            topic,
-            partition,
-            offset,
-            None if key is None else key.decode("utf-8", "replace"),
-            b"" if value is None else value,
-            headers,
-            timestamp,
-        ),
+    return Record(
+        topic,
+        partition,
+        offset,
+        None if key is None else key.decode("utf-8", "replace"),
+        b"" if value is None else value,
+        tuple((k, v or b"") for k, v in headers),
+        timestamp,
     )
 
 

@@ -1,4 +1,6 @@
-"""The compiled decoder of lifecycle events, for consumers that only read them.
+"""The compiled decoder of lifecycle events, for consumers that only read them (a quarter to a
+third less CPU per event for the projector, reconciler and rebuild: bench/pipeline.py; decoding
+2.8x cheaper: bench/decode.py).
 
 :func:`decode_view` decodes a current-version event with msgspec into a struct of its type
 that reads exactly like the pydantic instance ``EVENT_ADAPTER.validate_json`` would give:
@@ -43,12 +45,11 @@ _BACKSLASH, _DOT = ord("\\"), ord(".")
 def decode_view(value: bytes, strict: bool = False) -> Any:
     """The event in ``value`` as its struct, or None when pydantic's path must decide.
 
-    A fault of the fast path itself (a bug) gives None too, so a record is never refused, nor a
-    consumer stopped, by the decoder that only exists to be faster; tests pass ``strict`` to
-    see it raise.
+    A fault of this decoder itself (a bug) gives None too, so a record is never refused, nor a
+    consumer stopped, by it; tests pass ``strict`` to see it raise.
     """
-    # One-byte searches first (an int: memchr; a one-byte string costs ten times more): most
-    # records have no escape, and a dot only in a URL or a fraction.
+    # One-byte searches first: most records have no escape, and a dot only in a URL or a
+    # fraction.
     if _BACKSLASH in value and b"\\u0000" in value:
         return None  # NUL: pydantic refuses it in every string
     if _DOT in value and _LONG_FRACTION.search(value) is not None:

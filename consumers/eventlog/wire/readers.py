@@ -8,7 +8,7 @@ one character class (the audit id) is checked for characters outside it. A value
 would refuse, or read otherwise, raises :class:`Doubt`, and the record is left to pydantic.
 
 Each model gets a straight-line function generated from its :class:`ModelSpec` (as
-``dataclasses`` generates ``__init__``): a per-field loop would cost more than the decoding.
+``dataclasses`` generates ``__init__``), rather than a loop over its fields.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ __all__ = ["Doubt", "Reader", "reader_for"]
 Reader = Callable[[Any], Any]
 
 # statemachine.values keeps timestamps from its earliest (included) to its latest (excluded)
-# in UTC; both are the first instant of a year, so in UTC the bounds are years, cheaper to compare.
+# in UTC; both are the first instant of a year, so in UTC the bounds are years.
 _FIRST_YEAR, _END_YEAR = values._EARLIEST.year, values._LATEST.year
 _WHOLE_YEARS = (
     datetime(_FIRST_YEAR, 1, 1, tzinfo=UTC),
@@ -106,7 +106,7 @@ def _emit(spec: ModelSpec, source: str, scope: dict[str, Any], body: list[str]) 
 
 
 def _sane_time(var: str, target: str) -> list[str]:
-    """:func:`statemachine.values._sane_time`, inlined (a call costs more than its body)."""
+    """:func:`statemachine.values._sane_time`, inlined."""
     return [
         f"if {var}.tzinfo is not UTC:",
         f"    {var} = {var}.astimezone(UTC)",

@@ -11,7 +11,7 @@ recorded for the reader (:mod:`consumers.eventlog.wire.readers`) or guarded befo
 - text without NUL is checked on the record's bytes (``\\u0000``), and msgspec itself refuses
   lone surrogates, which is what :func:`statemachine.values._storable` adds to a plain string;
 - a pattern of one character class (the audit id's) becomes lengths msgspec checks and a
-  ``str.strip`` the reader does, much cheaper than a regular expression per event;
+  ``str.strip`` the reader does, rather than a regular expression per event;
 - an optional field defaults to the model's default when it is a scalar (shared, as pydantic
   shares it); a nested model's default is ``UNSET``, which the reader replaces with the
   default as its struct, so that a default is never rebuilt per event.

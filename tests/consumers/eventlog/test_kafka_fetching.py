@@ -6,6 +6,8 @@ expected."""
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import uuid
 from collections.abc import AsyncIterator
 
@@ -174,6 +176,39 @@ async def positions_two_at_a_time(topic: str, count: int) -> list[tuple[int, Rec
         return positions
     finally:
         await consumer.stop()
+
+
+# aiokafka's private code that ``fetching._PortRecords`` copies or relies on, as of the version
+# pyproject.toml pins (0.14.*), by the first 16 hex digits of the sha256 of its source.
+PRIVATE_API = {
+    "PartitionRecords.__init__": "8ec1c2ae6ea1af87",  # the attributes the subclass reads
+    "PartitionRecords.__next__": "63ac34a08c309098",
+    "PartitionRecords._unpack_records": "b803e6d46480732c",  # copied by _unpack_port_records
+    "PartitionRecords._consume_aborted_up_to": "56876530cd6412f3",
+    "PartitionRecords._contains_abort_marker": "17e9ad2322ef4e0a",
+    "PartitionRecords._consumer_record": "e668541600b047ab",
+    "FetchResult.getone": "3fc6f963223135d2",  # next(partition_records)
+    "FetchResult.getall": "3e717e30de5068d5",  # for record in partition_records
+    "Fetcher._proc_fetch_request": "59bf948fff47eed5",  # makes PartitionRecords(...)
+}
+
+
+def _digest(name: str) -> str:
+    found: object = fetching._Original if name.startswith("PartitionRecords.") else fetcher
+    for part in name.split(".")[1 if found is fetching._Original else 0 :]:
+        found = getattr(found, part)
+    return hashlib.sha256(inspect.getsource(found).encode()).hexdigest()[:16]  # type: ignore[arg-type]
+
+
+def test_the_private_aiokafka_code_fetching_relies_on_is_unchanged() -> None:
+    changed = [name for name, digest in PRIVATE_API.items() if _digest(name) != digest]
+    assert not changed, (
+        f"aiokafka {aiokafka.__version__} changed the private aiokafka.consumer.fetcher code"
+        f" that consumers/eventlog/kafka/fetching.py subclasses or copies: {changed}. Compare"
+        " _PortRecords with it, then update PRIVATE_API and aiokafka's pin in pyproject.toml."
+    )
+    assert fetching._fits(fetching._Original)
+    assert fetching.install() and fetching.installed()
 
 
 def test_aiokafka_is_left_alone_when_it_is_not_the_one_expected(

@@ -99,10 +99,7 @@ def test_an_event_is_encoded_as_pydantic_dumps_it(value: bytes) -> None:
     except DecodeError:
         return
     out = codec.encode("lifecycle", event)
-    dumped = event.model_dump_json().encode()
-    assert json.loads(out.value) == json.loads(dumped)  # the same JSON
-    if b"e+" not in dumped:  # byte for byte, but for a float's exponent (1e16, not 1e+16)
-        assert out.value == dumped
+    assert out.value == event.model_dump_json().encode()
     assert codec.decode(out.value) == event
 
 
