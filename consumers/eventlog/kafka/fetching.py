@@ -9,9 +9,9 @@ aiokafka unpacks a partition's fetched batches in its private ``PartitionRecords
 generator, which makes each ``Record`` inline; any other consumer gets aiokafka's own. The
 subclass replaces only the class it was written against (aiokafka 0.14, as ``pyproject.toml``
 pins it): against another, aiokafka is left alone, and :func:`records` copies its records.
-``tests/consumers/test_kafka_fetching.py`` holds its records equal to copies of aiokafka's,
-aborted transactions included, and fails, naming it, when the private code it relies on
-changes.
+``tests/consumers/eventlog/test_kafka_fetching.py`` holds its records equal to copies of
+aiokafka's, aborted transactions included, and fails, naming it, when the private code it
+relies on changes.
 """
 
 from __future__ import annotations

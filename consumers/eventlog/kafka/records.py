@@ -33,7 +33,7 @@ def port_record(
 ) -> Record:
     """The port's record of a fetched one: the key as text, no value as ``b""``, a header
     without value (other producers) as ``b""``. (``fetching.py`` makes its records so, inline:
-    ``tests/consumers/test_kafka_fetching.py`` holds the two equal.)"""
+    ``tests/consumers/eventlog/test_kafka_fetching.py`` holds the two equal.)"""
     return Record(
         topic,
         partition,

@@ -11,8 +11,8 @@ an event (the state machine and the rules tell events apart by ``type``), not en
 It returns None whenever it is not certain: an older ``schema_version``, anything msgspec
 refuses, a fraction of a second of more than six digits, a ``\\u0000`` escape;
 :mod:`consumers.eventlog.codec` then takes pydantic's path, so every error message stays
-pydantic's. ``tests/consumers/test_wire.py`` holds the two to the same reading over generated
-valid and hostile records.
+pydantic's. ``tests/consumers/eventlog/test_wire.py`` holds the two to the same reading over
+generated valid and hostile records.
 """
 
 from __future__ import annotations
