@@ -1,9 +1,9 @@
 """The coordination port: what processes sharing one store agree on — the watchdog's lock, the
 processes' heartbeats (which components run where), and periodic jobs claimed once per slot.
 
-Users: the watchdog (``consumers/components/watchdog.py``: its lock and tick claims), the
-telemetry report's tick, and the backends' supervision (``consumers/operations/backends.py``:
-heartbeats, live components, a stopped process forgotten).
+Users: the watchdog (``consumers/components/watchdog.py``: its lock, and the claims of its
+own tick and of retention's), and the backends (``consumers/operations/backends.py``:
+heartbeats, the live components, a stopped process forgotten).
 """
 
 from __future__ import annotations

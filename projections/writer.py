@@ -2,8 +2,8 @@
 the consumed offsets, the offsets read back on assignment, and the reset a rebuild starts from.
 
 Users: the projector (``consumers/components/projector.py``), the rebuild
-(``consumers/operations/rebuild.py``), and retention, which trims no further than the
-projector's offsets.
+(``consumers/operations/rebuild.py``); and, for the offsets alone, freshness (how far the
+projection is behind the log) and retention (which trims no further).
 
 :meth:`ProjectionWriter.apply` writes rows, history and the consumed offsets in one
 transaction; an ``event_id`` already in the history is skipped, so a redelivered batch changes
