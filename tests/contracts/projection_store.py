@@ -27,9 +27,18 @@ from typing import Any
 
 import pytest
 
+from projections.audits import AuditReads
+from projections.brake import BrakeStore
+from projections.budget import RequestBudget
+from projections.checkpoints import CheckpointStore
+from projections.coordination import Coordination
+from projections.kept import KeptHistory
 from projections.row import AuditRow, project
 from projections.store import ProjectionStore
+from projections.sweeps import Sweeps
+from projections.telemetry import SentTelemetry
 from projections.values import Position
+from projections.writer import ProjectionWriter
 from statemachine.errors import StoreError
 from statemachine.events import (
     AuditCompleted,
@@ -254,6 +263,23 @@ class StoreFixtures:
 
 class ProjectionStoreContract(StoreFixtures):
     """The store itself: its connection's lifecycle and its schema."""
+
+    def test_each_concept_is_given_by_its_port(self, make_store: MakeStore) -> None:
+        store = make_store()
+        ports = {
+            "audits": AuditReads,
+            "writer": ProjectionWriter,
+            "kept": KeptHistory,
+            "coordination": Coordination,
+            "sweeps": Sweeps,
+            "brake": BrakeStore,
+            "budget": RequestBudget,
+            "checkpoints": CheckpointStore,
+            "telemetry": SentTelemetry,
+        }
+        assert set(ProjectionStore.__annotations__) == set(ports)  # every concept, no other
+        for name, port in ports.items():
+            assert isinstance(getattr(store, name), port), name
 
     async def test_init_is_idempotent_and_returns_the_schema_version(
         self, make_store: MakeStore
