@@ -241,7 +241,7 @@ async def phase_projector(prefix: str, n: int, partitions: int) -> dict[str, Any
     store = PostgresStore(PG, schema=prefix)
     async with log, store:
         await store.init()
-        projector = Projector(log, store)
+        projector = Projector(log, store.writer)
         async with projector:
             rate = await _drain(projector, n, lambda: projector.applied)
         return {"events": projector.applied, "rate": rate}

@@ -168,7 +168,7 @@ async def measure(size: int, kafka: str, database_url: str, capture: Capture) ->
             events = history(size)
             for i in range(0, len(events), 20_000):
                 await log.append([encode(topics.lifecycle, e) for e in events[i : i + 20_000]])
-            first = Reconciler(log, Policy(), checkpoints=store)
+            first = Reconciler(log, Policy(), checkpoints=store.checkpoints)
             assert first.checkpoints is not None
             first.checkpoints.every_events = 10_000
             t0 = time.perf_counter()
@@ -184,7 +184,7 @@ async def measure(size: int, kafka: str, database_url: str, capture: Capture) ->
             await watcher.stop()
             figures = {"first_fold_s": first_fold}
             for n, (label, checkpoints) in enumerate(
-                (("with_checkpoints_s", store), ("from_offset_0_s", None))
+                (("with_checkpoints_s", store.checkpoints), ("from_offset_0_s", None))
             ):
                 audit_id = f"h-{size // 5 - 1 - n}"  # a running audit
                 instance = f"wf-{size // 5 - 1 - n}"

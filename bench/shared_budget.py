@@ -29,7 +29,9 @@ def prober(api_url: str, database_url: str, seconds: float, index: int) -> None:
     async def main() -> None:
         async with open_store(database_url) as store:
             await store.init()
-            limiter = SharedRateLimit(store, "bench-account", BUDGET, WINDOW, sleep=asyncio.sleep)
+            limiter = SharedRateLimit(
+                store.budget, "bench-account", BUDGET, WINDOW, sleep=asyncio.sleep
+            )
             async with WorkflowsClient(
                 api_url=api_url, account_id="a", workflow="site-audit", api_token=None,
                 limiter=limiter, max_retries=0,

@@ -63,7 +63,7 @@ async def one_sweep(
                 )
                 async with Service(rt, PIPELINE) as service:
                     runner = asyncio.create_task(service.run())
-                    while len(await rt.store.list_audits(limit=n + 1)) < n:
+                    while len(await rt.store.audits.list_audits(limit=n + 1)) < n:
                         await asyncio.sleep(0.05)
                     t0 = time.perf_counter()
                     summary = await ops.sweep()

@@ -1,4 +1,4 @@
-"""The values the projection store port (``store.py``) takes and gives: where an event was read
+"""The values the projection store's ports take and give: where an event was read
 (``Position``), what applying a batch did, a history entry, the schema's state, and the shared
 state's answers: a request slot of the Workflows API budget, an open watchdog sweep, the
 mass-failure brake.

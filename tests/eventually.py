@@ -6,7 +6,7 @@ raised by ``check`` or ``until`` means "not yet"; any other exception ends the w
 When ``timeout`` passes first, an ``AssertionError`` says what was awaited, for how long, and
 the last value (or assertion) seen::
 
-    row = await eventually(lambda: store.get("a-1"), message="a-1 is projected")
+    row = await eventually(lambda: store.audits.get("a-1"), message="a-1 is projected")
     got = await eventually(lambda: read_all(log, topic), until=lambda rs: len(rs) >= 3)
     eventually_sync(lambda: capture.delivered(), until=lambda es: len(es) == 2, timeout=15)
 

@@ -78,7 +78,7 @@ def add_health_routes(public: APIRouter, private: APIRouter, runtime: Backends) 
     async def readyz() -> JSONResponse:
         async def brake_warnings() -> list[str]:
             try:
-                state = await asyncio.wait_for(runtime.store.brake(), READY_TIMEOUT)
+                state = await asyncio.wait_for(runtime.store.brake.state(), READY_TIMEOUT)
             except Exception:  # the database check says what is wrong
                 return []
             BRAKE_ENGAGED.set(1 if state.engaged else 0)

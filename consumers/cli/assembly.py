@@ -59,13 +59,15 @@ def _builder(rt: Backends, name: str) -> Builder:
     s = rt.settings
 
     async def projector(built: dict[str, Component]) -> Component:
-        return Projector(rt.log, rt.store)
+        return Projector(rt.log, rt.store.writer)
 
     async def reconciler(built: dict[str, Component]) -> Component:
         async def brake_engaged() -> bool:
-            return (await rt.store.brake()).engaged
+            return (await rt.store.brake.state()).engaged
 
-        return Reconciler(rt.log, rt.policy, brake_engaged=brake_engaged, checkpoints=rt.store)
+        return Reconciler(
+            rt.log, rt.policy, brake_engaged=brake_engaged, checkpoints=rt.store.checkpoints
+        )
 
     async def probe(built: dict[str, Component]) -> Component:
         blind = s.probing_blind()

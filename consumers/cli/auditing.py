@@ -120,7 +120,9 @@ def audits(
     page = run(
         with_backends(
             settings,
-            lambda rt: list_page(rt.store, where, limit, cursor, rt.now(), cursor_name="--cursor"),
+            lambda rt: list_page(
+                rt.store.audits, where, limit, cursor, rt.now(), cursor_name="--cursor"
+            ),
             log=False,
             read_only=True,
         )

@@ -39,7 +39,7 @@ def backtest(
     data = run(
         with_backends(
             settings,
-            lambda rt: run_backtest(rt.store, rt.policy, assignments, since=start),
+            lambda rt: run_backtest(rt.store.audits, rt.policy, assignments, since=start),
             log=False,
             read_only=True,
         )

@@ -164,7 +164,9 @@ async def run_demo(work_dir: Path | None, out: Console) -> int:
                 out.print(f"published {len(events)} lifecycle events for {len(SCENARIO)} audits")
                 async with Service(rt, ["projector"]) as service:
                     await service.drain()
-                out.print(_table(await rt.store.list_audits(limit=100), "\nbefore the sweep"))
+                out.print(
+                    _table(await rt.store.audits.list_audits(limit=100), "\nbefore the sweep")
+                )
 
                 summary = (await ops.sweep(inline=True)).as_dict()
                 failed = ", ".join(f"{k} {v}" for k, v in sorted(summary["failed"].items()))
@@ -174,7 +176,7 @@ async def run_demo(work_dir: Path | None, out: Console) -> int:
                     f"unchanged {summary['unchanged']}, probe errors "
                     f"{sum(summary['probe_errors'].values())}"
                 )
-                out.print(_table(await rt.store.list_audits(limit=100), "\nafter the sweep"))
+                out.print(_table(await rt.store.audits.list_audits(limit=100), "\nafter the sweep"))
 
                 out.print("\nthe crawler of demo-finalize reports completion at last:")
                 await ops.publish(
@@ -189,7 +191,7 @@ async def run_demo(work_dir: Path | None, out: Console) -> int:
                 )
                 async with Service(rt, PIPELINE) as service:
                     await service.drain()
-                row = await rt.store.get("demo-finalize")
+                row = await rt.store.audits.get("demo-finalize")
                 assert row is not None
                 out.print(f"  demo-finalize is now {row.status}, overturned={row.state.overturned}")
 

@@ -32,6 +32,7 @@ import structlog
 from consumers.eventlog.codec import encode
 from consumers.eventlog.port import EventLog
 from consumers.runtime.metrics import BRAKE_ENGAGED, DECISIONS_HELD
+from projections.audits import AuditReads
 from projections.row import AuditRow
 from projections.store import ProjectionStore
 from projections.values import BrakeState, OpenSweep
@@ -58,10 +59,10 @@ _LOST_LOOKING = frozenset({"not_found", "not_attached"})
 log = structlog.get_logger("auditrec.brake")
 
 
-async def state_before(store: ProjectionStore, event: AuditEvent) -> AuditState | None:
+async def state_before(audits: AuditReads, event: AuditEvent) -> AuditState | None:
     """The audit's state just before ``event``, folded from its history in the projection."""
     state: AuditState | None = None
-    for entry in await store.history(event.audit_id):
+    for entry in await audits.history(event.audit_id):
         if entry.event.event_id == event.event_id:
             return state
         state = evolve(state or AuditState(audit_id=event.audit_id), entry.event)
@@ -110,7 +111,7 @@ class Brake:
         return self.policy.brake_on and size >= self.policy.brake_min_audits
 
     async def open(self, sweep_id: str, requests: Sequence[str], deadline: datetime) -> None:
-        await self.store.open_sweep(sweep_id, requests, self.clock(), deadline)
+        await self.store.sweeps.open_sweep(sweep_id, requests, self.clock(), deadline)
 
     async def judge_due(
         self, *, force: bool = False, only: Collection[str] | None = None
@@ -118,7 +119,7 @@ class Brake:
         """Judge the open sweeps (``only`` those named) whose answers are all in or whose
         deadline passed; ``force``: with what is in (after a drain, nothing more is coming)."""
         verdicts = []
-        sweeps = await self.store.open_sweeps()
+        sweeps = await self.store.sweeps.open_sweeps()
         self.still_open = {s.sweep_id for s in sweeps}
         for sweep in sweeps:
             if only is not None and sweep.sweep_id not in only:
@@ -130,24 +131,26 @@ class Brake:
         return verdicts
 
     async def judge(self, sweep: OpenSweep, *, force: bool = False) -> SweepVerdict | None:
-        answers = [a for a in await self.store.caused_by(sweep.requests) if a.type in _ANSWERS]
+        answers = [
+            a for a in await self.store.audits.caused_by(sweep.requests) if a.type in _ANSWERS
+        ]
         now = self.clock()
         if len(answers) < len(sweep.requests) and not force and now < sweep.deadline:
             return None
-        if not await self.store.claim_sweep(sweep.sweep_id, self.owner, now, CLAIM_LEASE):
+        if not await self.store.sweeps.claim_sweep(sweep.sweep_id, self.owner, now, CLAIM_LEASE):
             return None
         observations = [a for a in answers if isinstance(a, WorkflowStatusObserved)]
         lost: list[WorkflowStatusObserved] = []
         for obs in observations:
             if obs.data.status not in _LOST_LOOKING:
                 continue
-            verdict = judge(await state_before(self.store, obs), obs, self.policy)
+            verdict = judge(await state_before(self.store.audits, obs), obs, self.policy)
             if verdict and verdict.failure and verdict.failure.error_code in HELD_ERROR_CODES:
                 lost.append(obs)
         trips = self.policy.brake_trips(len(lost), len(observations))
         engaged = False
         if trips:
-            engaged = await self.store.engage_brake(
+            engaged = await self.store.brake.engage_brake(
                 sweep.sweep_id, len(lost), len(observations), now
             )
             if engaged:
@@ -161,7 +164,7 @@ class Brake:
                     fix="check the Workflows API, then `auditrec brake release` or "
                     "`auditrec brake discard`",
                 )
-        keep = trips or (await self.store.brake()).engaged
+        keep = trips or (await self.store.brake.state()).engaged
         released = 0
         if not keep and lost:
             reason = (
@@ -176,7 +179,7 @@ class Brake:
             await self.log.append([encode(self.log.topics.lifecycle, e) for e in events])
             released = len(events)
         verdict_name = "held" if keep else "released"
-        await self.store.close_sweep(
+        await self.store.sweeps.close_sweep(
             sweep.sweep_id, verdict_name, len(lost), len(observations), now
         )
         log.info(
@@ -196,8 +199,8 @@ class Brake:
     # -- the operator's way out ---------------------------------------------------------------
 
     async def status(self, limit: int | None = None) -> tuple[BrakeState, list[AuditRow]]:
-        state = await self.store.brake()
-        return state, await self.store.held_audits(limit)
+        state = await self.store.brake.state()
+        return state, await self.store.brake.held_audits(limit)
 
     async def end(self, how: str, actor: str, reason: str | None, *, dry_run: bool) -> Ended:
         """``release``: the held decisions take effect (the audits fail); ``discard``: they are
@@ -207,8 +210,8 @@ class Brake:
             state, holds = await self.status()
             return Ended(how, state.engaged, holds)
         now = self.clock()
-        before = await self.store.end_brake(how, actor, now)  # reconcilers stop holding first
-        holds = await self.store.held_audits()
+        before = await self.store.brake.end_brake(how, actor, now)  # reconcilers stop holding first
+        holds = await self.store.brake.held_audits()
         events: list[AuditEvent] = []
         for row in holds:
             held_id = row.state.held_decision_id
@@ -239,9 +242,9 @@ class Brake:
 
     async def report(self) -> BrakeState:
         """Refresh the brake's metrics from the store."""
-        state = await self.store.brake()
+        state = await self.store.brake.state()
         BRAKE_ENGAGED.set(1 if state.engaged else 0)
-        DECISIONS_HELD.set(len(await self.store.held_audits()))
+        DECISIONS_HELD.set(len(await self.store.brake.held_audits()))
         return state
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import structlog
 
 from consumers.eventlog.port import TopicPartition
-from projections.store import ProjectionStore
+from projections.checkpoints import CheckpointStore
 from statemachine.events import EVENT_ADAPTER, AuditFailureHeld
 from statemachine.state import AuditState
 
@@ -96,7 +96,7 @@ def decode_states(blob: bytes) -> tuple[dict[str, AuditState], dict[str, AuditFa
 class Checkpoints:
     def __init__(
         self,
-        store: ProjectionStore,
+        store: CheckpointStore,
         consumer: str,
         *,
         every_events: int = 50_000,

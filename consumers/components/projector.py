@@ -37,8 +37,8 @@ from consumers.eventlog.codec import decode_verbatim
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record
 from consumers.eventlog.wire import decode_view
 from consumers.runtime.metrics import EVENTS_PROJECTED
-from projections.store import ProjectionStore
 from projections.values import ApplyResult, Position
+from projections.writer import ProjectionWriter
 from statemachine.errors import DecodeError
 from statemachine.events import AuditEvent
 
@@ -79,9 +79,9 @@ class Projector(LogConsumer):
     # their partitions end (+10 % events/s: bench/pipeline.py, projector).
     depth = 2
 
-    def __init__(self, event_log: EventLog, store: ProjectionStore) -> None:
+    def __init__(self, event_log: EventLog, writer: ProjectionWriter) -> None:
         super().__init__(event_log, [event_log.topics.lifecycle])
-        self.store = store
+        self.writer = writer
         self.applied = 0
         self._parts = BatchWrites()  # the parts being written, in order
 
@@ -95,7 +95,7 @@ class Projector(LogConsumer):
 
     async def on_assign(self, consumer: Consumer, partitions: Sequence[tuple[str, int]]) -> None:
         await self._settle()  # its offsets are stored before they are read
-        stored = await self.store.stored_offsets(self.group)
+        stored = await self.writer.stored_offsets(self.group)
         for tp in partitions:
             self.seek(consumer, tp, stored.get(tp, 0))
 
@@ -119,7 +119,7 @@ class Projector(LogConsumer):
         for (event, position), body in zip(batch, bodies, strict=True):
             topic, partition, offset = position
             try:
-                one = await self.store.apply(
+                one = await self.writer.apply(
                     [(event, position)], {(topic, partition): offset + 1}, self.group, [body]
                 )
             except Exception as exc:
@@ -132,7 +132,7 @@ class Projector(LogConsumer):
             skipped += one.skipped
         if dlq:
             await self.log.append(dlq)
-        await self.store.apply([], offsets, self.group)  # past the refused ones, too
+        await self.writer.apply([], offsets, self.group)  # past the refused ones, too
         return ApplyResult(applied, skipped)
 
     def writing(self) -> bool:
@@ -248,7 +248,7 @@ class Projector(LogConsumer):
         offsets, in one store transaction."""
         batch, bodies, offsets = lane
         try:
-            result = await self.store.apply(batch, offsets, self.group, bodies)
+            result = await self.writer.apply(batch, offsets, self.group, bodies)
         except Exception as exc:
             if getattr(exc, "retriable", False):
                 raise  # the store is down: the whole batch again, after a backoff

@@ -62,12 +62,12 @@ class Retention:
         topic = self.log.topics.lifecycle
         cutoff = self.clock() - self.keep
         floor = await self.log.offsets_at(topic, int(cutoff.timestamp() * 1000))
-        projected = await self.store.stored_offsets(self.projector)
+        projected = await self.store.writer.stored_offsets(self.projector)
         bounds = [floor, {p: o for (t, p), o in projected.items() if t == topic}]
         for group in self.checkpointing:  # a partition without a checkpoint: nothing trimmed
-            bounds.append(await self.store.checkpoint_offsets(group, topic))
+            bounds.append(await self.store.checkpoints.checkpoint_offsets(group, topic))
         for group in self.once_run:
-            saved = await self.store.checkpoint_offsets(group, topic)
+            saved = await self.store.checkpoints.checkpoint_offsets(group, topic)
             if saved or await self.log.group_offsets(group, topic):
                 bounds.append(saved)
         starts = await self.log.start_offsets(topic)

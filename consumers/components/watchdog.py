@@ -155,7 +155,9 @@ class Watchdog(Component):
         listing can be used, else ``batch_limit``."""
         now = now or self.clock()
         limit = self.discovery.limit if self.discovery is not None else self.batch_limit
-        return await self.store.stale_running(now - self.stale_after, max(limit, self.batch_limit))
+        return await self.store.audits.stale_running(
+            now - self.stale_after, max(limit, self.batch_limit)
+        )
 
     async def _listing(self, rows: list[AuditRow]) -> Listing | None:
         """The alive instances among ``rows``' from the workflow's listing, when it is cheaper
@@ -182,7 +184,7 @@ class Watchdog(Component):
         if dry_run:
             return Tick(sweep_id, now, await self.candidates(now))
         started = time.perf_counter()
-        async with self.store.watchdog_lock() as held:
+        async with self.store.coordination.watchdog_lock() as held:
             if not held:
                 log.info("tick skipped: another watchdog holds the lock")
                 WATCHDOG_TICKS.labels("skipped").inc()
@@ -249,7 +251,7 @@ class Watchdog(Component):
         if slot == self._retained_slot:
             return
         self._retained_slot = slot
-        if not await self.store.claim_tick("retention", slot, self.owner):
+        if not await self.store.coordination.claim_tick("retention", slot, self.owner):
             return
         try:
             await self.retention.trim()
@@ -259,10 +261,10 @@ class Watchdog(Component):
     async def report(self) -> None:
         """Refresh the gauges of the audits (by status, stale, the oldest running's age)."""
         now = self.clock()
-        counts = await self.store.count_by_status()
+        counts = await self.store.audits.count_by_status()
         for status in (s for s in STATES if s != INITIAL):
             AUDITS.labels(status).set(counts.get(status, 0))
-        stale, oldest = await self.store.running_summary(now - self.stale_after)
+        stale, oldest = await self.store.audits.running_summary(now - self.stale_after)
         AUDITS_STALE_RUNNING.set(stale)
         OLDEST_RUNNING_AGE.set(max((now - oldest).total_seconds(), 0.0) if oldest else 0.0)
 
@@ -284,7 +286,7 @@ class Watchdog(Component):
         period = max(self.interval.total_seconds(), 0.001)
         slot = int(now // period)
         self._next = time.monotonic() + (slot + 1) * period - now
-        if not await self.store.claim_tick(self.name, slot, self.owner):
+        if not await self.store.coordination.claim_tick(self.name, slot, self.owner):
             return 0  # another process ticks this interval
         tick = await self.tick()
         return len(tick.requests)

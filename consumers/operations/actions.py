@@ -181,7 +181,7 @@ class Actions:
 
     async def _restoration(self, row: AuditRow, reason: str) -> AuditRestored:
         check_restorable(row)  # before its history is read
-        history = await self.rt.store.history(row.audit_id)
+        history = await self.rt.store.audits.history(row.audit_id)
         return restoration(row, [h.event for h in history], reason, self.actor, self.rt.now())
 
     # -- reading and publishing ---------------------------------------------------------------
@@ -196,14 +196,14 @@ class Actions:
 
     async def _row(self, audit_id: str) -> AuditRow:
         await self._caught_up()
-        row = await self.rt.store.get(audit_id)
+        row = await self.rt.store.audits.get(audit_id)
         if row is None:
             raise NotFound(f"unknown audit {audit_id!r}")
         return row
 
     async def _select(self, where: AuditFilter) -> tuple[list[AuditRow], bool]:
         await self._caught_up()
-        return await matching(self.rt.store, where, self.rt.now(), BULK_LIMIT)
+        return await matching(self.rt.store.audits, where, self.rt.now(), BULK_LIMIT)
 
     async def _apply(
         self, action: Action, chosen: Sequence[tuple[AuditRow, AuditEvent]], dry_run: bool

@@ -103,7 +103,7 @@ class Backends(LongLived):
                 budget_window=s.probe_budget_window.total_seconds(),
                 timeout=s.probe_timeout.total_seconds(),
                 limiter=SharedRateLimit(
-                    self.store,
+                    self.store.budget,
                     f"{s.cloudflare_api_url}/accounts/{s.account_id}",
                     s.probe_budget,
                     s.probe_budget_window.total_seconds(),
@@ -129,17 +129,17 @@ class Backends(LongLived):
         cached = self._live
         if reuse and cached is not None and time.monotonic() - cached[0] < LIVE_REUSE:
             return cached[1]
-        live = await self.store.live_components(self.now() - LIVE_WITHIN)
+        live = await self.store.coordination.live_components(self.now() - LIVE_WITHIN)
         self._live = (time.monotonic(), live)
         return live
 
     # -- presence ---------------------------------------------------------------------------
 
     async def heartbeat(self, names: Sequence[str]) -> None:
-        await self.store.heartbeat(self.process_id, list(names), self.now())
+        await self.store.coordination.heartbeat(self.process_id, list(names), self.now())
 
     async def forget(self) -> None:
-        await self.store.forget_process(self.process_id)
+        await self.store.coordination.forget_process(self.process_id)
 
 
 def _kafka_options(settings: Settings) -> dict[str, Any]:

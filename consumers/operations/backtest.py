@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from projections.store import ProjectionStore
+from projections.audits import AuditReads
 from statemachine.backtest import SETTINGS, Difference, backtest_audit, policy_with, summarise
 from statemachine.errors import InvalidInput
 from statemachine.policy import Policy, format_duration, parse_duration
@@ -56,7 +56,7 @@ def _notes(assignments: Sequence[str]) -> list[str]:
 
 
 async def backtest(
-    store: ProjectionStore,
+    audits: AuditReads,
     base: Policy,
     assignments: Sequence[str],
     *,
@@ -68,13 +68,13 @@ async def backtest(
     tested = policy_with(base, assignments)
     ids = [
         row.audit_id
-        async for row in store.iter_rows()
+        async for row in audits.iter_rows()
         if row.state.last_observed_at is not None
         and (since is None or (row.state.started_at is not None and row.state.started_at >= since))
     ]
     differences: list[Difference] = []
     for start in range(0, len(ids), AUDITS_A_READ):
-        histories = await store.histories(ids[start : start + AUDITS_A_READ])
+        histories = await audits.histories(ids[start : start + AUDITS_A_READ])
         for audit_id, entries in histories.items():
             found = backtest_audit(audit_id, [entry.event for entry in entries], tested)
             if found is not None:

@@ -41,7 +41,7 @@ class Freshness:
         topic = self.log.topics.lifecycle
         target = await self.log.end_offsets(topic)
         while True:
-            stored = await self.store.stored_offsets(self.log.topics.group(Projector.name))
+            stored = await self.store.writer.stored_offsets(self.log.topics.group(Projector.name))
             starts = {p: stored.get((topic, p), 0) for p in target}
             gaps = {p: end - starts[p] for p, end in target.items()}
             if all(gap <= 0 for gap in gaps.values()):

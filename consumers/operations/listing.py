@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Final, Literal
 
+from projections.audits import AuditReads
 from projections.row import AuditRow
-from projections.store import ProjectionStore
 from statemachine.errors import InvalidInput
 from statemachine.machine import INITIAL, STATES
 
@@ -51,7 +51,7 @@ class Page:
 
 
 async def list_page(
-    store: ProjectionStore,
+    audits: AuditReads,
     where: AuditFilter,
     limit: int,
     cursor: str | None,
@@ -60,7 +60,7 @@ async def list_page(
     cursor_name: str = "cursor",
 ) -> Page:
     after = decode_cursor(cursor, cursor_name) if cursor else None
-    rows = await store.list_audits(
+    rows = await audits.list_audits(
         status=where.status,
         project=where.project,
         code=where.code,
@@ -75,7 +75,7 @@ async def list_page(
 
 
 async def matching(
-    store: ProjectionStore, where: AuditFilter, now: datetime, limit: int, *, page: int = 500
+    audits: AuditReads, where: AuditFilter, now: datetime, limit: int, *, page: int = 500
 ) -> tuple[list[AuditRow], bool]:
     """Every audit ``where`` selects, newest first, at most ``limit`` (a bulk action's
     selection), and whether more matched."""
@@ -83,7 +83,7 @@ async def matching(
     rows: list[AuditRow] = []
     after: tuple[datetime, str] | None = None
     while len(rows) <= limit:
-        batch = await store.list_audits(
+        batch = await audits.list_audits(
             status=where.status,
             project=where.project,
             code=where.code,

@@ -123,7 +123,7 @@ async def await_outcomes(
             watched = time.monotonic()
             await watch(len(requests) - len(waiting_obs) - len(waiting_decision), len(requests))
         if waiting_obs:
-            for obs in await store.caused_by(waiting_obs):
+            for obs in await store.audits.caused_by(waiting_obs):
                 key = str(obs.causation_id)
                 if key not in waiting_obs:
                     continue
@@ -137,10 +137,10 @@ async def await_outcomes(
                 outcome.observed_status = status = obs.data.status  # type: ignore[union-attr]
                 if status in HEALTHY_STATUSES:
                     # Healthy statuses never fail an audit; only the instance check needs state.
-                    row = await store.get(obs.audit_id)
+                    row = await store.audits.get(obs.audit_id)
                     before = row.state if row is not None else None
                 else:
-                    before = await state_before(store, obs)
+                    before = await state_before(store.audits, obs)
                 verdict = judge(before, obs, policy)
                 outcome.rule = verdict.rule if verdict else None
                 outcome.reason = verdict.reason if verdict else None
@@ -152,7 +152,7 @@ async def await_outcomes(
                         "healthy" if verdict and verdict.rule == "healthy" else "unchanged"
                     )
         if waiting_decision:
-            for decision in await store.caused_by(list(waiting_decision)):
+            for decision in await store.audits.caused_by(list(waiting_decision)):
                 key = str(decision.causation_id)
                 if decision.type == "AuditFailureHeld" and key in waiting_decision:
                     waiting_decision[key].result = "held"  # unless released: waited for below
@@ -165,15 +165,15 @@ async def await_outcomes(
                     outcome.result = "failed" if decision.type == "AuditFailed" else "would_fail"
                     outcome.error_code = decision.data.error_code  # type: ignore[union-attr]
             held = [k for k, o in waiting_decision.items() if o.result == "held"]
-            if held and (await store.brake()).engaged:
+            if held and (await store.brake.state()).engaged:
                 for key in held:  # the brake holds them until an operator acts
                     waiting_decision.pop(key)
         for obs_id, outcome in list(waiting_decision.items()):
             # Another observation of the same audit may have been decided first: the audit
             # is then already terminal and this one is (rightly) not decided again.
-            row = await store.get(outcome.audit_id)
+            row = await store.audits.get(outcome.audit_id)
             if row is not None and row.status != "running" and row.version > 0:
-                history = [e.event for e in await store.history(outcome.audit_id)]
+                history = [e.event for e in await store.audits.history(outcome.audit_id)]
                 ids = [str(e.event_id) for e in history]
                 if obs_id in ids and any(
                     e.type in _DECISIONS for e in history[ids.index(obs_id) + 1 :]
@@ -184,5 +184,5 @@ async def await_outcomes(
         if (not waiting_obs and not waiting_decision) or time.monotonic() >= deadline:
             break
         # Look again when the projection changes (a notification, or a short poll).
-        await store.changed(min(max(deadline - time.monotonic(), 0.0), 0.05))
+        await store.audits.changed(min(max(deadline - time.monotonic(), 0.0), 0.05))
     return [outcomes[str(r.event_id)] for r in requests]

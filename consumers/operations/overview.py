@@ -63,12 +63,12 @@ async def gather_overview(ops: Operations) -> Overview:
     stale_after = runtime.settings.stale_running_after
     cutoff = now - stale_after
     by_status, stale, summary, brake, live, *failures = await asyncio.gather(
-        store.count_by_status(),
-        store.stale_running(cutoff, STALE_SHOWN),
-        store.running_summary(cutoff),
+        store.audits.count_by_status(),
+        store.audits.stale_running(cutoff, STALE_SHOWN),
+        store.audits.running_summary(cutoff),
         ops.brake_status(),
         runtime.live_components(reuse=True),
-        *(store.failure_counts(now - span) for _, span in WINDOWS),
+        *(store.audits.failure_counts(now - span) for _, span in WINDOWS),
     )
     # The watchdog's order (never observed first) suits a sweep; a reader wants the oldest first.
     stale.sort(key=lambda r: (r.state.started_at or now, r.audit_id))

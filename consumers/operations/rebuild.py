@@ -111,7 +111,7 @@ async def rebuild_projection(rt: Backends, *, progress: bool = False) -> int:
         writes = _Writes(rt, group, lambda n: bar.update(task, advance=n))
         # Emptying the projection takes a while (TRUNCATE): the log is read and decoded
         # meanwhile. The set-aside history is read from the store, so only after it.
-        resetting = asyncio.ensure_future(rt.store.reset(group))
+        resetting = asyncio.ensure_future(rt.store.writer.reset(group))
         reader: asyncio.Task[None] | None = None
         try:
             if kept:
@@ -138,7 +138,7 @@ async def rebuild_projection(rt: Backends, *, progress: bool = False) -> int:
                 await asyncio.wait([reader], timeout=0.05)
             await asyncio.gather(*running, return_exceptions=True)
     if kept:
-        await rt.store.drop_kept_history()
+        await rt.store.kept.drop_kept_history()
     return writes.applied
 
 
@@ -168,7 +168,7 @@ class _Writes:
             or any(not other or other & keys for other, _, _ in self._pending)
         ):
             await self._oldest()
-        write = asyncio.create_task(self.rt.store.apply(events, offsets, self.group, bodies))
+        write = asyncio.create_task(self.rt.store.writer.apply(events, offsets, self.group, bodies))
         self._pending.append((keys, write, len(events) + dead))
 
     async def drain(self) -> None:
@@ -191,8 +191,8 @@ async def _set_aside(rt: Backends, group: str, trimmed: dict[tuple[str, int], in
     not hold it either (nothing could rebuild those audits)."""
     if not trimmed:
         return 0
-    stored = await rt.store.stored_offsets(group)
-    kept = await rt.store.keep_history(trimmed)
+    stored = await rt.store.writer.stored_offsets(group)
+    kept = await rt.store.kept.keep_history(trimmed)
     short = {tp: at for tp, at in trimmed.items() if stored.get(tp, 0) < at}
     if short and not kept:
         (t, p), at = next(iter(short.items()))
@@ -207,7 +207,7 @@ async def _set_aside(rt: Backends, group: str, trimmed: dict[tuple[str, int], in
 async def _kept_chunks(rt: Backends) -> AsyncIterator[_Chunk]:
     """The set-aside history as chunks to project (no offsets: the log's part sets them)."""
     after = 0
-    while page := await rt.store.kept_history(after, CHUNK):
+    while page := await rt.store.kept.kept_history(after, CHUNK):
         events: list[tuple[AuditEvent, Position]] = []
         bodies: list[bytes | None] = []
         for n, body, position in page:

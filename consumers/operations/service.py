@@ -88,11 +88,11 @@ class Operations:
             del self._published[audit_id]
             return
         while time.monotonic() < deadline:
-            history = await self.rt.store.history(audit_id)
+            history = await self.rt.store.audits.history(audit_id)
             if any(str(h.event.event_id) == event_id for h in history):
                 self._published.pop(audit_id, None)
                 return
-            await self.rt.store.changed(min(max(deadline - time.monotonic(), 0.0), 0.05))
+            await self.rt.store.audits.changed(min(max(deadline - time.monotonic(), 0.0), 0.05))
 
     # -- pipeline liveness --------------------------------------------------------------------
 
@@ -127,11 +127,11 @@ class Operations:
         partition, everything published before it, and the projector applies a partition in
         order, so once the outcome is in the table, so is what came before."""
         await self.await_own_writes(audit_id)
-        row = await self.rt.store.get(audit_id)
+        row = await self.rt.store.audits.get(audit_id)
         if row is None and "projector" in await self.rt.live_components(reuse=True):
             # Perhaps just published by another service: once the projection caught up.
             await self.freshness.wait(self.rt.settings.on_demand_wait.total_seconds())
-            row = await self.rt.store.get(audit_id)
+            row = await self.rt.store.audits.get(audit_id)
         if row is None:
             raise NotFound(f"unknown audit {audit_id!r}")
         if not probe or row.status != "running":
@@ -205,7 +205,7 @@ class Operations:
         [outcome] = await await_outcomes(
             self.rt.store, request, self.rt.policy, timeout=wait, watch=watch
         )
-        fresh = await self.rt.store.get(row.audit_id) or row
+        fresh = await self.rt.store.audits.get(row.audit_id) or row
         note = None
         if outcome.result == "pending":
             note = f"probe requested; outcome not in within {wait:g}s"
@@ -261,7 +261,7 @@ class Operations:
     # -- replay -----------------------------------------------------------------------------
 
     async def replay(self, audit_id: str) -> list[Step]:
-        history = await self.rt.store.history(audit_id)
+        history = await self.rt.store.audits.history(audit_id)
         if not history:
             raise NotFound(f"unknown audit {audit_id!r}")
         return explain([h.event for h in history], self.rt.policy)

@@ -22,10 +22,9 @@ from typing import Protocol
 
 import httpx
 
-from projections.values import RequestSlot
+from projections.budget import RequestBudget
 
 __all__ = [
-    "BudgetStore",
     "Limiter",
     "RateLimit",
     "SharedRateLimit",
@@ -136,27 +135,13 @@ class RateLimit:
             self._sent.popleft()
 
 
-class BudgetStore(Protocol):
-    """Where the shared budget and pause live (the projection store)."""
-
-    async def take_request_slot(
-        self, account: str, now: datetime, budget: int, window_s: float
-    ) -> RequestSlot: ...
-
-    async def pause_requests(self, account: str, until: datetime) -> None: ...
-
-    async def requests_paused_until(self, account: str, now: datetime) -> datetime | None: ...
-
-    async def requests_in_window(self, account: str, now: datetime, window_s: float) -> int: ...
-
-
 class SharedRateLimit:
     """The budget and the 429 pause of one Cloudflare account, shared by every process that
     probes through it: both live in the store (wall-clock time, as processes share no other)."""
 
     def __init__(
         self,
-        store: BudgetStore,
+        store: RequestBudget,
         account: str,
         budget: int,
         window: float,

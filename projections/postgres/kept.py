@@ -3,12 +3,10 @@ its own, ``rebuild_kept``, which a reset does not empty and only the finished re
 
 from __future__ import annotations
 
-import contextlib
-from abc import ABC, abstractmethod
 from collections.abc import Mapping
 
-import asyncpg
-
+from projections.kept import KeptHistory
+from projections.postgres.connection import PostgresDB
 from projections.values import Position
 
 __all__ = ["PostgresKeptHistory"]
@@ -27,18 +25,14 @@ _KEEP = (
 )
 
 
-class PostgresKeptHistory(ABC):
-    @property
-    @abstractmethod
-    def pool(self) -> asyncpg.Pool: ...
-
-    @abstractmethod
-    def _errors(self, what: str) -> contextlib.AbstractContextManager[None]: ...
+class PostgresKeptHistory(KeptHistory):
+    def __init__(self, db: PostgresDB) -> None:
+        self.db = db
 
     async def keep_history(self, before: Mapping[tuple[str, int], int]) -> int:
         keys = list(before)
-        with self._errors("set history aside"):
-            async with self.pool.acquire() as conn, conn.transaction():
+        with self.db.errors("set history aside"):
+            async with self.db.pool.acquire() as conn, conn.transaction():
                 await conn.execute(_CREATE)
                 await conn.execute(
                     _KEEP,
@@ -49,8 +43,8 @@ class PostgresKeptHistory(ABC):
                 return int(await conn.fetchval("SELECT count(*) FROM rebuild_kept"))
 
     async def kept_history(self, after: int, limit: int) -> list[tuple[int, bytes, Position]]:
-        with self._errors("read the history set aside"):
-            recs = await self.pool.fetch(
+        with self.db.errors("read the history set aside"):
+            recs = await self.db.pool.fetch(
                 'SELECT n, body::text, topic, partition, "offset" FROM rebuild_kept '
                 "WHERE n > $1 ORDER BY n LIMIT $2",
                 after,
@@ -59,5 +53,5 @@ class PostgresKeptHistory(ABC):
         return [(n, body.encode(), (t, p, o)) for n, body, t, p, o in recs]
 
     async def drop_kept_history(self) -> None:
-        with self._errors("drop the history set aside"):
-            await self.pool.execute("DROP TABLE IF EXISTS rebuild_kept")
+        with self.db.errors("drop the history set aside"):
+            await self.db.pool.execute("DROP TABLE IF EXISTS rebuild_kept")

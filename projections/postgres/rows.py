@@ -23,6 +23,7 @@ __all__ = [
     "SELECT_ROWS",
     "UPDATE_FROM_STAGE",
     "decode_row",
+    "event_uuids",
     "init_connection",
     "load_rows",
     "recorded",
@@ -180,3 +181,17 @@ async def write_rows(
             return len(staged) - len(updates)  # inserted meanwhile: none of them written
         written += int(status.rsplit(" ", 1)[-1])
     return len(staged) - written
+
+
+def event_uuids(values: Iterable[Any]) -> list[uuid.UUID]:
+    """The values that are UUIDs, as UUIDs; the others are dropped (they match nothing)."""
+    out = []
+    for value in values:
+        if isinstance(value, uuid.UUID):
+            out.append(value)
+            continue
+        try:
+            out.append(uuid.UUID(str(value)))
+        except ValueError:
+            continue  # not an event id: matches nothing
+    return out

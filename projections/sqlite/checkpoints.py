@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from projections.checkpoints import CheckpointStore
 from projections.sqlite.connection import SQLiteDB
 from projections.sqlite.rows import to_micros
 
 __all__ = ["SQLiteCheckpoints"]
 
 
-class SQLiteCheckpoints:
-    db: SQLiteDB
+class SQLiteCheckpoints(CheckpointStore):
+    def __init__(self, db: SQLiteDB) -> None:
+        self.db = db
 
     async def save_checkpoint(
         self, consumer: str, topic: str, partition: int, next_offset: int, state: bytes

@@ -1,23 +1,30 @@
 """Coordination in SQLite (see the port): the watchdog's lock, a lease row with an expiry
-(SQLite has no advisory locks), the processes' heartbeats, and the telemetry already sent."""
+(SQLite has no advisory locks), the processes' heartbeats, and periodic jobs claimed once per
+interval slot. Each write is one statement or one ``BEGIN IMMEDIATE`` transaction, so
+processes sharing the file serialise on its write lock.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
-from datetime import datetime
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
 
+from projections.coordination import Coordination
 from projections.sqlite.connection import SQLiteDB
-from projections.sqlite.rows import chunks, to_micros
+from projections.sqlite.rows import to_micros
 
 __all__ = ["SQLiteCoordination"]
 
+KEEP_TICKS = 1000  # claimed slots kept per job (older ones are pruned at each claim)
 
-class SQLiteCoordination:
-    db: SQLiteDB
-    owner: str
-    """This store's name on the leases it takes (host, process, a random part)."""
+
+class SQLiteCoordination(Coordination):
+    def __init__(self, db: SQLiteDB, owner: str) -> None:
+        self.db = db
+        self.owner = owner
+        """This store's name on the leases it takes (host, process, a random part)."""
 
     @contextlib.asynccontextmanager
     async def watchdog_lock(self) -> AsyncIterator[bool]:
@@ -78,24 +85,16 @@ class SQLiteCoordination:
             lambda: self.db.conn.execute("DELETE FROM processes WHERE process = ?", (process,))
         )
 
-    async def telemetry_sent(self, event_ids: Iterable[str]) -> set[str]:
-        ids = list(event_ids)
-
-        def work() -> set[str]:
-            out: set[str] = set()
-            for chunk in chunks(ids):
-                marks = ", ".join("?" for _ in chunk)
-                cur = self.db.conn.execute(
-                    f"SELECT event_id FROM telemetry_sent WHERE event_id IN ({marks})", chunk
+    async def claim_tick(self, name: str, slot: int, owner: str) -> bool:
+        def work() -> bool:
+            with self.db.transaction() as conn:
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO ticks VALUES (?, ?, ?, ?)",
+                    (name, slot, owner, to_micros(datetime.now(UTC))),
                 )
-                out.update(r[0] for r in cur)
-            return out
+                conn.execute(
+                    "DELETE FROM ticks WHERE name = ? AND slot < ?", (name, slot - KEEP_TICKS)
+                )
+                return cur.rowcount == 1
 
         return await self.db.run(work)
-
-    async def mark_telemetry_sent(self, event_id: str, at: datetime) -> None:
-        await self.db.run(
-            lambda: self.db.conn.execute(
-                "INSERT OR IGNORE INTO telemetry_sent VALUES (?, ?)", (event_id, to_micros(at))
-            )
-        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from projections.kept import KeptHistory
 from projections.sqlite.connection import SQLiteDB
 from projections.values import Position
 
@@ -17,8 +18,9 @@ _CREATE = (
 )
 
 
-class SQLiteKeptHistory:
-    db: SQLiteDB
+class SQLiteKeptHistory(KeptHistory):
+    def __init__(self, db: SQLiteDB) -> None:
+        self.db = db
 
     async def keep_history(self, before: Mapping[tuple[str, int], int]) -> int:
         def work() -> int:

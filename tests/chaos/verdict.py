@@ -196,13 +196,13 @@ async def projector_lag(event_log_url: str, database_url: str, prefix: str) -> i
         open_store(database_url) as store,
     ):
         ends = await log.end_offsets(topics.lifecycle)
-        stored = await store.stored_offsets(topics.group("projector"))
+        stored = await store.writer.stored_offsets(topics.group("projector"))
     return sum(end - stored.get((topics.lifecycle, p), 0) for p, end in ends.items())
 
 
 async def table(database_url: str) -> dict[str, AuditRow]:
     async with open_store(database_url) as store:
-        return {row.audit_id: row async for row in store.iter_rows()}
+        return {row.audit_id: row async for row in store.audits.iter_rows()}
 
 
 def decisions(events: Iterable[AuditEvent]) -> list[AuditFailed]:

@@ -215,13 +215,13 @@ async def read_log(backend: Backend) -> list[AuditEvent]:
 
 async def projection(backend: Backend) -> dict[str, AuditRow]:
     async with open_store(backend.database_url) as store:
-        return {row.audit_id: row async for row in store.iter_rows()}
+        return {row.audit_id: row async for row in store.audits.iter_rows()}
 
 
 async def projected(backend: Backend) -> Counter[str]:
     """How many audits the projection holds per status."""
     async with open_store(backend.database_url) as store:
-        return Counter(await store.count_by_status())
+        return Counter(await store.audits.count_by_status())
 
 
 def wait_caught_up(backend: Backend, audits: int, must_fail: set[str]) -> None:

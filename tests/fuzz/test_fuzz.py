@@ -61,7 +61,7 @@ async def test_consumers_on_each_backend_survive_hostile_records(pipeline: Pipel
 
     # when the projector and the reconciler have caught up: no crash, no restart loop
     async with (
-        Projector(pipeline.log, pipeline.store) as projector,
+        Projector(pipeline.log, pipeline.store.writer) as projector,
         Reconciler(pipeline.log, Policy()) as reconciler,
     ):
         await run_until_idle(projector, reconciler, timeout=120)
@@ -86,7 +86,7 @@ async def test_consumers_on_each_backend_survive_hostile_records(pipeline: Pipel
     for _, _, event in sorted(accepted, key=lambda item: item[:2]):
         expected[event.audit_id] = project(expected.get(event.audit_id), event)
     for audit_id, row in expected.items():
-        stored = await pipeline.store.get(audit_id)
+        stored = await pipeline.store.audits.get(audit_id)
         if row.status == "none":
             assert stored is None
             continue

@@ -93,12 +93,12 @@ async def test_each_history_column_reads_back_as_the_event_and_the_record_had_it
 
     # when they are applied
     async with PostgresStore(postgres_url(), schema=schema) as store:
-        await store.apply(batch, {(TOPIC, 7): 2**40 + 3}, CONSUMER, bodies)
+        await store.writer.apply(batch, {(TOPIC, 7): 2**40 + 3}, CONSUMER, bodies)
         recs = await store.pool.fetch(
             'SELECT event_id, audit_id, type, occurred_at, causation_id, topic, partition, "offset",'
             " body::text AS body, recorded_at, seq FROM audit_events ORDER BY seq"
         )
-        row = await store.get("a-1")
+        row = await store.audits.get("a-1")
 
     # then every column is the event's, in log order, stamped with the row's update time
     assert row is not None
@@ -163,17 +163,21 @@ async def test_a_history_kept_as_jsonb_is_written_alike_and_a_reset_makes_it_jso
         bodies = [e.model_dump_json().encode() for e in events]
 
         # when a batch is applied
-        await store.apply([(e, (TOPIC, 0, i)) for i, e in enumerate(events)], {}, CONSUMER, bodies)
+        await store.writer.apply(
+            [(e, (TOPIC, 0, i)) for i, e in enumerate(events)], {}, CONSUMER, bodies
+        )
 
         # then its history reads back as the events
-        assert [h.event for h in await store.history("a-1")] == events
+        assert [h.event for h in await store.audits.history("a-1")] == events
         assert await body_type(store) == "jsonb"
 
         # and a reset (as a rebuild starts) empties the history and makes its body json
-        await store.reset(CONSUMER)
+        await store.writer.reset(CONSUMER)
         assert await body_type(store) == "json"
-        await store.apply([(e, (TOPIC, 0, i)) for i, e in enumerate(events)], {}, CONSUMER, bodies)
-        assert [h.event for h in await store.history("a-1")] == events
+        await store.writer.apply(
+            [(e, (TOPIC, 0, i)) for i, e in enumerate(events)], {}, CONSUMER, bodies
+        )
+        assert [h.event for h in await store.audits.history("a-1")] == events
 
 
 async def test_migration_4_turns_an_existing_jsonb_history_into_json(schema: str) -> None:
@@ -185,7 +189,7 @@ async def test_migration_4_turns_an_existing_jsonb_history_into_json(schema: str
     async with PostgresStore(postgres_url(), schema=schema) as store:
         # then the body is json and the history reads as before
         assert await body_type(store) == "json"
-        assert [h.event for h in await store.history("a-1")] == [event]
+        assert [h.event for h in await store.audits.history("a-1")] == [event]
 
 
 async def test_migration_5_keys_the_history_by_event_id_alone_and_keeps_it(schema: str) -> None:
@@ -203,7 +207,7 @@ async def test_migration_5_keys_the_history_by_event_id_alone_and_keeps_it(schem
         )
         assert [tuple(r) for r in unique] == [("event_id", True)]
         # … the history reads as before, in order, and an event recorded again is refused
-        assert [h.event for h in await store.history("a-1")] == events
+        assert [h.event for h in await store.audits.history("a-1")] == events
         again = [(events[1], (TOPIC, 0, 9))]
-        await store.apply(again, {}, CONSUMER)
-        assert [h.event for h in await store.history("a-1")] == events
+        await store.writer.apply(again, {}, CONSUMER)
+        assert [h.event for h in await store.audits.history("a-1")] == events

@@ -21,11 +21,17 @@ from projections.postgres.store import SCHEMA_VERSION, PostgresStore
 from projections.store import ProjectionStore
 from statemachine.errors import StoreError
 from statemachine.events import AuditEvent
-from tests.contracts.projection_histories import HistoriesContract
+from tests.contracts.projection_audits import AuditReadsContract
+from tests.contracts.projection_brake import BrakeStoreContract
+from tests.contracts.projection_budget import RequestBudgetContract
+from tests.contracts.projection_checkpoints import CheckpointStoreContract
+from tests.contracts.projection_coordination import CoordinationContract
+from tests.contracts.projection_kept import KeptHistoryContract
 from tests.contracts.projection_store import (
     CONSUMER,
     MakeStore,
     ProjectionStoreContract,
+    StoreFixtures,
     at,
     next_offsets,
     observed,
@@ -35,6 +41,9 @@ from tests.contracts.projection_store import (
     same_row,
     started,
 )
+from tests.contracts.projection_sweeps import SweepsContract
+from tests.contracts.projection_telemetry import SentTelemetryContract
+from tests.contracts.projection_writer import ProjectionWriterContract
 from tests.services import postgres_url
 
 pytestmark = pytest.mark.postgres
@@ -58,11 +67,23 @@ async def schema(pg_url: str) -> AsyncIterator[str]:
         await conn.close()
 
 
-class TestPostgresStore(ProjectionStoreContract, HistoriesContract):
+class Postgres(StoreFixtures):
+    """A fresh schema per test."""
+
     @pytest.fixture
     def make_store(self, pg_url: str, schema: str) -> MakeStore:
         return lambda: open_store(pg_url, schema=schema, max_size=4)
 
+
+class TestPostgresStore(Postgres, ProjectionStoreContract):
+    pass
+
+
+class TestPostgresAudits(Postgres, AuditReadsContract):
+    pass
+
+
+class TestPostgresWriter(Postgres, ProjectionWriterContract):
     async def poison_offsets(self, store: ProjectionStore) -> None:
         assert isinstance(store, PostgresStore)
         await store.pool.execute(
@@ -73,6 +94,34 @@ class TestPostgresStore(ProjectionStoreContract, HistoriesContract):
                 FOR EACH ROW WHEN (NEW.consumer = 'poison') EXECUTE FUNCTION poison();
             """
         )
+
+
+class TestPostgresKeptHistory(Postgres, KeptHistoryContract):
+    pass
+
+
+class TestPostgresCoordination(Postgres, CoordinationContract):
+    pass
+
+
+class TestPostgresSweeps(Postgres, SweepsContract):
+    pass
+
+
+class TestPostgresBrake(Postgres, BrakeStoreContract):
+    pass
+
+
+class TestPostgresBudget(Postgres, RequestBudgetContract):
+    pass
+
+
+class TestPostgresCheckpoints(Postgres, CheckpointStoreContract):
+    pass
+
+
+class TestPostgresTelemetry(Postgres, SentTelemetryContract):
+    pass
 
 
 @pytest.fixture
@@ -131,11 +180,14 @@ async def test_schemas_isolate_deployments(pg_url: str, schema: str) -> None:
             PostgresStore(pg_url, schema=schema) as a,
             PostgresStore(pg_url, schema=other) as b,
         ):
-            await a.apply(positioned([started("a-1")]), {}, CONSUMER)
-            assert await b.get("a-1") is None
-            assert (await a.get("a-1")) is not None
-            assert a.watchdog_key != b.watchdog_key
-            async with a.watchdog_lock() as held_a, b.watchdog_lock() as held_b:
+            await a.writer.apply(positioned([started("a-1")]), {}, CONSUMER)
+            assert await b.audits.get("a-1") is None
+            assert (await a.audits.get("a-1")) is not None
+            assert a.coordination.watchdog_key != b.coordination.watchdog_key
+            async with (
+                a.coordination.watchdog_lock() as held_a,
+                b.coordination.watchdog_lock() as held_b,
+            ):
                 assert held_a and held_b
     finally:
         conn = await asyncpg.connect(pg_url)
@@ -168,7 +220,7 @@ async def test_a_malformed_url_is_not_retriable_and_not_echoed() -> None:
 
 async def test_a_wrong_query_is_not_retriable(pg: PostgresStore) -> None:
     with pytest.raises(StoreError) as info:
-        await pg.list_audits(limit=-1)
+        await pg.audits.list_audits(limit=-1)
     assert info.value.retriable is False
     assert "list audits" in str(info.value)
 
@@ -183,7 +235,7 @@ def test_an_invalid_schema_name_is_refused() -> None:
 
 
 async def _advisory_locks(store: PostgresStore) -> int:
-    key = store.watchdog_key
+    key = store.coordination.watchdog_key
     return int(
         await store.pool.fetchval(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
@@ -196,34 +248,37 @@ async def _advisory_locks(store: PostgresStore) -> int:
 async def test_the_watchdog_lock_is_a_session_advisory_lock_never_leaked(
     pg: PostgresStore,
 ) -> None:
-    async with pg.watchdog_lock() as held:
+    async with pg.coordination.watchdog_lock() as held:
         assert held is True
         assert await _advisory_locks(pg) == 1
     assert await _advisory_locks(pg) == 0
     with pytest.raises(ZeroDivisionError):
-        async with pg.watchdog_lock():
+        async with pg.coordination.watchdog_lock():
             1 / 0  # noqa: B018
     assert await _advisory_locks(pg) == 0
     # one store, two overlapping ticks: the second is refused too
-    async with pg.watchdog_lock() as first, pg.watchdog_lock() as second:
+    async with pg.coordination.watchdog_lock() as first, pg.coordination.watchdog_lock() as second:
         assert (first, second) == (True, False)
     assert await _advisory_locks(pg) == 0
 
 
 async def test_a_lost_lock_session_ends_the_tick_quietly(pg: PostgresStore, pg_url: str) -> None:
-    async with pg.watchdog_lock() as held:
+    async with pg.coordination.watchdog_lock() as held:
         assert held is True
         holder = await pg.pool.fetchval(
             "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 "
             "AND ((classid::bigint << 32) | objid::bigint) = $1",
-            pg.watchdog_key,
+            pg.coordination.watchdog_key,
         )
         killer = await asyncpg.connect(pg_url)
         try:
             assert await killer.fetchval("SELECT pg_terminate_backend($1)", holder)
         finally:
             await killer.close()
-    async with PostgresStore(pg_url, schema=pg.schema) as other, other.watchdog_lock() as free:
+    async with (
+        PostgresStore(pg_url, schema=pg.schema) as other,
+        other.coordination.watchdog_lock() as free,
+    ):
         assert free is True
     await pg.ping()  # the pool replaced the lost connection
 
@@ -252,7 +307,7 @@ async def test_two_projectors_on_the_same_audits_never_corrupt_rows(
                 part = batch[i : i + chunk]
                 while True:
                     try:
-                        await store.apply(part, next_offsets(part), CONSUMER)
+                        await store.writer.apply(part, next_offsets(part), CONSUMER)
                         break
                     except StoreError as exc:
                         assert exc.retriable, exc
@@ -262,7 +317,7 @@ async def test_two_projectors_on_the_same_audits_never_corrupt_rows(
         await asyncio.gather(project_all(one, 170), project_all(two, 230))
         expected = pure_fold(events)
         for audit_id, row in expected.items():
-            assert same_row(await one.get(audit_id), row)
+            assert same_row(await one.audits.get(audit_id), row)
         assert await one.pool.fetchval("SELECT count(*) FROM audit_events") == len(events)
 
 
@@ -280,7 +335,7 @@ async def test_a_new_audit_another_writer_inserts_meanwhile_is_a_retriable_loss(
                 "INSERT INTO audits (audit_id, status, version, updated_at, overturned) "
                 "VALUES ('a-1', 'running', 7, now(), false)"
             )
-            write = asyncio.create_task(pg.apply(batch, next_offsets(batch), CONSUMER))
+            write = asyncio.create_task(pg.writer.apply(batch, next_offsets(batch), CONSUMER))
             await asyncio.sleep(0.5)  # the copy waits for the other writer's row
             assert not write.done()
         with pytest.raises(StoreError) as lost:
@@ -290,13 +345,13 @@ async def test_a_new_audit_another_writer_inserts_meanwhile_is_a_retriable_loss(
     assert lost.value.retriable, lost.value
     assert "another writer changed 1 audits" in str(lost.value)
     assert await pg.pool.fetchval("SELECT count(*) FROM audit_events") == 0
-    assert await pg.stored_offsets(CONSUMER) == {}
-    row = await pg.get("a-1")
+    assert await pg.writer.stored_offsets(CONSUMER) == {}
+    row = await pg.audits.get("a-1")
     assert row is not None and row.version == 7
 
-    result = await pg.apply(batch, next_offsets(batch), CONSUMER)
+    result = await pg.writer.apply(batch, next_offsets(batch), CONSUMER)
     assert result.applied == 2
-    row = await pg.get("a-1")
+    row = await pg.audits.get("a-1")
     assert row is not None and row.version == 8 and row.state.pages_crawled == 3
 
 
@@ -322,11 +377,11 @@ async def test_the_watchdog_query_uses_its_partial_index_on_50k_rows(pg: Postgre
     )
     await pg.pool.execute("ANALYZE audits")
     cutoff = at(0) - timedelta(minutes=15)
-    plan = await pg.explain_stale_running(cutoff, 100)
+    plan = await pg.audits.explain_stale_running(cutoff, 100)
     print(plan)
     assert "audits_watchdog" in plan
     assert "Seq Scan" not in plan and "Sort" not in plan
-    rows = await pg.stale_running(cutoff, 100)
+    rows = await pg.audits.stale_running(cutoff, 100)
     assert len(rows) == 100
     keys = [
         (r.state.last_observed_at is not None, r.state.last_observed_at, r.state.started_at)
@@ -336,7 +391,7 @@ async def test_the_watchdog_query_uses_its_partial_index_on_50k_rows(pg: Postgre
     if os.environ.get("AUDITREC_WRITE_PLAN") == "1":
         PLAN_FILE.write_text(
             "-- PostgresStore.stale_running on 50,000 audits (10,000 running), limit 100\n"
-            f"-- {' '.join(pg.watchdog_query.split())}\n\n{plan}\n"
+            f"-- {' '.join(pg.audits.watchdog_query.split())}\n\n{plan}\n"
         )
 
 
@@ -381,11 +436,11 @@ async def test_apply_throughput(pg: PostgresStore) -> None:
     began = time.perf_counter()
     for i in range(0, len(batch), 5000):
         part = batch[i : i + 5000]
-        result = await pg.apply(part, next_offsets(part), CONSUMER)
+        result = await pg.writer.apply(part, next_offsets(part), CONSUMER)
         assert result.applied == len(part)
     elapsed = time.perf_counter() - began
     rate = len(events) / elapsed
     print(f"applied {len(events)} events in {elapsed:.2f}s: {rate:,.0f} events/s")
     assert rate > 2000  # a floor for slow CI machines; this box does an order more
-    row = await pg.get("a-00042")
+    row = await pg.audits.get("a-00042")
     assert row is not None and row.version == 10 and row.state.pages_crawled == 8

@@ -1,4 +1,4 @@
-"""The embedded projection store passes the projection store contract."""
+"""The embedded projection store passes the contract of the store and of each of its ports."""
 
 from __future__ import annotations
 
@@ -11,22 +11,43 @@ from projections.factory import open_store
 from projections.sqlite.schema import SCHEMA_VERSION
 from projections.sqlite.store import SQLiteStore
 from projections.store import ProjectionStore
-from tests.contracts.projection_histories import HistoriesContract
+from tests.contracts.projection_audits import AuditReadsContract
+from tests.contracts.projection_brake import BrakeStoreContract
+from tests.contracts.projection_budget import RequestBudgetContract
+from tests.contracts.projection_checkpoints import CheckpointStoreContract
+from tests.contracts.projection_coordination import CoordinationContract
+from tests.contracts.projection_kept import KeptHistoryContract
 from tests.contracts.projection_store import (
     MakeStore,
     ProjectionStoreContract,
+    StoreFixtures,
     held,
     positioned,
     started,
 )
+from tests.contracts.projection_sweeps import SweepsContract
+from tests.contracts.projection_telemetry import SentTelemetryContract
+from tests.contracts.projection_writer import ProjectionWriterContract
 
 
-class TestSQLiteStore(ProjectionStoreContract, HistoriesContract):
+class SQLite(StoreFixtures):
+    """A fresh file per test."""
+
     @pytest.fixture
     def make_store(self, tmp_path: Path) -> MakeStore:
         url = f"sqlite:///{tmp_path / 'projection.db'}"
         return lambda: open_store(url)
 
+
+class TestSQLiteStore(SQLite, ProjectionStoreContract):
+    pass
+
+
+class TestSQLiteAudits(SQLite, AuditReadsContract):
+    pass
+
+
+class TestSQLiteWriter(SQLite, ProjectionWriterContract):
     async def poison_offsets(self, store: ProjectionStore) -> None:
         assert isinstance(store, SQLiteStore)
         conn = sqlite3.connect(store.db.path)
@@ -40,6 +61,34 @@ class TestSQLiteStore(ProjectionStoreContract, HistoriesContract):
             conn.close()
 
 
+class TestSQLiteKeptHistory(SQLite, KeptHistoryContract):
+    pass
+
+
+class TestSQLiteCoordination(SQLite, CoordinationContract):
+    pass
+
+
+class TestSQLiteSweeps(SQLite, SweepsContract):
+    pass
+
+
+class TestSQLiteBrake(SQLite, BrakeStoreContract):
+    pass
+
+
+class TestSQLiteBudget(SQLite, RequestBudgetContract):
+    pass
+
+
+class TestSQLiteCheckpoints(SQLite, CheckpointStoreContract):
+    pass
+
+
+class TestSQLiteTelemetry(SQLite, SentTelemetryContract):
+    pass
+
+
 def test_open_store_picks_sqlite_by_scheme(tmp_path: Path) -> None:
     assert isinstance(open_store(f"sqlite:///{tmp_path / 'x.db'}"), SQLiteStore)
 
@@ -50,7 +99,7 @@ async def test_a_file_of_schema_version_1_is_upgraded_keeping_its_rows(tmp_path:
     async with open_store(url) as store:
         assert isinstance(store, SQLiteStore)
         await store.init()
-        await store.apply(positioned([started("a-old")]), {}, "projector")
+        await store.writer.apply(positioned([started("a-old")]), {}, "projector")
     conn = sqlite3.connect(tmp_path / "old.db")
     conn.execute("DROP INDEX audits_held")
     conn.execute("ALTER TABLE audits DROP COLUMN held_decision_id")
@@ -63,9 +112,9 @@ async def test_a_file_of_schema_version_1_is_upgraded_keeping_its_rows(tmp_path:
     async with open_store(url) as store:
         # then the columns are back, the row is intact and the version is current
         assert await store.init() == SCHEMA_VERSION == 2
-        row = await store.get("a-old")
+        row = await store.audits.get("a-old")
         assert row is not None and row.status == "running" and row.state.held_decision_id is None
         hold = held("a-old")
-        await store.apply(positioned([hold]), {}, "projector")
-        row = await store.get("a-old")
+        await store.writer.apply(positioned([hold]), {}, "projector")
+        row = await store.audits.get("a-old")
         assert row is not None and row.state.held_decision_id == str(hold.event_id)

@@ -64,7 +64,7 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
         if not problems:
             try:
                 found = await list_page(
-                    runtime.store, where, PAGE_SIZE, cursor or None, runtime.now()
+                    runtime.store.audits, where, PAGE_SIZE, cursor or None, runtime.now()
                 )
             except InvalidInput as exc:
                 problems.extend(exc.problems)

@@ -85,7 +85,9 @@ def add_tool_pages(router: APIRouter, ops: Operations) -> None:
         if assignments:
             try:
                 start = parse_since(since or None, datetime.now(UTC))
-                result = await backtest(runtime.store, runtime.policy, assignments, since=start)
+                result = await backtest(
+                    runtime.store.audits, runtime.policy, assignments, since=start
+                )
             except InvalidInput as exc:
                 problems = exc.problems
         lines = [(d, describe(d)) for d in result["differences"]] if result else []

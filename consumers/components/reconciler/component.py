@@ -47,7 +47,7 @@ from consumers.components.reconciler.log import (
 from consumers.eventlog.codec import decode, encode
 from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record
 from consumers.eventlog.wire import decode_view
-from projections.store import ProjectionStore
+from projections.checkpoints import CheckpointStore
 from statemachine.errors import DecodeError
 from statemachine.events import AuditEvent
 from statemachine.policy import Policy
@@ -76,7 +76,7 @@ class Reconciler(LogConsumer):
         policy: Policy,
         *,
         brake_engaged: Callable[[], Awaitable[bool]] | None = None,
-        checkpoints: ProjectionStore | None = None,
+        checkpoints: CheckpointStore | None = None,
     ) -> None:
         super().__init__(event_log, [event_log.topics.lifecycle])
         self.policy = policy

@@ -79,14 +79,13 @@ class Telemetry(LogConsumer):
         super().__init__(event_log, [event_log.topics.lifecycle])
         if client is None and settings.posthog_api_key is None:
             raise ConfigError("AUDITREC_POSTHOG_API_KEY is not set: telemetry is off")
-        self.store = store
         self.settings = settings
         self.client = client
         self._own_client = client is None
         self.send_timeout = send_timeout
         self.max_pending = max_pending
         self.outbox = Outbox(
-            store,
+            store.telemetry,
             self._send,
             retry_base=retry_base,
             retry_cap=retry_cap,
@@ -95,7 +94,7 @@ class Telemetry(LogConsumer):
         self.partitions: dict[TopicPartition, dict[str, AuditState]] = {}
         self._consumed: dict[TopicPartition, int] = {}
         self._committed: dict[TopicPartition, int] = {}
-        self.checkpoints = Checkpoints(store, self.group)
+        self.checkpoints = Checkpoints(store.checkpoints, self.group)
 
     @property
     def pending(self) -> list[Pending]:

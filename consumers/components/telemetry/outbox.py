@@ -20,7 +20,7 @@ import structlog
 
 from consumers.eventlog.port import TopicPartition
 from consumers.runtime.metrics import TELEMETRY
-from projections.store import ProjectionStore
+from projections.telemetry import SentTelemetry
 
 __all__ = ["Outbox", "Pending"]
 
@@ -43,14 +43,14 @@ class Pending:
 class Outbox:
     def __init__(
         self,
-        store: ProjectionStore,
+        sent: SentTelemetry,
         send: Callable[[Pending], Awaitable[bool]],
         *,
         retry_base: float,
         retry_cap: float,
         max_attempts: int,
     ) -> None:
-        self.store = store
+        self.record = sent
         self.send = send
         self.retry_base = retry_base
         self.retry_cap = retry_cap
@@ -65,7 +65,7 @@ class Outbox:
         (sent, skipped as sent before, or given up)."""
         if not self.items or time.monotonic() < self.blocked_until:
             return 0
-        already = await self.store.telemetry_sent(p.event_id for p in self.items)
+        already = await self.record.telemetry_sent(p.event_id for p in self.items)
         done = 0
         for item in list(self.items):
             if item.event_id in already:
@@ -75,7 +75,7 @@ class Outbox:
                 continue
             item.attempts += 1
             if await self.send(item):
-                await self.store.mark_telemetry_sent(item.event_id, datetime.now(UTC))
+                await self.record.mark_telemetry_sent(item.event_id, datetime.now(UTC))
                 TELEMETRY.labels("sent").inc()
                 self.sent += 1
                 self.items.remove(item)

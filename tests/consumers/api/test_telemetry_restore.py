@@ -60,7 +60,7 @@ async def test_a_restored_audit_is_reported_once(runtime: Backends, capture: Cap
     await publish_and_drain(runtime)
     later = now + timedelta(minutes=1)
     await publish_and_drain(runtime, errored("by-reconciler", later), errored("by-operator", later))
-    failed = [await runtime.store.get(a) for a in ("by-reconciler", "by-operator")]
+    failed = [await runtime.store.audits.get(a) for a in ("by-reconciler", "by-operator")]
     assert [(r.status, r.state.failed_by) for r in failed if r] == [("failed", "reconciler")] * 2
 
     # then PostHog got the first reconciler failure of each audit, and no second one

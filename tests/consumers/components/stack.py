@@ -35,10 +35,10 @@ class Stack:
         store = pipeline.store
 
         async def engaged() -> bool:
-            return (await store.brake()).engaged
+            return (await store.brake.state()).engaged
 
         self.brake = Brake(pipeline.log, store, POLICY, owner="test", clock=lambda: NOW)
-        self.projector = Projector(pipeline.log, store)
+        self.projector = Projector(pipeline.log, store.writer)
         self.reconciler = Reconciler(pipeline.log, POLICY, brake_engaged=engaged)
         self.probe = Probe(pipeline.log, client, clock=lambda: NOW)
         self.watchdog = Watchdog(

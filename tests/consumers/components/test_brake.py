@@ -52,11 +52,11 @@ async def test_a_sweep_that_would_fail_too_many_is_held_until_an_operator_releas
         assert of_type(events, AuditFailed) == []
         held = of_type(events, AuditFailureHeld)
         assert sorted(e.audit_id for e in held) == [f"lost-{i:02}" for i in range(25)]
-        brake = await pipeline.store.brake()
+        brake = await pipeline.store.brake.state()
         assert (brake.engaged, brake.lost, brake.observations) == (True, 25, 30)
-        counts = await pipeline.store.count_by_status()
+        counts = await pipeline.store.audits.count_by_status()
         assert counts == {"running": 30}
-        assert len(await pipeline.store.held_audits()) == 25
+        assert len(await pipeline.store.brake.held_audits()) == 25
 
         # and a reconciler restarted meanwhile still knows what it holds
         await stack.reconciler.stop()
@@ -82,9 +82,9 @@ async def test_a_sweep_that_would_fail_too_many_is_held_until_an_operator_releas
             assert failure.data.policy["released_by"] == "cli:ops"
             hold = next(h for h in held if h.audit_id == failure.audit_id)
             assert failure.event_id == derived_id(hold.causation_id or "", "reconciler-decision")
-        assert await pipeline.store.count_by_status() == {"running": 5, "failed": 25}
-        assert await pipeline.store.held_audits() == []
-        assert (await pipeline.store.brake()).engaged is False
+        assert await pipeline.store.audits.count_by_status() == {"running": 5, "failed": 25}
+        assert await pipeline.store.brake.held_audits() == []
+        assert (await pipeline.store.brake.state()).engaged is False
 
         # and releasing again changes nothing
         again = await stack.brake.end("released", "cli:ops", None, dry_run=False)
@@ -110,9 +110,9 @@ async def test_a_sweep_under_the_threshold_fails_its_lost_audits_after_its_verdi
     assert Counter(e.audit_id for e in of_type(events, AuditFailed)) == {
         f"lost-{i:02}": 1 for i in range(5)
     }
-    assert (await pipeline.store.brake()).engaged is False
-    assert await pipeline.store.count_by_status() == {"running": 20, "failed": 5}
-    assert await pipeline.store.open_sweeps() == []
+    assert (await pipeline.store.brake.state()).engaged is False
+    assert await pipeline.store.audits.count_by_status() == {"running": 20, "failed": 5}
+    assert await pipeline.store.sweeps.open_sweeps() == []
 
 
 async def test_a_small_sweep_is_not_held(
@@ -130,7 +130,7 @@ async def test_a_small_sweep_is_not_held(
     events = await lifecycle_events(pipeline.log)
     assert of_type(events, AuditFailureHeld) == []
     assert len(of_type(events, AuditFailed)) == 10
-    assert await pipeline.store.open_sweeps() == []
+    assert await pipeline.store.sweeps.open_sweeps() == []
 
 
 async def test_discarded_holds_keep_their_audits_running_and_an_engaged_brake_holds_any_loss(
@@ -140,7 +140,7 @@ async def test_discarded_holds_keep_their_audits_running_and_an_engaged_brake_ho
     await given_running(pipeline, simulator, lost=30, alive=0)
     async with Stack(pipeline, client) as stack:
         await stack.sweep()
-        assert (await pipeline.store.brake()).engaged is True
+        assert (await pipeline.store.brake.state()).engaged is True
 
         # when an on-demand probe of one more lost audit arrives while the brake is engaged
         await append(pipeline.log, pipeline.topics.lifecycle, [started("late", instance="wf-late")])
@@ -149,7 +149,7 @@ async def test_discarded_holds_keep_their_audits_running_and_an_engaged_brake_ho
         await stack.drain()
 
         # then it is held too
-        held_ids = {r.audit_id for r in await pipeline.store.held_audits()}
+        held_ids = {r.audit_id for r in await pipeline.store.brake.held_audits()}
         assert "late" in held_ids and len(held_ids) == 31
 
         # when the operator discards the holds (the instances were there all along)
@@ -160,11 +160,11 @@ async def test_discarded_holds_keep_their_audits_running_and_an_engaged_brake_ho
         await stack.drain()
 
         # then nothing failed, nothing is held, and the next sweep finds them healthy
-        assert await pipeline.store.held_audits() == []
-        assert await pipeline.store.count_by_status() == {"running": 31}
+        assert await pipeline.store.brake.held_audits() == []
+        assert await pipeline.store.audits.count_by_status() == {"running": 31}
         stack.watchdog.clock = lambda: NOW + timedelta(minutes=5)
         await stack.sweep()
         events = await lifecycle_events(pipeline.log)
         assert of_type(events, AuditFailed) == []
-        row = await pipeline.store.get("lost-00")
+        row = await pipeline.store.audits.get("lost-00")
         assert row is not None and row.state.last_observed_status == "running"

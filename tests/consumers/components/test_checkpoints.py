@@ -41,7 +41,7 @@ def decisions(events: list[AuditEvent]) -> Counter[str]:
 
 
 def reconciler(pipeline: Pipeline, every_events: int) -> Reconciler:
-    component = Reconciler(pipeline.log, POLICY, checkpoints=pipeline.store)
+    component = Reconciler(pipeline.log, POLICY, checkpoints=pipeline.store.checkpoints)
     assert component.checkpoints is not None
     component.checkpoints.every_events = every_events
     return component
@@ -85,7 +85,7 @@ async def test_an_assignment_folds_only_what_follows_the_checkpoint_and_decides_
         # (it read what follows the checkpoints, not the 60 records before)
         assert 0 < sum(second.read_on_assign.values()) < 60
         for tp, start in kept.items():
-            restored = await Checkpoints(pipeline.store, second.group).load(tp, 10**9)
+            restored = await Checkpoints(pipeline.store.checkpoints, second.group).load(tp, 10**9)
             # (the last batch may have found a save in flight: a checkpoint at most that far)
             assert restored is not None and 0 < restored.next_offset <= start
     # … and decides exactly what one that folded everything would: once per audit

@@ -93,7 +93,7 @@ async def test_a_tick_ends_every_dead_audit_like_single_gets_would(
     failed = {e.audit_id: e.data.error_code for e in events if isinstance(e, AuditFailed)}
     assert failed == {audit: code for audit, (_, code) in DEAD.items()}
     total = sum(ALIVE.values()) + 1 + len(DEAD)
-    assert await pipeline.store.count_by_status() == {
+    assert await pipeline.store.audits.count_by_status() == {
         "running": total - len(DEAD),
         "failed": len(DEAD),
     }

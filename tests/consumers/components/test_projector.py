@@ -39,8 +39,8 @@ async def assert_applied_once(pipeline: Pipeline, events: Sequence[AuditEvent]) 
     """Each audit's row is the fold of its events, and its history is its events, in order:
     each event applied exactly once."""
     for audit_id, expected in pure_fold(events).items():
-        assert same_row(await pipeline.store.get(audit_id), expected)
-        history = [h.event for h in await pipeline.store.history(audit_id)]
+        assert same_row(await pipeline.store.audits.get(audit_id), expected)
+        history = [h.event for h in await pipeline.store.audits.history(audit_id)]
         assert history == [e for e in events if e.audit_id == audit_id]
 
 
@@ -56,22 +56,22 @@ async def test_a_batch_is_folded_into_rows_history_and_stored_offsets(pipeline: 
     await append(pipeline.log, pipeline.topics.lifecycle, events)
 
     # when the projector has caught up
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         await run_until_idle(projector)
 
     # then each row is the fold of its audit's events
-    done = await pipeline.store.get("a-done")
-    run = await pipeline.store.get("a-run")
+    done = await pipeline.store.audits.get("a-done")
+    run = await pipeline.store.audits.get("a-run")
     assert done is not None and run is not None
     assert (done.status, done.version, done.state.pages_crawled) == ("completed", 3, 10)
     assert (run.status, run.version, run.state.pages_crawled) == ("running", 2, 1)
     assert run.state.workflow_instance_id == "wf-run"
     assert done.last_event_id == events[-1].event_id
-    assert [h.event for h in await pipeline.store.history("a-done")] == events[0::2]
+    assert [h.event for h in await pipeline.store.audits.history("a-done")] == events[0::2]
     assert projector.applied == 5
     # and the offsets kept with the rows are the log's end offsets
     ends = await pipeline.log.end_offsets(pipeline.topics.lifecycle)
-    stored = await pipeline.store.stored_offsets(pipeline.topics.group(Projector.name))
+    stored = await pipeline.store.writer.stored_offsets(pipeline.topics.group(Projector.name))
     assert {p: stored.get((pipeline.topics.lifecycle, p), 0) for p in ends} == ends
 
 
@@ -80,9 +80,9 @@ async def test_an_event_applied_before_is_skipped_when_it_comes_again(pipeline: 
     first = started("a-1", at(0))
     step = progressed("a-1", at(1), pages_crawled=3)
     await append(pipeline.log, pipeline.topics.lifecycle, [first, step])
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         await run_until_idle(projector)
-        before = await pipeline.store.get("a-1")
+        before = await pipeline.store.audits.get("a-1")
 
         # when the same event (same event_id) is appended again, then a new one
         later = progressed("a-1", at(2), pages_crawled=5)
@@ -90,10 +90,10 @@ async def test_an_event_applied_before_is_skipped_when_it_comes_again(pipeline: 
         await run_until_idle(projector)
 
     # then the copy changed nothing and only the new event was applied
-    row = await pipeline.store.get("a-1")
+    row = await pipeline.store.audits.get("a-1")
     assert before is not None and before.version == 2
     assert row is not None and row.version == 3 and row.state.pages_crawled == 5
-    assert [h.event for h in await pipeline.store.history("a-1")] == [first, step, later]
+    assert [h.event for h in await pipeline.store.audits.history("a-1")] == [first, step, later]
     assert projector.applied == 3
 
 
@@ -103,17 +103,17 @@ async def test_on_assignment_it_seeks_to_the_offsets_the_store_holds(pipeline: P
     topic = pipeline.topics.lifecycle
     await append(pipeline.log, topic, [started("a-before", at(0)), progressed("a-before", at(1))])
     done = {(r.topic, r.partition): r.offset + 1 for r in await read_topic(pipeline.log, topic)}
-    await pipeline.store.apply([], done, pipeline.topics.group(Projector.name))
+    await pipeline.store.writer.apply([], done, pipeline.topics.group(Projector.name))
     await append(pipeline.log, topic, [started("a-after", at(2))])
 
     # when a projector is assigned the partitions
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         await run_until_idle(projector)
 
     # then it read from the stored offsets on: the earlier records were never read again
-    assert await pipeline.store.get("a-before") is None
-    assert await pipeline.store.history("a-before") == []
-    after = await pipeline.store.get("a-after")
+    assert await pipeline.store.audits.get("a-before") is None
+    assert await pipeline.store.audits.history("a-before") == []
+    after = await pipeline.store.audits.get("a-after")
     assert after is not None and after.version == 1
     assert projector.applied == 1
 
@@ -129,7 +129,7 @@ async def test_an_undecodable_record_is_dead_lettered_and_the_rest_applied(
     )
 
     # when the projector has caught up
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         await run_until_idle(projector)
 
     # then the bad record is in the dead-letter topic with where it came from and why
@@ -146,9 +146,9 @@ async def test_an_undecodable_record_is_dead_lettered_and_the_rest_applied(
     assert "JSON" in body["error"]
     assert projector.dead_lettered == 1
     # and the good events around it were applied, with the offsets past all three
-    row = await pipeline.store.get("a-1")
+    row = await pipeline.store.audits.get("a-1")
     assert row is not None and row.version == 2 and row.state.pages_crawled == 2
-    stored = await pipeline.store.stored_offsets(pipeline.topics.group(Projector.name))
+    stored = await pipeline.store.writer.stored_offsets(pipeline.topics.group(Projector.name))
     assert stored[(topic, bad.partition)] == bad.offset + 2
 
 
@@ -159,30 +159,30 @@ async def test_an_event_the_store_refuses_is_set_aside_and_the_rest_of_its_batch
     topic = pipeline.topics.lifecycle
     events = [started("a-1", at(0)), started("a-poison", at(1)), started("a-2", at(2))]
     await append(pipeline.log, topic, events)
-    real_apply = pipeline.store.apply
+    real_apply = pipeline.store.writer.apply
 
     async def refusing(batch: Any, *args: Any, **kwargs: Any) -> Any:
         if any(event.audit_id == "a-poison" for event, _ in batch):
             raise StoreError("integer out of range", retriable=False)
         return await real_apply(batch, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline.store, "apply", refusing)
+    monkeypatch.setattr(pipeline.store.writer, "apply", refusing)
 
     # when the projector has caught up
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         await run_until_idle(projector)
 
     # then the others are projected, the refused one is a dead letter with the store's reason
-    assert await pipeline.store.get("a-1") is not None
-    assert await pipeline.store.get("a-2") is not None
-    assert await pipeline.store.get("a-poison") is None
+    assert await pipeline.store.audits.get("a-1") is not None
+    assert await pipeline.store.audits.get("a-2") is not None
+    assert await pipeline.store.audits.get("a-poison") is None
     [letter] = await read_topic(pipeline.log, pipeline.topics.dead_letter)
     body = json.loads(letter.value)
     assert letter.key == "a-poison"
     assert "cannot be applied to the projection" in body["error"]
     assert "integer out of range" in body["error"]
     # and the offsets are past the whole batch: nothing is read again
-    stored = await pipeline.store.stored_offsets(pipeline.topics.group(Projector.name))
+    stored = await pipeline.store.writer.stored_offsets(pipeline.topics.group(Projector.name))
     ends = await pipeline.log.end_offsets(topic)
     assert all(stored.get((topic, p), 0) >= end for p, end in ends.items() if end)
 
@@ -192,7 +192,7 @@ async def test_a_store_that_is_down_is_retried_not_set_aside(
 ) -> None:
     # given a store that is unreachable for one try
     await append(pipeline.log, pipeline.topics.lifecycle, [started("a-1", at(0))])
-    real_apply = pipeline.store.apply
+    real_apply = pipeline.store.writer.apply
     failures = [StoreError("connection refused", retriable=True)]
 
     async def flaky(*args: Any, **kwargs: Any) -> Any:
@@ -200,19 +200,19 @@ async def test_a_store_that_is_down_is_retried_not_set_aside(
             raise failures.pop()
         return await real_apply(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline.store, "apply", flaky)
+    monkeypatch.setattr(pipeline.store.writer, "apply", flaky)
 
     # when the projector steps: a step raises once the write failed (the batch's own step, or
     # the next one when the write was still in flight); the supervisor backs off and restarts
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         with pytest.raises(StoreError):
             await asyncio.wait_for(step_until_it_fails(projector), 10)
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         await run_until_idle(projector)
 
     # then nothing was set aside, and the event is projected on the next try
     assert await read_topic(pipeline.log, pipeline.topics.dead_letter) == []
-    assert await pipeline.store.get("a-1") is not None
+    assert await pipeline.store.audits.get("a-1") is not None
 
 
 async def test_a_batch_polled_while_its_partition_was_sought_is_read_again_from_the_seek(
@@ -221,7 +221,7 @@ async def test_a_batch_polled_while_its_partition_was_sought_is_read_again_from_
     # given six events, and a projector holding the batch it polled
     events = [started(f"gap-{i}", at(0)) for i in range(6)]
     await append(pipeline.log, pipeline.topics.lifecycle, events)
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         projector.poll_timeout = 0.05
         assert projector.consumer is not None
 
@@ -249,7 +249,7 @@ async def test_a_batch_polled_while_its_partition_was_sought_is_read_again_from_
 
         # … and nothing of it is lost: the partition is read again from the seek
         await run_until_idle(projector)
-    rows = {r.audit_id async for r in pipeline.store.iter_rows()}
+    rows = {r.audit_id async for r in pipeline.store.audits.iter_rows()}
     assert rows == {f"gap-{i}" for i in range(6)}
 
 
@@ -262,17 +262,17 @@ async def test_a_large_batch_is_applied_in_parts_each_with_the_offsets_it_reache
     events += [progressed(f"a-{i % 4}", at(10 + i), pages_crawled=i) for i in range(5)]
     events += [completed("a-0", at(20)), completed("a-3", at(21))]
     await append(pipeline.log, topic, events)
-    real_apply = pipeline.store.apply
+    real_apply = pipeline.store.writer.apply
     calls: list[tuple[int, dict[tuple[str, int], int]]] = []
 
     async def counting(batch: Any, offsets: Any, *args: Any, **kwargs: Any) -> Any:
         calls.append((len(batch), dict(offsets)))
         return await real_apply(batch, offsets, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline.store, "apply", counting)
+    monkeypatch.setattr(pipeline.store.writer, "apply", counting)
 
     # when the projector has caught up
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         projector.part_size = 3
         await run_until_idle(projector)
 
@@ -283,13 +283,13 @@ async def test_a_large_batch_is_applied_in_parts_each_with_the_offsets_it_reache
     await assert_applied_once(pipeline, events)
     assert projector.applied == len(events)
     ends = await pipeline.log.end_offsets(topic)
-    stored = await pipeline.store.stored_offsets(pipeline.topics.group(Projector.name))
+    stored = await pipeline.store.writer.stored_offsets(pipeline.topics.group(Projector.name))
     assert {p: stored.get((topic, p), 0) for p in ends} == ends
 
 
 def fail_on_write(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
     """The store goes down (a retriable error) on its ``nth`` write, and only then."""
-    real_apply = pipeline.store.apply
+    real_apply = pipeline.store.writer.apply
     writes = 0
 
     async def apply(*args: Any, **kwargs: Any) -> Any:
@@ -299,7 +299,7 @@ def fail_on_write(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, nth: int)
             raise StoreError("connection reset", retriable=True)
         return await real_apply(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline.store, "apply", apply)
+    monkeypatch.setattr(pipeline.store.writer, "apply", apply)
 
 
 async def test_a_store_failing_in_a_later_part_keeps_the_parts_before_and_loses_nothing(
@@ -312,19 +312,19 @@ async def test_a_store_failing_in_a_later_part_keeps_the_parts_before_and_loses_
     fail_on_write(pipeline, monkeypatch, 3)
 
     # when a projector with parts of two fails in the middle of the batch, and another resumes
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         projector.part_size = 2
         with pytest.raises(StoreError):
             await asyncio.wait_for(step_until_it_fails(projector), 10)
-    committed = sum((await pipeline.store.stored_offsets(projector.group)).values())
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    committed = sum((await pipeline.store.writer.stored_offsets(projector.group)).values())
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         await run_until_idle(projector)
 
     # then the parts before the failure had been kept with their offsets …
     assert committed >= 4
     # … and in the end each event is applied exactly once
     for event in events:
-        assert [h.event for h in await pipeline.store.history(event.audit_id)] == [event]
+        assert [h.event for h in await pipeline.store.audits.history(event.audit_id)] == [event]
     assert projector.applied == len(events) - committed
 
 
@@ -342,28 +342,28 @@ async def test_a_record_set_aside_before_a_failed_part_is_never_lost(
     fail_on_write(pipeline, monkeypatch, 2)
 
     # when a projector with parts of two fails after the first part, and another resumes
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         projector.part_size = 2
         with pytest.raises(StoreError):
             await asyncio.wait_for(step_until_it_fails(projector), 10)
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         await run_until_idle(projector)
 
     # then the bad record is set aside, though the store had moved past it before the failure
     letters = await read_topic(pipeline.log, pipeline.topics.dead_letter)
     assert [json.loads(letter.value)["source_offset"] for letter in letters] == [1]
-    assert [h.event for h in await pipeline.store.history("d-1")] == good
+    assert [h.event for h in await pipeline.store.audits.history("d-1")] == good
 
 
 class GatedStore:
     """Holds the store's writes until its gate is set; records the offsets of each batch."""
 
     def __init__(self, pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.real_apply = pipeline.store.apply
+        self.real_apply = pipeline.store.writer.apply
         self.gate = asyncio.Event()
         self.started: list[list[int]] = []
         self.done: list[list[int]] = []
-        monkeypatch.setattr(pipeline.store, "apply", self.apply)
+        monkeypatch.setattr(pipeline.store.writer, "apply", self.apply)
 
     async def apply(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
         offsets = [position[2] for _, position in batch]
@@ -383,7 +383,7 @@ async def test_the_next_batches_are_polled_and_decoded_while_the_last_ones_are_w
     await append(pipeline.log, pipeline.topics.lifecycle, events)
     store = GatedStore(pipeline, monkeypatch)
 
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         projector.max_records = projector.part_size = 2
         projector.poll_timeout = 0.05
         try:
@@ -411,8 +411,8 @@ async def test_the_next_batches_are_polled_and_decoded_while_the_last_ones_are_w
     # and the batches were written in order, each once, with nothing left out
     assert store.done == [[0, 1], [2, 3], [4, 5]]
     assert projector.applied == 6
-    assert [h.event for h in await pipeline.store.history("w")] == events
-    assert same_row(await pipeline.store.get("w"), pure_fold(events)["w"])
+    assert [h.event for h in await pipeline.store.audits.history("w")] == events
+    assert same_row(await pipeline.store.audits.get("w"), pure_fold(events)["w"])
 
 
 @pytest.mark.parametrize("how", ["stop", "revocation"])
@@ -424,7 +424,7 @@ async def test_partitions_change_hands_and_the_projector_stops_only_after_the_wr
     events = [started("r", at(0)), progressed("r", at(1), pages_crawled=1)]
     await append(pipeline.log, topic, events)
     store = GatedStore(pipeline, monkeypatch)
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         projector.poll_timeout = 0.05
         try:
             first = eventually(projector.step, until=bool, message="a batch")
@@ -448,10 +448,10 @@ async def test_partitions_change_hands_and_the_projector_stops_only_after_the_wr
         await ending
         # … whose rows and offsets are in the store once it is over
         assert store.done and projector.applied == 2
-        stored = await pipeline.store.stored_offsets(projector.group)
+        stored = await pipeline.store.writer.stored_offsets(projector.group)
         ends = await pipeline.log.end_offsets(topic)
         assert {p: stored.get((topic, p), 0) for p in ends} == ends
-        assert [h.event for h in await pipeline.store.history("r")] == events
+        assert [h.event for h in await pipeline.store.audits.history("r")] == events
 
 
 async def test_writes_never_overlap_over_one_partition_and_store_its_offsets_in_order(
@@ -464,11 +464,11 @@ async def test_writes_never_overlap_over_one_partition_and_store_its_offsets_in_
         progressed(f"o-{i}", at(20 + n), pages_crawled=n) for n in range(3) for i in range(12)
     ]
     await append(pipeline.log, topic, events)
-    writes = OverlappingWrites(pipeline.store.apply)
-    monkeypatch.setattr(pipeline.store, "apply", writes)
+    writes = OverlappingWrites(pipeline.store.writer.apply)
+    monkeypatch.setattr(pipeline.store.writer, "apply", writes)
 
     # when a projector writing parts of three events has caught up
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         projector.part_size = 3
         await run_until_idle(projector)
 
@@ -497,7 +497,7 @@ async def test_a_part_over_other_partitions_is_written_while_the_one_before_is(
     batch = first[:2] + other[:2] + first[2:4]
     store = GatedStore(pipeline, monkeypatch)
 
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         projector.part_size, projector.poll_timeout = 2, 0.05
         try:
             # when the projector handles it in parts of two
@@ -528,7 +528,7 @@ async def test_a_write_waiting_for_one_that_fails_is_never_made_and_nothing_is_l
     events = [started("f", at(0))]
     events += [progressed("f", at(i), pages_crawled=i) for i in range(1, 6)]
     await append(pipeline.log, topic, events)
-    real_apply = pipeline.store.apply
+    real_apply = pipeline.store.writer.apply
     fail = asyncio.Event()
     calls: list[list[int]] = []
 
@@ -539,11 +539,11 @@ async def test_a_write_waiting_for_one_that_fails_is_never_made_and_nothing_is_l
             raise StoreError("connection reset", retriable=True)
         return await real_apply(batch, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline.store, "apply", apply)
+    monkeypatch.setattr(pipeline.store.writer, "apply", apply)
 
     # when a projector taking two events a step has handled two batches (the second one's
     # write waiting for the first's), and then the first write fails
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         projector.max_records = projector.part_size = 2
         projector.poll_timeout = 0.05
         for _ in range(2):
@@ -555,8 +555,8 @@ async def test_a_write_waiting_for_one_that_fails_is_never_made_and_nothing_is_l
     # then the write that waited was never made
     assert calls == [[0, 1]]
     # and a projector that resumes applies each event exactly once
-    monkeypatch.setattr(pipeline.store, "apply", real_apply)
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    monkeypatch.setattr(pipeline.store.writer, "apply", real_apply)
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         await run_until_idle(projector)
     await assert_applied_once(pipeline, events)
 
@@ -588,7 +588,7 @@ async def test_lanes_are_written_at_once_and_a_failed_lane_loses_nothing(
     events = [started(f"l-{i}", at(i)) for i in range(12)]
     events += [progressed(f"l-{i}", at(20 + i), pages_crawled=i) for i in range(12)]
     await append(pipeline.log, topic, events)
-    real_apply = pipeline.store.apply
+    real_apply = pipeline.store.writer.apply
     calls: list[set[int]] = []
     writing = most = 0
     failed: list[int] = []
@@ -608,16 +608,16 @@ async def test_lanes_are_written_at_once_and_a_failed_lane_loses_nothing(
         finally:
             writing -= 1
 
-    monkeypatch.setattr(pipeline.store, "apply", apply)
+    monkeypatch.setattr(pipeline.store.writer, "apply", apply)
 
     # when a projector with two lanes fails, and another resumes
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         projector.lanes = 2
         with pytest.raises(StoreError):
             await asyncio.wait_for(step_until_it_fails(projector), 10)
     group = pipeline.topics.group(Projector.name)
-    committed = await pipeline.store.stored_offsets(group)
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    committed = await pipeline.store.writer.stored_offsets(group)
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         projector.lanes = 2
         await run_until_idle(projector)
 

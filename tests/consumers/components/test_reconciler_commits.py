@@ -160,14 +160,16 @@ async def test_a_checkpoint_holds_the_states_as_of_its_commit_while_the_next_bat
     # and the checkpoints saved recorded
     await append(pipeline.log, pipeline.topics.lifecycle, one_audit("d"))
     saved: list[tuple[int, dict[str, AuditState]]] = []
-    real_save = pipeline.store.save_checkpoint
+    real_save = pipeline.store.checkpoints.save_checkpoint
 
     async def save(consumer: str, topic: str, partition: int, offset: int, blob: bytes) -> None:
         saved.append((offset, decode_states(blob)[0]))
         await real_save(consumer, topic, partition, offset, blob)
 
-    monkeypatch.setattr(pipeline.store, "save_checkpoint", save)
-    async with Reconciler(pipeline.log, POLICY, checkpoints=pipeline.store) as reconciler:
+    monkeypatch.setattr(pipeline.store.checkpoints, "save_checkpoint", save)
+    async with Reconciler(
+        pipeline.log, POLICY, checkpoints=pipeline.store.checkpoints
+    ) as reconciler:
         assert reconciler.checkpoints is not None
         reconciler.checkpoints.every_events = 1
         held = holding_commits(reconciler)

@@ -37,7 +37,7 @@ def retention(pipeline: Pipeline) -> Retention:
 
 
 def reconciler(pipeline: Pipeline) -> Reconciler:
-    component = Reconciler(pipeline.log, Policy(), checkpoints=pipeline.store)
+    component = Reconciler(pipeline.log, Policy(), checkpoints=pipeline.store.checkpoints)
     assert component.checkpoints is not None
     component.checkpoints.every_events = 1
     return component
@@ -53,7 +53,7 @@ async def test_the_log_is_trimmed_only_past_what_every_consumer_has_kept(
     # given 30 running audits, projected, and a reconciler that has not run yet
     events: list[AuditEvent] = [started(f"r{i}", at(0), instance=f"wf-r{i}") for i in range(30)]
     await append(pipeline.log, pipeline.topics.lifecycle, events)
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         await run_until_idle(projector)
     before = await starts(pipeline)
 
@@ -68,7 +68,7 @@ async def test_the_log_is_trimmed_only_past_what_every_consumer_has_kept(
 
     # then every partition that held records is trimmed to the checkpoint (its last record is
     # always kept), and nothing more
-    saved = await pipeline.store.checkpoint_offsets(
+    saved = await pipeline.store.checkpoints.checkpoint_offsets(
         pipeline.topics.group(Reconciler.name), pipeline.topics.lifecycle
     )
     assert trimmed == {p: o for p, o in saved.items() if o > before.get(p, 0)}
@@ -80,7 +80,9 @@ async def test_the_log_is_trimmed_only_past_what_every_consumer_has_kept(
 
     # and each audit's history is still whole in the projection
     for i in range(30):
-        assert [h.event.type for h in await pipeline.store.history(f"r{i}")] == ["AuditStarted"]
+        assert [h.event.type for h in await pipeline.store.audits.history(f"r{i}")] == [
+            "AuditStarted"
+        ]
 
 
 async def test_a_reconciler_restarted_after_a_trim_decides_from_its_checkpoint(
@@ -89,7 +91,7 @@ async def test_a_reconciler_restarted_after_a_trim_decides_from_its_checkpoint(
     # given running audits, reconciled and checkpointed, and the log trimmed behind them
     events: list[AuditEvent] = [started(f"r{i}", at(0), instance=f"wf-r{i}") for i in range(30)]
     await append(pipeline.log, pipeline.topics.lifecycle, events)
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         await run_until_idle(projector)
         async with reconciler(pipeline) as first:
             await run_until_idle(first)
@@ -105,9 +107,9 @@ async def test_a_reconciler_restarted_after_a_trim_decides_from_its_checkpoint(
     # then it fails that audit, once, with the classified code
     failed = [e for e in await lifecycle_events(pipeline.log) if isinstance(e, AuditFailed)]
     assert [(e.audit_id, e.data.error_code) for e in failed] == [("r7", "oom")]
-    row = await pipeline.store.get("r7")
+    row = await pipeline.store.audits.get("r7")
     assert row is not None and (row.status, row.state.error_code) == ("failed", "oom")
-    kinds = [h.event.type for h in await pipeline.store.history("r7")]
+    kinds = [h.event.type for h in await pipeline.store.audits.history("r7")]
     assert kinds == ["AuditStarted", "WorkflowStatusObserved", "AuditFailed"]
 
 
@@ -142,7 +144,7 @@ async def test_a_rebuild_over_a_trimmed_log_gives_the_same_table(pipeline: Pipel
         ]
     events += [completed("a0", at(5)), observed("a1", "terminated", at(6), instance="wf-a1")]
     await append(pipeline.log, pipeline.topics.lifecycle, events)
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         async with reconciler(pipeline) as first:
             await run_until_idle(first, projector)
             await first.checkpoints.flush()  # type: ignore[union-attr]
@@ -151,8 +153,8 @@ async def test_a_rebuild_over_a_trimmed_log_gives_the_same_table(pipeline: Pipel
         late = [progressed("a2", at(9), pages_crawled=99), started("b0", at(9), instance="wf-b0")]
         await append(pipeline.log, pipeline.topics.lifecycle, late)
         await run_until_idle(projector)
-    before = {r.audit_id: r.values() for r in await pipeline.store.list_audits(limit=100)}
-    histories = {a: await pipeline.store.history(a) for a in before}
+    before = {r.audit_id: r.values() for r in await pipeline.store.audits.list_audits(limit=100)}
+    histories = {a: await pipeline.store.audits.history(a) for a in before}
 
     # when the table is rebuilt
     rt = backends_of(pipeline)
@@ -160,17 +162,19 @@ async def test_a_rebuild_over_a_trimmed_log_gives_the_same_table(pipeline: Pipel
 
     # then every row and every history is as it was, from history set aside and the log
     assert applied == sum(len(h) for h in histories.values())
-    after = {r.audit_id: r.values() for r in await pipeline.store.list_audits(limit=100)}
+    after = {r.audit_id: r.values() for r in await pipeline.store.audits.list_audits(limit=100)}
     ignore = {"updated_at"}
     assert {a: {k: v for k, v in r.items() if k not in ignore} for a, r in after.items()} == {
         a: {k: v for k, v in r.items() if k not in ignore} for a, r in before.items()
     }
     for audit, history in histories.items():
-        assert [h.event for h in await pipeline.store.history(audit)] == [h.event for h in history]
+        assert [h.event for h in await pipeline.store.audits.history(audit)] == [
+            h.event for h in history
+        ]
     assert before["a1"]["status"] == "failed" and before["a2"]["pages_crawled"] == 99
     # and the set-aside history is gone
-    assert await pipeline.store.keep_history({}) == 0
-    await pipeline.store.drop_kept_history()
+    assert await pipeline.store.kept.keep_history({}) == 0
+    await pipeline.store.kept.drop_kept_history()
 
 
 async def test_a_rebuild_refuses_when_neither_the_log_nor_the_projection_holds_the_past(
@@ -187,4 +191,4 @@ async def test_a_rebuild_refuses_when_neither_the_log_nor_the_projection_holds_t
     # when a rebuild is asked for, it says why it cannot, and changes nothing
     with pytest.raises(InvalidInput, match="nowhere to rebuild from"):
         await rebuild_projection(rt)
-    await pipeline.store.drop_kept_history()
+    await pipeline.store.kept.drop_kept_history()

@@ -35,7 +35,7 @@ def watchdog(pipeline: Pipeline, batch_limit: int = 100) -> Watchdog:
 
 
 async def project(store: ProjectionStore, events: list[AuditEvent]) -> None:
-    await store.apply(positioned(events), {}, CONSUMER)
+    await store.writer.apply(positioned(events), {}, CONSUMER)
 
 
 async def requested(pipeline: Pipeline) -> list[ProbeRequested]:
@@ -127,7 +127,7 @@ async def test_a_tick_while_another_process_ticks_is_skipped(pipeline: Pipeline)
     # given a stale audit, and another process's watchdog in the middle of its tick
     await project(pipeline.store, [started("stale", at(0))])
     dog = watchdog(pipeline)
-    async with pipeline.other_store() as other, other.watchdog_lock() as held:
+    async with pipeline.other_store() as other, other.coordination.watchdog_lock() as held:
         assert held
 
         # when this process's watchdog ticks at the same time

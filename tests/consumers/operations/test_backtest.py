@@ -50,20 +50,20 @@ async def recorded(pipeline: Pipeline) -> Pipeline:
     events = [e for history in HISTORIES.values() for e in history]
     await append(pipeline.log, pipeline.topics.lifecycle, events)
     reconciler = Reconciler(pipeline.log, POLICY)
-    projector = Projector(pipeline.log, pipeline.store)
+    projector = Projector(pipeline.log, pipeline.store.writer)
     async with reconciler, projector:
         await run_until_idle(reconciler)  # its decisions in the log before what follows
         await append(pipeline.log, pipeline.topics.lifecycle, LATER)
         await run_until_idle(reconciler, projector)
-    row = await pipeline.store.get("a-between-past")
+    row = await pipeline.store.audits.get("a-between-past")
     assert row is not None and (row.status, row.state.error_code) == ("failed", "instance_lost")
-    row = await pipeline.store.get("a-overturned")
+    row = await pipeline.store.audits.get("a-overturned")
     assert row is not None and (row.status, row.state.overturned) == ("completed", True)
     return pipeline
 
 
 async def test_the_policy_in_force_reports_no_difference(recorded: Pipeline) -> None:
-    result = await backtest(recorded.store, POLICY, [])
+    result = await backtest(recorded.store.audits, POLICY, [])
     assert result["differences"] == [] and result["summary"] == {}
     assert result["changed"] == {}
     assert result["audits_judged"] == len(HISTORIES) - 1  # the one never observed is skipped
@@ -72,7 +72,7 @@ async def test_the_policy_in_force_reports_no_difference(recorded: Pipeline) -> 
 async def test_a_shorter_grace_reports_exactly_the_audits_between_the_thresholds(
     recorded: Pipeline,
 ) -> None:
-    result = await backtest(recorded.store, POLICY, ["INSTANCE_LOST_GRACE=5m"])
+    result = await backtest(recorded.store.audits, POLICY, ["INSTANCE_LOST_GRACE=5m"])
     found = {d["audit_id"]: d for d in result["differences"]}
     assert set(found) == {"a-between", "a-between-past", "a-late"}
     assert found["a-between"]["kind"] == "failed"
@@ -84,7 +84,7 @@ async def test_a_shorter_grace_reports_exactly_the_audits_between_the_thresholds
     assert result["changed"] == {"instance_lost_grace_s": {"from": 600.0, "to": 300.0}}
 
     # and --since keeps the audits started since then
-    since = await backtest(recorded.store, POLICY, ["INSTANCE_LOST_GRACE=5m"], since=at(60))
+    since = await backtest(recorded.store.audits, POLICY, ["INSTANCE_LOST_GRACE=5m"], since=at(60))
     assert [d["audit_id"] for d in since["differences"]] == ["a-late"]
     assert since["audits_judged"] == 1
 
@@ -92,7 +92,7 @@ async def test_a_shorter_grace_reports_exactly_the_audits_between_the_thresholds
 async def test_a_longer_grace_reports_the_failures_it_would_not_have_made(
     recorded: Pipeline,
 ) -> None:
-    result = await backtest(recorded.store, POLICY, ["AUDITREC_INSTANCE_LOST_GRACE=15m"])
+    result = await backtest(recorded.store.audits, POLICY, ["AUDITREC_INSTANCE_LOST_GRACE=15m"])
     kinds = {d["audit_id"]: d["kind"] for d in result["differences"]}
     # a-overturned completed at 12m either way, but its failure at 11m would not have been
     assert kinds == {
@@ -104,9 +104,9 @@ async def test_a_longer_grace_reports_the_failures_it_would_not_have_made(
 
 async def test_bad_settings_and_times_are_named(recorded: Pipeline) -> None:
     with pytest.raises(InvalidInput, match="GRACE: not a policy setting"):
-        await backtest(recorded.store, POLICY, ["GRACE=5m"])
+        await backtest(recorded.store.audits, POLICY, ["GRACE=5m"])
     with pytest.raises(InvalidInput, match="FINALIZE_GRACE=later: not a duration"):
-        await backtest(recorded.store, POLICY, ["FINALIZE_GRACE=later"])
+        await backtest(recorded.store.audits, POLICY, ["FINALIZE_GRACE=later"])
     now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
     assert parse_since("2h", now) == now - timedelta(hours=2)
     assert parse_since("2026-11-30T08:00:00Z", now) == at(0)

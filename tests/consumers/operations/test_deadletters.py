@@ -40,7 +40,7 @@ def corrected(audit_id: str = "a-dl") -> bytes:
 
 
 async def project(pipeline: Pipeline, *, reconciler: bool = False) -> None:
-    components: list[Any] = [Projector(pipeline.log, pipeline.store)]
+    components: list[Any] = [Projector(pipeline.log, pipeline.store.writer)]
     if reconciler:
         components.append(Reconciler(pipeline.log, Policy()))
     for c in components:
@@ -100,7 +100,7 @@ async def test_a_hostile_record_is_listed_shown_refused_then_replayed_once(
     done = await replay_dead_letter(log, letter["position"], actor="test", body=corrected())
     assert done["published"] is True and done["event_id"] == dry["event_id"]
     await project(pipeline)
-    row = await pipeline.store.get("a-dl")
+    row = await pipeline.store.audits.get("a-dl")
     assert row is not None and row.status == "running"
     assert str(row.last_event_id) == done["event_id"]
 
@@ -147,7 +147,7 @@ async def test_a_record_set_aside_that_now_decodes_is_replayed_as_it_is(
     assert (first["published"], second["published"]) == (True, False)
     assert first["event_id"] == v1["event_id"] == second["event_id"]
     await project(pipeline)
-    row = await pipeline.store.get("a-old")
+    row = await pipeline.store.audits.get("a-old")
     assert row is not None and (row.status, row.state.error_code) == ("failed", "oom")
     replayed = [decode(r.value) for r in await lifecycle(pipeline)]
     assert [str(e.event_id) for e in replayed].count(v1["event_id"]) == 1
@@ -171,7 +171,7 @@ async def test_a_crash_between_publish_and_mark_leaves_one_event(pipeline: Pipel
     # then the same event is published again, and the projection holds it once
     assert done["published"] is True and done["event_id"] == dry["event_id"]
     await project(pipeline)
-    history = await pipeline.store.history("a-dl")
+    history = await pipeline.store.audits.history("a-dl")
     assert [str(h.event.event_id) for h in history] == [dry["event_id"]]
 
 

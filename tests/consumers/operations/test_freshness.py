@@ -17,7 +17,7 @@ from tests.pipeline import Pipeline, append, run_until_idle
 async def test_a_caught_up_projection_is_fresh_at_once(pipeline: Pipeline) -> None:
     # given events the projector has applied
     await append(pipeline.log, pipeline.topics.lifecycle, [started("a-1"), progressed("a-1")])
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         await run_until_idle(projector)
 
     # then the projection is fresh without any wait
@@ -45,12 +45,12 @@ async def test_a_read_waits_for_the_projector_to_catch_up(pipeline: Pipeline) ->
     waiting = asyncio.create_task(wait_for_projection(pipeline.log, pipeline.store, timeout=60))
 
     # when the projector catches up
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         await run_until_idle(projector)
 
     # then the read goes on, with the rows in place
     assert await asyncio.wait_for(waiting, 30) is True
-    row = await pipeline.store.get("a-1")
+    row = await pipeline.store.audits.get("a-1")
     assert row is not None and row.version == 2
 
 
@@ -66,14 +66,14 @@ async def test_transaction_markers_after_the_last_record_are_not_waited_for(
     await append(pipeline.log, pipeline.topics.lifecycle, events)
     async with (
         Reconciler(pipeline.log, Policy()) as reconciler,
-        Projector(pipeline.log, pipeline.store) as projector,
+        Projector(pipeline.log, pipeline.store.writer) as projector,
     ):
         await run_until_idle(reconciler, projector)
-    row = await pipeline.store.get("a-1")
+    row = await pipeline.store.audits.get("a-1")
     assert row is not None and row.status == "failed"
     topic = pipeline.topics.lifecycle
     ends = await pipeline.log.end_offsets(topic)
-    stored = await pipeline.store.stored_offsets(pipeline.topics.group(Projector.name))
+    stored = await pipeline.store.writer.stored_offsets(pipeline.topics.group(Projector.name))
     gap = sum(ends.values()) - sum(stored.get((topic, p), 0) for p in ends)
     assert gap == (1 if pipeline.backend.name == "kafka+postgres" else 0)
 
@@ -94,7 +94,7 @@ async def test_a_gap_of_markers_is_read_once_however_often_it_is_asked_about(
     await append(pipeline.log, pipeline.topics.lifecycle, events)
     async with (
         Reconciler(pipeline.log, Policy()) as reconciler,
-        Projector(pipeline.log, pipeline.store) as projector,
+        Projector(pipeline.log, pipeline.store.writer) as projector,
     ):
         await run_until_idle(reconciler, projector)
     freshness = Freshness(pipeline.log, pipeline.store)
@@ -112,6 +112,6 @@ async def test_a_gap_of_markers_is_read_once_however_often_it_is_asked_about(
     assert await freshness.wait(timeout=0) is False
 
     # and once projected, the answer is yes again
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         await run_until_idle(projector)
     assert await freshness.wait(timeout=5) is True

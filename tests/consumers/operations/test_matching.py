@@ -18,17 +18,17 @@ async def test_matching_pages_through_every_selected_audit_and_says_when_it_cut(
         await store.init()
         events = [started(f"a-{i}", T0 + timedelta(minutes=i), project_id="p") for i in range(7)]
         events.append(started("other", T0, project_id="q"))
-        await store.apply(positioned(events), {}, "projector")
+        await store.writer.apply(positioned(events), {}, "projector")
         later = T0 + timedelta(hours=1)
 
-        rows, cut = await matching(store, AuditFilter(project="p"), later, 100, page=2)
+        rows, cut = await matching(store.audits, AuditFilter(project="p"), later, 100, page=2)
         assert [r.audit_id for r in rows] == [f"a-{i}" for i in reversed(range(7))]
         assert cut is False
 
-        rows, cut = await matching(store, AuditFilter(project="p"), later, 5, page=2)
+        rows, cut = await matching(store.audits, AuditFilter(project="p"), later, 5, page=2)
         assert [r.audit_id for r in rows] == [f"a-{i}" for i in (6, 5, 4, 3, 2)]
         assert cut is True
 
         old = AuditFilter(project="p", older_than=timedelta(minutes=57))
-        rows, cut = await matching(store, old, later, 100, page=2)
+        rows, cut = await matching(store.audits, old, later, 100, page=2)
         assert [r.audit_id for r in rows] == ["a-2", "a-1", "a-0"]

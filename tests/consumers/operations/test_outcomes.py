@@ -34,7 +34,7 @@ async def reconcile_and_project(
     await append(pipeline.log, pipeline.topics.lifecycle, events)
     async with (
         Reconciler(pipeline.log, policy) as reconciler,
-        Projector(pipeline.log, pipeline.store) as projector,
+        Projector(pipeline.log, pipeline.store.writer) as projector,
     ):
         await run_until_idle(reconciler, projector)
 
@@ -106,7 +106,7 @@ async def test_in_shadow_mode_the_outcome_is_what_would_have_failed(pipeline: Pi
     [outcome] = await await_outcomes(pipeline.store, [probe], shadow, timeout=10)
 
     assert (outcome.result, outcome.error_code) == ("would_fail", "unknown")
-    row = await pipeline.store.get("dead")
+    row = await pipeline.store.audits.get("dead")
     assert row is not None and row.status == "running"
 
 
@@ -129,7 +129,9 @@ async def test_a_second_observation_of_an_audit_failed_by_the_first_reports_that
     # then both report the one failure, without waiting for a second decision
     assert [(o.result, o.error_code) for o in outcomes] == [("failed", "oom"), ("failed", "oom")]
     decisions = [
-        h.event for h in await pipeline.store.history("dead") if h.event.type == "AuditFailed"
+        h.event
+        for h in await pipeline.store.audits.history("dead")
+        if h.event.type == "AuditFailed"
     ]
     assert len(decisions) == 1
 

@@ -27,9 +27,9 @@ async def projected(pipeline: Pipeline) -> dict[str, dict[str, Any]]:
         ]
     events += [completed("a0", at(5)), observed("a1", "running", at(6), instance="wf-a1")]
     await append(pipeline.log, pipeline.topics.lifecycle, events)
-    async with Projector(pipeline.log, pipeline.store) as projector:
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
         await run_until_idle(projector)
-    return {r.audit_id: r.values() for r in await pipeline.store.list_audits(limit=100)}
+    return {r.audit_id: r.values() for r in await pipeline.store.audits.list_audits(limit=100)}
 
 
 def without_update_times(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -43,7 +43,7 @@ async def test_a_rebuild_reads_the_log_while_the_projection_is_emptied(
     before = await projected(pipeline)
     rt = backends_of(pipeline)
     read_while_emptying = []
-    reset, read = rt.store.reset, rt.log.read
+    reset, read = rt.store.writer.reset, rt.log.read
 
     async def slow_reset(consumer: str) -> None:
         await asyncio.sleep(0.3)
@@ -57,7 +57,7 @@ async def test_a_rebuild_reads_the_log_while_the_projection_is_emptied(
         async for batch in read(*args, **kwargs):
             yield batch
 
-    rt.store.reset = slow_reset  # type: ignore[method-assign]
+    rt.store.writer.reset = slow_reset  # type: ignore[method-assign]
     rt.log.read = counted_read  # type: ignore[method-assign]
 
     # when the table is rebuilt
@@ -66,7 +66,7 @@ async def test_a_rebuild_reads_the_log_while_the_projection_is_emptied(
     # then the log was being read before the store was empty, and the table is as it was
     assert read_while_emptying == [True]
     assert applied == 42
-    after = {r.audit_id: r.values() for r in await pipeline.store.list_audits(limit=100)}
+    after = {r.audit_id: r.values() for r in await pipeline.store.audits.list_audits(limit=100)}
     assert without_update_times(after) == without_update_times(before)
 
 
@@ -81,7 +81,7 @@ async def test_a_rebuild_whose_store_cannot_be_emptied_stops_and_changes_nothing
         await asyncio.sleep(0.2)
         raise StoreError("the store is down")
 
-    rt.store.reset = failing_reset  # type: ignore[method-assign]
+    rt.store.writer.reset = failing_reset  # type: ignore[method-assign]
     tasks = asyncio.all_tasks()
 
     # when the table is rebuilt, the store's error is the rebuild's
@@ -92,7 +92,7 @@ async def test_a_rebuild_whose_store_cannot_be_emptied_stops_and_changes_nothing
     # it was
     left = [t for t in asyncio.all_tasks() - tasks if not t.done()]
     assert not [t for t in left if "rebuild" in t.get_coro().__qualname__], left
-    after = {r.audit_id: r.values() for r in await pipeline.store.list_audits(limit=100)}
+    after = {r.audit_id: r.values() for r in await pipeline.store.audits.list_audits(limit=100)}
     assert after == before
 
 
@@ -103,8 +103,8 @@ async def test_a_rebuild_writes_chunks_of_different_partitions_at_once_never_of_
     before = await projected(pipeline)
     rt = backends_of(pipeline)
     monkeypatch.setattr(rebuild, "CHUNK", 5)
-    writes = OverlappingWrites(rt.store.apply)
-    rt.store.apply = writes  # type: ignore[method-assign]
+    writes = OverlappingWrites(rt.store.writer.apply)
+    rt.store.writer.apply = writes  # type: ignore[method-assign]
 
     # when the table is rebuilt
     applied = await rebuild_projection(rt)
@@ -115,7 +115,7 @@ async def test_a_rebuild_writes_chunks_of_different_partitions_at_once_never_of_
     assert writes.most_at_once() == min(partitions, rebuild.WRITERS)
     writes.assert_one_write_a_partition_in_order()
     assert applied == 42
-    after = {r.audit_id: r.values() for r in await pipeline.store.list_audits(limit=100)}
+    after = {r.audit_id: r.values() for r in await pipeline.store.audits.list_audits(limit=100)}
     assert without_update_times(after) == without_update_times(before)
 
 
@@ -125,7 +125,7 @@ async def test_a_rebuild_whose_write_fails_stops_with_its_error_and_leaves_no_ta
     await projected(pipeline)
     rt = backends_of(pipeline)
     monkeypatch.setattr(rebuild, "CHUNK", 5)
-    apply = rt.store.apply
+    apply = rt.store.writer.apply
     calls = 0
 
     async def failing_apply(*args: Any, **kwargs: Any) -> Any:
@@ -136,7 +136,7 @@ async def test_a_rebuild_whose_write_fails_stops_with_its_error_and_leaves_no_ta
         await asyncio.sleep(0.02)
         return await apply(*args, **kwargs)
 
-    rt.store.apply = failing_apply  # type: ignore[method-assign]
+    rt.store.writer.apply = failing_apply  # type: ignore[method-assign]
     tasks = asyncio.all_tasks()
     with pytest.raises(StoreError, match="the store is down"):
         await rebuild_projection(rt)

@@ -173,7 +173,7 @@ async def test_drain_is_true_once_every_log_consumer_is_idle(rt: Backends) -> No
 
     # then everything in the log was projected, and only log consumers were stepped
     assert drained is True
-    row = await rt.store.get("a-1")
+    row = await rt.store.audits.get("a-1")
     assert row is not None and (row.version, row.state.pages_crawled) == (2, 7)
     assert not_drained.calls == ["start", "stop"]
 
@@ -246,7 +246,7 @@ async def test_run_cancels_a_step_that_ignores_the_stop_after_the_drain_timeout(
 
 def _projector(rt: Backends) -> Builder:
     async def build(built: dict[str, Component]) -> Component:
-        return Projector(rt.log, rt.store)
+        return Projector(rt.log, rt.store.writer)
 
     return build
 

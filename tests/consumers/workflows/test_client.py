@@ -482,8 +482,8 @@ def test_invalid_settings_are_refused() -> None:
 
 @pytest.fixture
 def budget_store(pipeline: Pipeline) -> Any:
-    """The store that holds the shared budget, on each backend pair."""
-    return pipeline.store
+    """The store's shared budget, on each backend pair."""
+    return pipeline.store.budget
 
 
 def shared(store: Any, clock: FakeClock, budget: int = 3) -> SharedRateLimit:

@@ -152,22 +152,22 @@ def test_an_audits_status_is_never_older_than_its_timeline(
         )
         rt = live.runtime
         assert rt is not None
-        read_history = rt.store.history
+        read_history = rt.store.audits.history
 
         async def history(audit_id: str) -> Any:
-            if (await rt.store.get(audit_id)).status == "running":  # type: ignore[union-attr]
+            if (await rt.store.audits.get(audit_id)).status == "running":  # type: ignore[union-attr]
                 await rt.log.append(
                     [encode(rt.log.topics.lifecycle, failed(audit_id, datetime.now(UTC)))]
                 )
                 await eventually(
-                    lambda: rt.store.get(audit_id),
+                    lambda: rt.store.audits.get(audit_id),
                     until=lambda row: row is not None and row.status == "failed",
                     timeout=30,
                     message="the failure projected",
                 )
             return await read_history(audit_id)
 
-        rt.store.history = history  # type: ignore[method-assign]
+        rt.store.audits.history = history  # type: ignore[method-assign]
 
         # when the audit's page is read
         page = client.get("/ui/audits/a-race")

@@ -1,36 +1,23 @@
-"""What keeps processes sharing one SQLite file to a shared pace: periodic jobs claimed once
-per interval slot, and the Workflows API's request budget and 429 pause. Each is one
-``BEGIN IMMEDIATE`` transaction, so processes serialise on the file's write lock."""
+"""The Workflows API's request budget and 429 pause in SQLite (see the port). Taking a slot is
+one ``BEGIN IMMEDIATE`` transaction, so processes sharing the file serialise on its write
+lock and never overspend the window.
+"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
+from projections.budget import RequestBudget
 from projections.sqlite.connection import SQLiteDB
 from projections.sqlite.rows import from_micros, to_micros
 from projections.values import RequestSlot
 
-__all__ = ["SQLiteLimits"]
-
-KEEP_TICKS = 1000  # claimed slots kept per job (older ones are pruned at each claim)
+__all__ = ["SQLiteBudget"]
 
 
-class SQLiteLimits:
-    db: SQLiteDB
-
-    async def claim_tick(self, name: str, slot: int, owner: str) -> bool:
-        def work() -> bool:
-            with self.db.transaction() as conn:
-                cur = conn.execute(
-                    "INSERT OR IGNORE INTO ticks VALUES (?, ?, ?, ?)",
-                    (name, slot, owner, to_micros(datetime.now(UTC))),
-                )
-                conn.execute(
-                    "DELETE FROM ticks WHERE name = ? AND slot < ?", (name, slot - KEEP_TICKS)
-                )
-                return cur.rowcount == 1
-
-        return await self.db.run(work)
+class SQLiteBudget(RequestBudget):
+    def __init__(self, db: SQLiteDB) -> None:
+        self.db = db
 
     async def take_request_slot(
         self, account: str, now: datetime, budget: int, window_s: float

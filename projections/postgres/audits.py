@@ -1,25 +1,25 @@
-"""Reads of the projection in PostgreSQL (see the port): rows by id, pages of the list, the
-watchdog's stale running audits (and that query's plan), histories, events by cause, counts
-and summaries for the console and the brake, and every row in keyset batches."""
+"""The read model in PostgreSQL (see the port): rows by id, pages of the list, the watchdog's
+stale running audits (and that query's plan), histories, events by cause, counts and
+summaries for the console and the brake, every row in keyset batches; and waiting for a change
+wakes on the projector's notification (``changes.py``) instead of polling.
+"""
 
 from __future__ import annotations
 
-import contextlib
-from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-import asyncpg
-
-from projections.postgres.coordination import event_uuids
+from projections.audits import AuditReads
+from projections.postgres.changes import ChangeFeed
+from projections.postgres.connection import PostgresDB
 from projections.postgres.histories import fetch_histories
-from projections.postgres.rows import SELECT_ROWS, decode_row
+from projections.postgres.rows import SELECT_ROWS, decode_row, event_uuids
 from projections.row import AuditRow
 from projections.values import HistoryEntry
 from statemachine.events import EVENT_ADAPTER, AuditEvent
 
-__all__ = ["STALE_RUNNING", "PostgresReads"]
+__all__ = ["STALE_RUNNING", "PostgresAudits"]
 
 STALE_RUNNING = (
     f"{SELECT_ROWS} WHERE status = 'running' AND started_at < $1 "
@@ -27,17 +27,16 @@ STALE_RUNNING = (
 )
 
 
-class PostgresReads(ABC):
-    @property
-    @abstractmethod
-    def pool(self) -> asyncpg.Pool: ...
+class PostgresAudits(AuditReads):
+    watchdog_query = STALE_RUNNING
 
-    @abstractmethod
-    def _errors(self, what: str) -> contextlib.AbstractContextManager[None]: ...
+    def __init__(self, db: PostgresDB, changes: ChangeFeed) -> None:
+        self.db = db
+        self._changes = changes
 
     async def get(self, audit_id: str) -> AuditRow | None:
-        with self._errors(f"get audit {audit_id}"):
-            rec = await self.pool.fetchrow(f"{SELECT_ROWS} WHERE audit_id = $1", audit_id)
+        with self.db.errors(f"get audit {audit_id}"):
+            rec = await self.db.pool.fetchrow(f"{SELECT_ROWS} WHERE audit_id = $1", audit_id)
         return decode_row(rec) if rec is not None else None
 
     async def list_audits(
@@ -74,13 +73,13 @@ class PostgresReads(ABC):
             + (" WHERE " + " AND ".join(where) if where else "")
             + f" ORDER BY started_at DESC, audit_id DESC LIMIT ${len(args)}"
         )
-        with self._errors("list audits"):
-            recs = await self.pool.fetch(sql, *args)
+        with self.db.errors("list audits"):
+            recs = await self.db.pool.fetch(sql, *args)
         return [decode_row(r) for r in recs]
 
     async def history(self, audit_id: str) -> list[HistoryEntry]:
-        with self._errors(f"history of audit {audit_id}"):
-            recs = await self.pool.fetch(
+        with self.db.errors(f"history of audit {audit_id}"):
+            recs = await self.db.pool.fetch(
                 'SELECT body, topic, partition, "offset", recorded_at FROM audit_events '
                 "WHERE audit_id = $1 ORDER BY seq",
                 audit_id,
@@ -95,23 +94,23 @@ class PostgresReads(ABC):
         ]
 
     async def histories(self, audit_ids: Sequence[str]) -> dict[str, list[HistoryEntry]]:
-        with self._errors("histories of audits"):
-            return await fetch_histories(self.pool, audit_ids)
+        with self.db.errors("histories of audits"):
+            return await fetch_histories(self.db.pool, audit_ids)
 
     async def caused_by(self, causation_ids: Iterable[str]) -> list[AuditEvent]:
         ids = event_uuids(causation_ids)
         if not ids:
             return []
-        with self._errors("read caused events"):
-            recs = await self.pool.fetch(
+        with self.db.errors("read caused events"):
+            recs = await self.db.pool.fetch(
                 "SELECT body FROM audit_events WHERE causation_id = ANY($1::uuid[]) ORDER BY seq",
                 ids,
             )
         return [EVENT_ADAPTER.validate_json(r[0]) for r in recs]
 
     async def stale_running(self, started_before: datetime, limit: int) -> list[AuditRow]:
-        with self._errors("select stale running audits"):
-            recs = await self.pool.fetch(STALE_RUNNING, started_before, limit)
+        with self.db.errors("select stale running audits"):
+            recs = await self.db.pool.fetch(STALE_RUNNING, started_before, limit)
         return [decode_row(r) for r in recs]
 
     async def explain_stale_running(
@@ -119,20 +118,20 @@ class PostgresReads(ABC):
     ) -> str:
         """The plan of the watchdog query (``EXPLAIN (ANALYZE, BUFFERS)`` by default)."""
         options = "ANALYZE, BUFFERS" if analyze else "COSTS"
-        with self._errors("explain the watchdog query"):
-            recs = await self.pool.fetch(
+        with self.db.errors("explain the watchdog query"):
+            recs = await self.db.pool.fetch(
                 f"EXPLAIN ({options}) {STALE_RUNNING}", started_before, limit
             )
         return "\n".join(r[0] for r in recs)
 
     async def count_by_status(self) -> dict[str, int]:
-        with self._errors("count audits"):
-            recs = await self.pool.fetch("SELECT status, count(*) FROM audits GROUP BY status")
+        with self.db.errors("count audits"):
+            recs = await self.db.pool.fetch("SELECT status, count(*) FROM audits GROUP BY status")
         return {s: n for s, n in recs}
 
     async def failure_counts(self, since: datetime) -> dict[tuple[str, str | None], int]:
-        with self._errors("count failures"):
-            recs = await self.pool.fetch(
+        with self.db.errors("count failures"):
+            recs = await self.db.pool.fetch(
                 "SELECT error_code, reconciled_by, count(*) FROM audits WHERE status = 'failed' "
                 "AND completed_at >= $1 GROUP BY error_code, reconciled_by",
                 since,
@@ -140,8 +139,8 @@ class PostgresReads(ABC):
         return {(code, by): n for code, by, n in recs}
 
     async def running_summary(self, started_before: datetime) -> tuple[int, datetime | None]:
-        with self._errors("summarise running audits"):
-            rec = await self.pool.fetchrow(
+        with self.db.errors("summarise running audits"):
+            rec = await self.db.pool.fetchrow(
                 "SELECT count(*) FILTER (WHERE started_at < $1), min(started_at) FROM audits "
                 "WHERE status = 'running'",
                 started_before,
@@ -153,8 +152,8 @@ class PostgresReads(ABC):
         """Keyset batches: no connection or transaction is held between batches."""
         last = ""
         while True:
-            with self._errors("iterate audits"):
-                recs = await self.pool.fetch(
+            with self.db.errors("iterate audits"):
+                recs = await self.db.pool.fetch(
                     f"{SELECT_ROWS} WHERE audit_id > $1 ORDER BY audit_id LIMIT $2", last, batch
                 )
             if not recs:
@@ -162,3 +161,6 @@ class PostgresReads(ABC):
             for rec in recs:
                 yield decode_row(rec)
             last = recs[-1][0]
+
+    async def changed(self, timeout: float) -> None:
+        await self._changes.wait(timeout)

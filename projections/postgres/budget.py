@@ -1,56 +1,32 @@
-"""Shared pace in PostgreSQL (see the port): periodic jobs claimed once per interval slot, and
-the Workflows API's request budget and 429 pause. Taking a request serialises per account on a
-transaction-level advisory lock, so concurrent processes never overspend the window."""
+"""The Workflows API's request budget and 429 pause in PostgreSQL (see the port). Taking a
+request serialises per account on a transaction-level advisory lock, so concurrent processes
+never overspend the window.
+"""
 
 from __future__ import annotations
 
-import contextlib
-from abc import ABC, abstractmethod
 from datetime import datetime, timedelta
 
-import asyncpg
-
-from projections.postgres.coordination import advisory_key
+from projections.budget import RequestBudget
+from projections.postgres.connection import PostgresDB, advisory_key
 from projections.values import RequestSlot
 
-__all__ = ["PostgresLimits"]
-
-KEEP_TICKS = 1000  # claimed slots kept per job (older ones are pruned at each claim)
+__all__ = ["PostgresBudget"]
 
 
-class PostgresLimits(ABC):
-    schema: str
-
-    @property
-    @abstractmethod
-    def pool(self) -> asyncpg.Pool: ...
-
-    @abstractmethod
-    def _errors(self, what: str) -> contextlib.AbstractContextManager[None]: ...
-
-    async def claim_tick(self, name: str, slot: int, owner: str) -> bool:
-        with self._errors("claim a tick"):
-            async with self.pool.acquire() as conn, conn.transaction():
-                claimed = await conn.fetchval(
-                    "INSERT INTO ticks (name, slot, owner) VALUES ($1, $2, $3) "
-                    "ON CONFLICT DO NOTHING RETURNING true",
-                    name,
-                    slot,
-                    owner,
-                )
-                await conn.execute(
-                    "DELETE FROM ticks WHERE name = $1 AND slot < $2", name, slot - KEEP_TICKS
-                )
-        return bool(claimed)
+class PostgresBudget(RequestBudget):
+    def __init__(self, db: PostgresDB) -> None:
+        self.db = db
 
     async def take_request_slot(
         self, account: str, now: datetime, budget: int, window_s: float
     ) -> RequestSlot:
         horizon = now - timedelta(seconds=window_s)
-        with self._errors("take a Workflows API request slot"):
-            async with self.pool.acquire() as conn, conn.transaction():
+        with self.db.errors("take a Workflows API request slot"):
+            async with self.db.pool.acquire() as conn, conn.transaction():
                 await conn.execute(
-                    "SELECT pg_advisory_xact_lock($1)", advisory_key(f"api:{account}", self.schema)
+                    "SELECT pg_advisory_xact_lock($1)",
+                    advisory_key(f"api:{account}", self.db.schema),
                 )
                 until = await conn.fetchval(
                     "SELECT until FROM api_pauses WHERE account = $1", account
@@ -76,8 +52,8 @@ class PostgresLimits(ABC):
                 return RequestSlot(False, frees_at=oldest + timedelta(seconds=window_s))
 
     async def pause_requests(self, account: str, until: datetime) -> None:
-        with self._errors("pause Workflows API requests"):
-            await self.pool.execute(
+        with self.db.errors("pause Workflows API requests"):
+            await self.db.pool.execute(
                 "INSERT INTO api_pauses VALUES ($1, $2) ON CONFLICT (account) "
                 "DO UPDATE SET until = greatest(api_pauses.until, excluded.until)",
                 account,
@@ -85,15 +61,15 @@ class PostgresLimits(ABC):
             )
 
     async def requests_paused_until(self, account: str, now: datetime) -> datetime | None:
-        with self._errors("read the Workflows API pause"):
-            until: datetime | None = await self.pool.fetchval(
+        with self.db.errors("read the Workflows API pause"):
+            until: datetime | None = await self.db.pool.fetchval(
                 "SELECT until FROM api_pauses WHERE account = $1 AND until > $2", account, now
             )
         return until
 
     async def requests_in_window(self, account: str, now: datetime, window_s: float) -> int:
-        with self._errors("count Workflows API requests"):
-            count = await self.pool.fetchval(
+        with self.db.errors("count Workflows API requests"):
+            count = await self.db.pool.fetchval(
                 "SELECT count(*) FROM api_requests WHERE account = $1 AND sent_at > $2",
                 account,
                 now - timedelta(seconds=window_s),

@@ -1,0 +1,38 @@
+"""The coordination port: what processes sharing one store agree on — the watchdog's lock, the
+processes' heartbeats (which components run where), and periodic jobs claimed once per slot.
+
+Users: the watchdog (``consumers/components/watchdog.py``: its lock, and the claims of its
+own tick and of retention's), and the backends (``consumers/operations/backends.py``:
+heartbeats, the live components, a stopped process forgotten).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+
+__all__ = ["Coordination"]
+
+
+class Coordination(ABC):
+    @abstractmethod
+    def watchdog_lock(self) -> AbstractAsyncContextManager[bool]:
+        """Held by one watchdog tick at a time across processes; yields False when another
+        holder has it (the tick is then skipped)."""
+
+    @abstractmethod
+    async def heartbeat(self, process: str, components: Sequence[str], now: datetime) -> None: ...
+
+    @abstractmethod
+    async def live_components(self, since: datetime) -> dict[str, list[str]]:
+        """Components with a heartbeat after ``since`` → processes running them."""
+
+    @abstractmethod
+    async def forget_process(self, process: str) -> None: ...
+
+    @abstractmethod
+    async def claim_tick(self, name: str, slot: int, owner: str) -> bool:
+        """Claim slot ``slot`` (an interval's number) of the periodic job ``name``: True for
+        exactly one claimant across processes; later claims of the same slot get False."""

@@ -1,0 +1,171 @@
+"""The read model in SQLite (see the port): rows by id, pages of the list, the watchdog's
+stale running audits, histories, events by cause, counts and summaries, every row in keyset
+batches. Point reads (``get``, ``running_summary``) use the read-only connection.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from projections.audits import AuditReads
+from projections.row import AuditRow
+from projections.sqlite.connection import SQLiteDB
+from projections.sqlite.histories import read_histories
+from projections.sqlite.rows import SELECT_ROWS, chunks, decode_row, from_micros, to_micros
+from projections.values import HistoryEntry
+from statemachine.events import EVENT_ADAPTER, AuditEvent
+
+__all__ = ["SQLiteAudits"]
+
+# An audit whose history holds a shadow-mode failure (the audit_events index finds it).
+SIMULATED = (
+    "EXISTS (SELECT 1 FROM audit_events e WHERE e.audit_id = audits.audit_id "
+    "AND e.type = 'AuditFailureSimulated')"
+)
+
+
+class SQLiteAudits(AuditReads):
+    def __init__(self, db: SQLiteDB) -> None:
+        self.db = db
+
+    async def get(self, audit_id: str) -> AuditRow | None:
+        def work(conn: sqlite3.Connection) -> AuditRow | None:
+            values = conn.execute(f"{SELECT_ROWS} WHERE audit_id = ?", (audit_id,)).fetchone()
+            return decode_row(values) if values else None
+
+        return await self.db.read(work)
+
+    async def list_audits(
+        self,
+        *,
+        status: str | None = None,
+        project: str | None = None,
+        code: str | None = None,
+        started_before: datetime | None = None,
+        limit: int = 100,
+        after: tuple[datetime, str] | None = None,
+        shadow: bool = False,
+    ) -> list[AuditRow]:
+        def work() -> list[AuditRow]:
+            where: list[str] = []
+            args: list[Any] = []
+            for column, value in (
+                ("status", status),
+                ("project_id", project),
+                ("error_code", code),
+            ):
+                if value is not None:
+                    where.append(f"{column} = ?")
+                    args.append(value)
+            if started_before is not None:
+                where.append("started_at < ?")
+                args.append(to_micros(started_before))
+            if after is not None:
+                where.append("(started_at, audit_id) < (?, ?)")
+                args.extend([to_micros(after[0]), after[1]])
+            if shadow:
+                where.append(f"status = 'running' AND {SIMULATED}")
+            sql = SELECT_ROWS + (" WHERE " + " AND ".join(where) if where else "")
+            sql += " ORDER BY started_at DESC, audit_id DESC LIMIT ?"
+            args.append(limit)
+            return [decode_row(v) for v in self.db.conn.execute(sql, args)]
+
+        return await self.db.run(work)
+
+    async def history(self, audit_id: str) -> list[HistoryEntry]:
+        def work() -> list[HistoryEntry]:
+            cur = self.db.conn.execute(
+                'SELECT body, topic, partition, "offset", recorded_at FROM audit_events '
+                "WHERE audit_id = ? ORDER BY seq",
+                (audit_id,),
+            )
+            return [
+                HistoryEntry(
+                    EVENT_ADAPTER.validate_json(body),
+                    (t, p, o) if t is not None else None,
+                    from_micros(rec),
+                )
+                for body, t, p, o, rec in cur
+            ]
+
+        return await self.db.run(work)
+
+    async def histories(self, audit_ids: Sequence[str]) -> dict[str, list[HistoryEntry]]:
+        return await self.db.run(read_histories, self.db.conn, audit_ids)
+
+    async def caused_by(self, causation_ids: Iterable[str]) -> list[AuditEvent]:
+        ids = list(causation_ids)
+
+        def work() -> list[AuditEvent]:
+            out: list[AuditEvent] = []
+            for chunk in chunks(ids):
+                marks = ", ".join("?" for _ in chunk)
+                cur = self.db.conn.execute(
+                    f"SELECT body FROM audit_events WHERE causation_id IN ({marks}) ORDER BY seq",
+                    chunk,
+                )
+                out.extend(EVENT_ADAPTER.validate_json(b) for (b,) in cur)
+            return out
+
+        return await self.db.run(work)
+
+    async def stale_running(self, started_before: datetime, limit: int) -> list[AuditRow]:
+        def work() -> list[AuditRow]:
+            cur = self.db.conn.execute(
+                f"{SELECT_ROWS} WHERE status = 'running' AND started_at < ? "
+                "ORDER BY last_observed_at IS NOT NULL, last_observed_at, started_at, audit_id "
+                "LIMIT ?",
+                (to_micros(started_before), limit),
+            )
+            return [decode_row(v) for v in cur]
+
+        return await self.db.run(work)
+
+    async def count_by_status(self) -> dict[str, int]:
+        def work() -> dict[str, int]:
+            cur = self.db.conn.execute("SELECT status, COUNT(*) FROM audits GROUP BY status")
+            return dict(cur.fetchall())
+
+        return await self.db.run(work)
+
+    async def failure_counts(self, since: datetime) -> dict[tuple[str, str | None], int]:
+        def work() -> dict[tuple[str, str | None], int]:
+            cur = self.db.conn.execute(
+                "SELECT error_code, reconciled_by, COUNT(*) FROM audits WHERE status = 'failed' "
+                "AND completed_at >= ? GROUP BY error_code, reconciled_by",
+                (to_micros(since),),
+            )
+            return {(code, by): n for code, by, n in cur.fetchall()}
+
+        return await self.db.run(work)
+
+    async def running_summary(self, started_before: datetime) -> tuple[int, datetime | None]:
+        def work(conn: sqlite3.Connection) -> tuple[int, datetime | None]:
+            stale, oldest = conn.execute(
+                "SELECT COALESCE(SUM(started_at < ?), 0), MIN(started_at) FROM audits "
+                "WHERE status = 'running'",
+                (to_micros(started_before),),
+            ).fetchone()
+            return int(stale), from_micros(oldest) if oldest is not None else None
+
+        return await self.db.read(work)
+
+    async def iter_rows(self) -> AsyncIterator[AuditRow]:
+        last = ""
+        while True:
+            batch = await self.db.run(
+                lambda after=last: [
+                    decode_row(v)
+                    for v in self.db.conn.execute(
+                        f"{SELECT_ROWS} WHERE audit_id > ? ORDER BY audit_id LIMIT 1000", (after,)
+                    )
+                ]
+            )
+            if not batch:
+                return
+            for row in batch:
+                yield row
+            last = batch[-1].audit_id

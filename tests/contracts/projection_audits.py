@@ -1,0 +1,274 @@
+"""The contract of :class:`~projections.audits.AuditReads`, the read model: rows, pages, counts and
+summaries, histories, events by cause: every adapter passes it unchanged.
+
+Abstract (see :mod:`tests.contracts.projection_store` for what a backend provides).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta, timezone
+
+from projections.row import AuditRow
+from projections.store import ProjectionStore
+from statemachine.events import AuditEvent
+from tests.contracts.projection_store import (
+    CONSUMER,
+    StoreFixtures,
+    assert_utc,
+    at,
+    completed,
+    failed,
+    lifecycle_mix,
+    next_offsets,
+    observed,
+    positioned,
+    probe_failed,
+    simulated,
+    started,
+)
+
+__all__ = ["AuditReadsContract"]
+
+
+class AuditReadsContract(StoreFixtures):
+    async def test_get_an_unknown_audit_is_none(self, store: ProjectionStore) -> None:
+        assert await store.audits.get("a-nope") is None
+
+    async def test_timestamps_round_trip_exactly_as_utc(self, store: ProjectionStore) -> None:
+        ist = timezone(timedelta(hours=5, minutes=30))
+        start_at = datetime(2026, 11, 30, 13, 30, 1, 123456, tzinfo=ist)
+        seen_at = datetime(2026, 11, 30, 8, 45, 59, 999999, tzinfo=UTC)
+        done_at = datetime(2031, 1, 2, 3, 4, 5, 1, tzinfo=timezone(timedelta(hours=-7)))
+        start = started("a-ts", start_at, started_at=start_at)
+        look = observed("a-ts", "running", seen_at)
+        done = completed("a-ts", seen_at, completed_at=done_at)
+        await store.writer.apply(positioned([start, look, done]), {}, CONSUMER)
+        row = await store.audits.get("a-ts")
+        assert row is not None
+        for stored, original in (
+            (row.state.started_at, start_at),
+            (row.state.last_observed_at, seen_at),
+            (row.state.completed_at, done_at),
+        ):
+            assert_utc(stored)
+            assert stored == original
+            assert stored is not None and stored.microsecond == original.astimezone(UTC).microsecond
+        history = await store.audits.history("a-ts")
+        assert [h.event for h in history] == [start, look, done]
+        assert history[0].event.occurred_at == start_at
+
+    async def test_history_is_in_log_order_with_positions(self, store: ProjectionStore) -> None:
+        events = lifecycle_mix()
+        batch = positioned(events)
+        await store.writer.apply(batch[:7], {}, CONSUMER)
+        await store.writer.apply(batch[7:], {}, CONSUMER)
+        for audit_id in ("a-run", "a-done", "a-fail", "a-over"):
+            expected = [(e, p) for e, p in batch if e.audit_id == audit_id]
+            history = await store.audits.history(audit_id)
+            assert [(h.event, h.position) for h in history] == expected
+            for entry in history:
+                assert_utc(entry.recorded_at)
+        assert await store.audits.history("a-unknown") == []
+
+    async def test_caused_by_finds_the_recorded_consequences(self, store: ProjectionStore) -> None:
+        cause_1, cause_2, cause_3 = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+        look = observed("a-1", "running", at(20), causation_id=cause_1)
+        other = observed("a-2", "running", at(21), causation_id=cause_2)
+        gave_up = probe_failed("a-1", at(22), causation_id=cause_1)
+        unrelated = observed("a-1", "running", at(23), causation_id=cause_3)
+        events: list[AuditEvent] = [started("a-1"), started("a-2"), look, other, gave_up, unrelated]
+        await store.writer.apply(positioned(events), {}, CONSUMER)
+        assert await store.audits.caused_by([str(cause_1), str(cause_2)]) == [look, other, gave_up]
+        assert await store.audits.caused_by([str(uuid.uuid4())]) == []
+        assert await store.audits.caused_by([]) == []
+
+    async def test_list_audits_newest_first_with_status_filter(
+        self, store: ProjectionStore
+    ) -> None:
+        events: list[AuditEvent] = [
+            started("a-1", at(1)),
+            started("a-2", at(2)),
+            started("a-3", at(3)),
+            started("a-4", at(3)),  # same start as a-3: audit_id breaks the tie
+            started("a-5", at(5)),
+            completed("a-2", at(6)),
+            failed("a-5", at(7)),
+        ]
+        await store.writer.apply(positioned(events), {}, CONSUMER)
+        ids = [r.audit_id for r in await store.audits.list_audits()]
+        assert ids == ["a-5", "a-4", "a-3", "a-2", "a-1"]
+        running = await store.audits.list_audits(status="running")
+        assert [r.audit_id for r in running] == ["a-4", "a-3", "a-1"]
+        assert all(r.status == "running" for r in running)
+        assert [r.audit_id for r in await store.audits.list_audits(status="failed")] == ["a-5"]
+        assert await store.audits.list_audits(status="nope") == []
+        assert [r.audit_id for r in await store.audits.list_audits(limit=2)] == ["a-5", "a-4"]
+
+    async def test_list_audits_keyset_pages_neither_overlap_nor_skip(
+        self, store: ProjectionStore
+    ) -> None:
+        # 23 audits, many sharing a start time; some completed
+        events: list[AuditEvent] = [started(f"a-{i:02d}", at(i // 3)) for i in range(23)]
+        events += [completed(f"a-{i:02d}", at(30)) for i in range(0, 23, 4)]
+        await store.writer.apply(positioned(events), {}, CONSUMER)
+        for status in (None, "running"):
+            everything = await store.audits.list_audits(status=status, limit=1000)
+            pages: list[list[AuditRow]] = []
+            after: tuple[datetime, str] | None = None
+            while True:
+                page = await store.audits.list_audits(status=status, limit=4, after=after)
+                if not page:
+                    break
+                pages.append(page)
+                last = page[-1]
+                assert last.state.started_at is not None
+                after = (last.state.started_at, last.audit_id)
+            flat = [r.audit_id for page in pages for r in page]
+            assert flat == [r.audit_id for r in everything]
+            assert len(flat) == len(set(flat))
+            keys = [(r.state.started_at, r.audit_id) for r in everything]
+            assert keys == sorted(keys, reverse=True)
+        assert len(await store.audits.list_audits(limit=1000)) == 23
+        assert len(await store.audits.list_audits(status="running", limit=1000)) == 17
+
+    async def test_stale_running_order_limit_and_filters(self, store: ProjectionStore) -> None:
+        events: list[AuditEvent] = [
+            started("never-old", at(0)),
+            started("never-young", at(10)),
+            started("seen-late", at(1)),
+            started("seen-early", at(5)),
+            started("seen-early-b", at(4)),  # same observation time, older: first
+            started("done", at(0)),
+            started("failed", at(0)),
+            started("too-new", at(60)),  # started after the cutoff
+            observed("seen-late", "running", at(50)),
+            observed("seen-early", "running", at(20)),
+            observed("seen-early-b", "running", at(20)),
+            completed("done", at(30)),
+            failed("failed", at(31)),
+        ]
+        await store.writer.apply(positioned(events), {}, CONSUMER)
+        cutoff = at(30)
+        stale = await store.audits.stale_running(cutoff, 100)
+        assert [r.audit_id for r in stale] == [
+            "never-old",
+            "never-young",
+            "seen-early-b",
+            "seen-early",
+            "seen-late",
+        ]
+        assert all(r.status == "running" for r in stale)
+        assert [r.audit_id for r in await store.audits.stale_running(cutoff, 2)] == [
+            "never-old",
+            "never-young",
+        ]
+        # strictly before: an audit started exactly at the cutoff is not stale yet
+        assert [r.audit_id for r in await store.audits.stale_running(at(4), 100)] == [
+            "never-old",
+            "seen-late",
+        ]
+        assert await store.audits.stale_running(at(0), 100) == []
+
+    async def test_count_by_status(self, store: ProjectionStore) -> None:
+        assert await store.audits.count_by_status() == {}
+        events: list[AuditEvent] = [
+            started("a-1"),
+            started("a-2"),
+            started("a-3"),
+            started("a-4"),
+            completed("a-2", at(1)),
+            failed("a-3", at(1)),
+            failed("a-4", at(1), by="reconciler", code="instance_lost"),
+        ]
+        await store.writer.apply(positioned(events), {}, CONSUMER)
+        assert await store.audits.count_by_status() == {"running": 1, "completed": 1, "failed": 2}
+
+    async def test_failure_counts_by_code_and_finder_since_a_time(
+        self, store: ProjectionStore
+    ) -> None:
+        assert await store.audits.failure_counts(at(0)) == {}
+        events: list[AuditEvent] = [
+            *(started(f"a-{i}") for i in range(6)),
+            failed("a-0", at(1), code="oom"),  # before the window
+            failed("a-1", at(5), code="oom"),
+            failed("a-2", at(6), by="reconciler", code="instance_lost", reconciled_by="watchdog"),
+            failed("a-3", at(7), by="reconciler", code="instance_lost", reconciled_by="watchdog"),
+            failed("a-4", at(8), by="reconciler", code="oom", reconciled_by="on_demand"),
+            completed("a-5", at(9)),
+        ]
+        await store.writer.apply(positioned(events), {}, CONSUMER)
+        assert await store.audits.failure_counts(at(5)) == {
+            ("oom", None): 1,
+            ("instance_lost", "watchdog"): 2,
+            ("oom", "on_demand"): 1,
+        }
+        assert await store.audits.failure_counts(at(8)) == {("oom", "on_demand"): 1}
+        assert await store.audits.failure_counts(at(10)) == {}
+
+    async def test_list_audits_shadow_keeps_running_audits_shadow_mode_would_fail(
+        self, store: ProjectionStore
+    ) -> None:
+        events: list[AuditEvent] = [
+            started("a-would", at(1)),
+            started("a-healthy", at(2)),
+            started("a-would-2", at(3)),
+            started("a-failed-since", at(4)),
+            simulated("a-would", at(20)),
+            simulated("a-would-2", at(21)),
+            simulated("a-failed-since", at(22)),
+            failed("a-failed-since", at(23)),
+        ]
+        await store.writer.apply(positioned(events), {}, CONSUMER)
+        rows = await store.audits.list_audits(shadow=True)
+        assert [r.audit_id for r in rows] == ["a-would-2", "a-would"]
+        page = await store.audits.list_audits(shadow=True, after=(at(3), "a-would-2"))
+        assert [r.audit_id for r in page] == ["a-would"]
+        assert len(await store.audits.list_audits()) == 4
+
+    async def test_running_summary_counts_the_stale_and_dates_the_oldest(
+        self, store: ProjectionStore
+    ) -> None:
+        assert await store.audits.running_summary(at(60)) == (0, None)
+        events = [started("a-old", at(0)), started("a-mid", at(20)), started("a-new", at(50))]
+        events += [started("a-done", at(-30)), completed("a-done", at(10))]
+        batch = positioned(events)
+        await store.writer.apply(batch, next_offsets(batch), CONSUMER)
+        assert await store.audits.running_summary(at(30)) == (2, at(0))
+        assert await store.audits.running_summary(at(0)) == (0, at(0))
+
+    async def test_iter_rows_yields_every_row_in_audit_id_order(
+        self, store: ProjectionStore
+    ) -> None:
+        ids = [f"a-{i:05d}" for i in range(2345)]
+        shuffled = ids[1::2] + ids[::2] + ["A-upper", "a.dot", "a:colon", "Z_9"]
+        batch = positioned([started(a, at(i % 7)) for i, a in enumerate(shuffled)])
+        for i in range(0, len(batch), 1000):
+            await store.writer.apply(batch[i : i + 1000], {}, CONSUMER)
+        seen = [r.audit_id async for r in store.audits.iter_rows()]
+        assert seen == sorted(shuffled)  # code point order, as the ids are ASCII
+        assert len(seen) == len(set(seen)) == len(shuffled)
+
+    async def test_histories_of_many_audits_are_each_audits_history(
+        self, store: ProjectionStore
+    ) -> None:
+        # given a mix of audits, and more audits than one read of the adapters takes
+        batch = positioned(lifecycle_mix())
+        many = positioned([started(f"m-{i:04d}") for i in range(1200)], partition=1)
+        await store.writer.apply(batch[:7], {}, CONSUMER)
+        await store.writer.apply(batch[7:] + many, {}, CONSUMER)
+        mixed = sorted({e.audit_id for e, _ in batch})
+
+        # when their histories are read at once (an unknown audit among them)
+        asked = [*reversed(mixed), "a-unknown", *(e.audit_id for e, _ in many)]
+        found = await store.audits.histories(asked)
+
+        # then each is the audit's own history, in log order, with positions
+        assert list(found) == asked
+        for audit_id in mixed:
+            assert found[audit_id] == await store.audits.history(audit_id)
+            assert found[audit_id]  # every audit of the mix has events
+        assert found["a-unknown"] == []
+        assert [[h.event for h in found[e.audit_id]] for e, _ in many] == [[e] for e, _ in many]
+        assert [found[e.audit_id][0].position for e, p in many] == [p for _, p in many]
+        assert await store.audits.histories([]) == {}

@@ -1,0 +1,57 @@
+"""The contract of :class:`~projections.budget.RequestBudget`, the Workflows API's request budget
+and pauses, shared by stores on one database: every adapter passes it unchanged.
+
+Abstract (see :mod:`tests.contracts.projection_store` for what a backend provides).
+"""
+
+from __future__ import annotations
+
+from projections.store import ProjectionStore
+from tests.contracts.projection_store import (
+    MakeStore,
+    StoreFixtures,
+    at,
+)
+
+__all__ = ["RequestBudgetContract"]
+
+
+class RequestBudgetContract(StoreFixtures):
+    async def test_the_request_budget_is_shared_and_slides(
+        self, store: ProjectionStore, make_store: MakeStore
+    ) -> None:
+        async with make_store() as other:
+            # given a budget of 3 requests per 10 s shared by two processes
+            grants = [
+                await s.budget.take_request_slot("acct", at(seconds=i), 3, 10.0)
+                for i, s in enumerate([store, other, store, other])
+            ]
+
+            # then the fourth is refused until the first leaves the window
+            assert [g.granted for g in grants] == [True, True, True, False]
+            assert grants[3].frees_at == at(seconds=10)
+            assert await other.budget.requests_in_window("acct", at(seconds=3), 10.0) == 3
+            later = await other.budget.take_request_slot("acct", at(seconds=10), 3, 10.0)
+            assert later.granted is True
+            # and another account has a budget of its own
+            assert (await store.budget.take_request_slot("other", at(seconds=3), 3, 10.0)).granted
+
+    async def test_a_pause_holds_every_process_until_it_ends(
+        self, store: ProjectionStore, make_store: MakeStore
+    ) -> None:
+        async with make_store() as other:
+            # given a 429 seen by one process
+            await store.budget.pause_requests("acct", at(seconds=30))
+            await store.budget.pause_requests(
+                "acct", at(seconds=20)
+            )  # an earlier end does not shorten it
+
+            # then the other process is held until the pause ends, and takes nothing meanwhile
+            held = await other.budget.take_request_slot("acct", at(seconds=5), 100, 300.0)
+            assert (held.granted, held.paused_until) == (False, at(seconds=30))
+            assert await other.budget.requests_paused_until("acct", at(seconds=5)) == at(seconds=30)
+            assert await other.budget.requests_in_window("acct", at(seconds=5), 300.0) == 0
+            assert await other.budget.requests_paused_until("acct", at(seconds=30)) is None
+            assert (
+                await other.budget.take_request_slot("acct", at(seconds=30), 100, 300.0)
+            ).granted
