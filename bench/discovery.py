@@ -87,8 +87,8 @@ async def one_tick(alive: int, latency_ms: float, bulk: bool) -> dict[str, Any]:
                 sweep_wait=timedelta(seconds=120),
                 posthog_api_key=None,
             )
-            async with Backends(settings) as rt:
-                ops = Operations(rt)
+            async with Backends(settings) as backends:
+                ops = Operations(backends)
                 started = now - timedelta(hours=2)
                 ids = [f"alive-{i}" for i in range(alive)] + list(expected)
                 await ops.publish(
@@ -105,23 +105,24 @@ async def one_tick(alive: int, latency_ms: float, bulk: bool) -> dict[str, Any]:
                         for audit in ids
                     ]
                 )
-                async with Service(rt, PIPELINE) as service:
+                async with Service(backends, PIPELINE) as service:
                     runner = asyncio.create_task(service.run())
-                    while (await rt.store.audits.count_by_status()).get("running", 0) < total:
+                    while (await backends.store.audits.count_by_status()).get("running", 0) < total:
                         await asyncio.sleep(0.05)
                     before = server.sim.stats()["total"]
                     t0 = time.perf_counter()
                     await ops.sweep()
                     # held instance_lost decisions are released at the sweep's verdict
                     deadline = time.monotonic() + 60
-                    while (await rt.store.audits.count_by_status()).get("failed", 0) < len(
+                    while (await backends.store.audits.count_by_status()).get("failed", 0) < len(
                         expected
                     ) and time.monotonic() < deadline:
                         await asyncio.sleep(0.1)
                     elapsed = time.perf_counter() - t0
                     requests = server.sim.stats()["total"] - before
                     rows = {
-                        r.audit_id: r for r in await rt.store.audits.list_audits(limit=total + 1)
+                        r.audit_id: r
+                        for r in await backends.store.audits.list_audits(limit=total + 1)
                     }
                     service.stopping.set()
                     await runner

@@ -87,10 +87,10 @@ async def measure(
                     event_id=uuid.uuid4(), audit_id=f"done-{i}", occurred_at=old, producer="bench"
                 )
             )
-        async with Backends(settings) as rt:
-            await Operations(rt).publish(events)
+        async with Backends(settings) as backends:
+            await Operations(backends).publish(events)
             components = ["projector", "reconciler", "probe", "api"]
-            async with Service(rt, components) as service:
+            async with Service(backends, components) as service:
                 runner = asyncio.create_task(service.run())
                 async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
                     while True:  # the pipeline is live and the table has every audit
@@ -101,7 +101,7 @@ async def measure(
                         except httpx.ConnectError:  # the API is still starting
                             await asyncio.sleep(0.1)
                             continue
-                        live = await Operations(rt).pipeline_live()
+                        live = await Operations(backends).pipeline_live()
                         if r.status_code == 200 and live:
                             break
                         await asyncio.sleep(0.1)

@@ -254,13 +254,13 @@ async def phase_rebuild(prefix: str, n: int, partitions: int) -> dict[str, Any]:
     from projections.postgres.store import PostgresStore
 
     settings = load_settings(event_log_url=f"kafka://{KAFKA}", database_url=PG, topic_prefix=prefix)
-    rt = Backends(settings)
-    rt.log = runtime_log(prefix, partitions)
-    rt.store = PostgresStore(PG, schema=prefix)
-    async with rt:
+    backends = Backends(settings)
+    backends.log = runtime_log(prefix, partitions)
+    backends.store = PostgresStore(PG, schema=prefix)
+    async with backends:
         t = time.perf_counter()
         cpu = time.process_time()
-        applied = await rebuild_projection(rt)
+        applied = await rebuild_projection(backends)
         elapsed = time.perf_counter() - t
         MEASURED["cpu"], MEASURED["events"] = time.process_time() - cpu, applied
     return {"events": applied, "rate": applied / elapsed}

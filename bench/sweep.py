@@ -46,8 +46,8 @@ async def one_sweep(
                 watchdog_batch_limit=max(n, 1),
                 posthog_api_key=None,
             )
-            async with Backends(settings) as rt:
-                ops = Operations(rt)
+            async with Backends(settings) as backends:
+                ops = Operations(backends)
                 started = datetime.now(UTC) - timedelta(hours=1)
                 await ops.publish(
                     [
@@ -61,9 +61,9 @@ async def one_sweep(
                         for i in range(n)
                     ]
                 )
-                async with Service(rt, PIPELINE) as service:
+                async with Service(backends, PIPELINE) as service:
                     runner = asyncio.create_task(service.run())
-                    while len(await rt.store.audits.list_audits(limit=n + 1)) < n:
+                    while len(await backends.store.audits.list_audits(limit=n + 1)) < n:
                         await asyncio.sleep(0.05)
                     t0 = time.perf_counter()
                     summary = await ops.sweep()

@@ -90,10 +90,10 @@ async def _delete_topics(backend: Backend, topics: Topics) -> None:
 def backends_of(pipeline: Pipeline) -> Backends:
     """Backends (what operations such as ``rebuild`` take) over the pipeline's log and store."""
     b = pipeline.backend
-    rt = Backends(load_settings(event_log_url=b.event_log_url, database_url=b.database_url,
+    backends = Backends(load_settings(event_log_url=b.event_log_url, database_url=b.database_url,
                                 topic_prefix=b.topic_prefix))  # fmt: skip
-    rt.log, rt.store = pipeline.log, pipeline.store
-    return rt
+    backends.log, backends.store = pipeline.log, pipeline.store
+    return backends
 
 
 async def append(log: EventLog, topic: str, events: Iterable[AuditEvent | ProbeRequested]) -> None:

@@ -66,8 +66,8 @@ ASSETS = "/docs/assets"  # Swagger UI's files, from the swagger-ui-bundle packag
 def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
     """The API over ``ops`` (its backends already started by the caller); ``closing`` tells
     it the server shuts down (see :mod:`consumers.api.shutdown`)."""
-    runtime = ops.rt
-    settings = runtime.settings
+    backends = ops.backends
+    settings = backends.settings
     max_body = settings.api_max_body_bytes
     tokens = settings.api_token_specs()
 
@@ -87,7 +87,7 @@ def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
         redoc_url=None,
         openapi_url=None,
     )
-    app.state.runtime = runtime
+    app.state.backends = backends
     app.state.operations = ops
     app.add_middleware(BodyLimit, max_bytes=max_body)
     app.add_middleware(Draining, state=closing or Closing())
@@ -98,7 +98,7 @@ def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
     private = APIRouter(dependencies=guarded, responses={**R401, **R403} if tokens else None)
 
     install_error_handlers(app, max_body)
-    add_health_routes(public, private, runtime)
+    add_health_routes(public, private, backends)
     add_audit_routes(private, ops)
     add_command_routes(private, ops, max_body)
     add_brake_routes(private, ops)

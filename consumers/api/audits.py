@@ -37,7 +37,7 @@ AuditIdPath = Annotated[
 
 
 def add_audit_routes(private: APIRouter, ops: Operations) -> None:
-    runtime = ops.rt
+    backends = ops.backends
 
     @private.get(
         "/audits/{audit_id}",
@@ -86,7 +86,7 @@ def add_audit_routes(private: APIRouter, ops: Operations) -> None:
     ) -> dict[str, Any]:
         where = AuditFilter(status, project_id, error_code, _duration(older_than))
         page = await list_page(
-            runtime.store.audits, where, limit, cursor, runtime.now(), cursor_name="query.cursor"
+            backends.store.audits, where, limit, cursor, backends.now(), cursor_name="query.cursor"
         )
         return {"audits": [row_dict(r) for r in page.rows], "next_cursor": page.next_cursor}
 
@@ -100,11 +100,11 @@ def add_audit_routes(private: APIRouter, ops: Operations) -> None:
     async def audit_events(audit_id: AuditIdPath) -> dict[str, Any]:
         # Read-your-writes, as for the status: a history read right after a publish has it.
         await ops.await_own_writes(audit_id)
-        history = await runtime.store.audits.history(audit_id)
+        history = await backends.store.audits.history(audit_id)
         if not history:
             raise NotFound(f"unknown audit {audit_id!r}")
-        steps = explain([h.event for h in history], runtime.policy)
-        row = await runtime.store.audits.get(audit_id)
+        steps = explain([h.event for h in history], backends.policy)
+        row = await backends.store.audits.get(audit_id)
         events = []
         for entry, step in zip(history, steps, strict=True):
             item: dict[str, Any] = dict(step.as_dict())

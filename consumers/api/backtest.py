@@ -16,7 +16,7 @@ __all__ = ["add_backtest_routes"]
 
 
 def add_backtest_routes(private: APIRouter, ops: Operations) -> None:
-    rt = ops.rt
+    backends = ops.backends
 
     @private.get(
         "/backtest",
@@ -39,4 +39,4 @@ def add_backtest_routes(private: APIRouter, ops: Operations) -> None:
         ] = None,
     ) -> dict[str, Any]:
         start = parse_since(since, datetime.now(UTC))
-        return await backtest(rt.store.audits, rt.policy, set_, since=start)
+        return await backtest(backends.store.audits, backends.policy, set_, since=start)

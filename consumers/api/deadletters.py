@@ -30,7 +30,7 @@ R404: Responses = {404: {"model": Message, "description": "No dead letter at tha
 
 
 def add_dead_letter_routes(private: APIRouter, ops: Operations, max_body: int) -> None:
-    log = ops.rt.log
+    log = ops.backends.log
 
     @private.get(
         "/dead-letters",

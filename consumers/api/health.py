@@ -28,8 +28,8 @@ WORKFLOWS_CHECK_EVERY = 60.0  # seconds a Workflows API answer is reused by /rea
 class _WorkflowsCheck:
     """The Workflows API's answer to one cheap authenticated call, reused for a minute."""
 
-    def __init__(self, runtime: Backends) -> None:
-        self.runtime = runtime
+    def __init__(self, backends: Backends) -> None:
+        self.backends = backends
         self._at = -WORKFLOWS_CHECK_EVERY
         self._answer: tuple[str, bool] = ("unchecked", True)
         self._lock = asyncio.Lock()
@@ -40,7 +40,7 @@ class _WorkflowsCheck:
             if time.monotonic() - self._at < WORKFLOWS_CHECK_EVERY:
                 return self._answer
             try:
-                client = await self.runtime.client()
+                client = await self.backends.client()
                 failure = await asyncio.wait_for(client.check(), READY_TIMEOUT)
             except TimeoutError:
                 self._answer = (f"degraded: no answer within {READY_TIMEOUT:g}s", True)
@@ -58,11 +58,11 @@ class _WorkflowsCheck:
             return self._answer
 
 
-def add_health_routes(public: APIRouter, private: APIRouter, runtime: Backends) -> None:
+def add_health_routes(public: APIRouter, private: APIRouter, backends: Backends) -> None:
     """``/readyz`` is behind the token unless ``AUDITREC_API_PUBLIC_READYZ`` (Kubernetes probes
     send no token)."""
-    workflows_api = _WorkflowsCheck(runtime)
-    readiness_router = public if runtime.settings.api_public_readyz else private
+    workflows_api = _WorkflowsCheck(backends)
+    readiness_router = public if backends.settings.api_public_readyz else private
 
     @public.get("/healthz", response_model=Health, summary="The process is alive")
     async def healthz() -> Health:
@@ -78,7 +78,7 @@ def add_health_routes(public: APIRouter, private: APIRouter, runtime: Backends) 
     async def readyz() -> JSONResponse:
         async def brake_warnings() -> list[str]:
             try:
-                state = await asyncio.wait_for(runtime.store.brake.state(), READY_TIMEOUT)
+                state = await asyncio.wait_for(backends.store.brake.state(), READY_TIMEOUT)
             except Exception:  # the database check says what is wrong
                 return []
             BRAKE_ENGAGED.set(1 if state.engaged else 0)
@@ -101,10 +101,10 @@ def add_health_routes(public: APIRouter, private: APIRouter, runtime: Backends) 
             return "ok"
 
         event_log, database, (workflows, usable), warnings = await asyncio.gather(
-            check(runtime.log.ping), check(runtime.store.ping), workflows_api(), brake_warnings()
+            check(backends.log.ping), check(backends.store.ping), workflows_api(), brake_warnings()
         )
         checks = {"event_log": event_log, "database": database, "workflows_api": workflows}
-        troubled = runtime.health.problems()
+        troubled = backends.health.problems()
         checks.update({f"component {name}": f"error: {why}" for name, why in troubled.items()})
         ready = event_log == "ok" and database == "ok" and usable and not troubled
         body = Readiness(

@@ -48,7 +48,7 @@ class ApiServer(Component):
     async def start(self) -> None:
         if self._server is not None:
             return
-        s = self.ops.rt.settings
+        s = self.ops.backends.settings
         self._closing = Closing()
         config = uvicorn.Config(
             build_app(self.ops, self._closing),

@@ -32,7 +32,7 @@ def _act(ctx: click.Context, operator: str | None, work: Callable[[Any], Any]) -
 
     settings = settings_of(ctx)
     actor = operator or cli_actor()
-    return run(with_backends(settings, lambda rt: work(Actions(operations(rt), actor))))
+    return run(with_backends(settings, lambda backends: work(Actions(operations(backends), actor))))
 
 
 def _filter(

@@ -45,65 +45,68 @@ def parse_components(text: str | None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def operations(rt: Backends) -> Operations:
+def operations(backends: Backends) -> Operations:
     """What the CLI and the API share, able to run the pipeline here when no serve does."""
 
     async def run_pipeline(timeout: float) -> None:
-        async with Service(rt, PIPELINE) as service:
+        async with Service(backends, PIPELINE) as service:
             await service.drain(timeout=timeout)
 
-    return Operations(rt, run_pipeline=run_pipeline)
+    return Operations(backends, run_pipeline=run_pipeline)
 
 
-def _builder(rt: Backends, name: str) -> Builder:
-    s = rt.settings
+def _builder(backends: Backends, name: str) -> Builder:
+    s = backends.settings
 
     async def projector(built: dict[str, Component]) -> Component:
-        return Projector(rt.log, rt.store.writer)
+        return Projector(backends.log, backends.store.writer)
 
     async def reconciler(built: dict[str, Component]) -> Component:
         async def brake_engaged() -> bool:
-            return (await rt.store.brake.state()).engaged
+            return (await backends.store.brake.state()).engaged
 
         return Reconciler(
-            rt.log, rt.policy, brake_engaged=brake_engaged, checkpoints=rt.store.checkpoints
+            backends.log,
+            backends.policy,
+            brake_engaged=brake_engaged,
+            checkpoints=backends.store.checkpoints,
         )
 
     async def probe(built: dict[str, Component]) -> Component:
         blind = s.probing_blind()
         if blind is not None:
             raise ConfigError(f"probe: {blind}")
-        return Probe(rt.log, await rt.client())
+        return Probe(backends.log, await backends.client())
 
     async def watchdog(built: dict[str, Component]) -> Component:
-        freshness = Freshness(rt.log, rt.store)
+        freshness = Freshness(backends.log, backends.store)
 
         async def projection_caught_up() -> bool:
             # Whichever processes run the projector: the table has what the log holds.
             return await freshness.wait(0.0)
 
         return Watchdog(
-            rt.log,
-            rt.store,
+            backends.log,
+            backends.store,
             stale_after=s.stale_running_after,
             interval=s.watchdog_interval,
             batch_limit=s.watchdog_batch_limit,
             ready=projection_caught_up,
-            owner=rt.process_id,
+            owner=backends.process_id,
             answer_within=s.sweep_wait,
-            brake=Brake(rt.log, rt.store, rt.policy, owner=rt.process_id),
-            discovery=await rt.discovery(),
-            retention=_retention(rt),
+            brake=Brake(backends.log, backends.store, backends.policy, owner=backends.process_id),
+            discovery=await backends.discovery(),
+            retention=_retention(backends),
         )
 
     async def telemetry(built: dict[str, Component]) -> Component | None:
         if s.posthog_api_key is None:
             log.info("telemetry off: AUDITREC_POSTHOG_API_KEY is not set")
             return None
-        return Telemetry(rt.log, rt.store, s)
+        return Telemetry(backends.log, backends.store, s)
 
     async def api(built: dict[str, Component]) -> Component:
-        return ApiServer(Operations(rt))
+        return ApiServer(Operations(backends))
 
     builders: dict[str, Builder] = {
         "projector": projector,
@@ -116,12 +119,12 @@ def _builder(rt: Backends, name: str) -> Builder:
     return builders[name]
 
 
-def _retention(rt: Backends) -> Retention | None:
-    keep = rt.settings.kafka_lifecycle_retention
+def _retention(backends: Backends) -> Retention | None:
+    keep = backends.settings.kafka_lifecycle_retention
     if keep is None:
         return None
-    group = rt.topics.group
-    return Retention(rt.log, rt.store, keep, projector=group(Projector.name),
+    group = backends.topics.group
+    return Retention(backends.log, backends.store, keep, projector=group(Projector.name),
                      checkpointing=[group(Reconciler.name)],
                      once_run=[group(Telemetry.name)])  # fmt: skip
 
@@ -129,8 +132,8 @@ def _retention(rt: Backends) -> Retention | None:
 class Service(Supervisor):
     """The named components on one process's backends. ``async with`` starts and stops them."""
 
-    def __init__(self, rt: Backends, names: Iterable[str]) -> None:
+    def __init__(self, backends: Backends, names: Iterable[str]) -> None:
         wanted = set(names)
-        self.runtime = rt
-        builders = [(n, _builder(rt, n)) for n in COMPONENTS if n in wanted]
-        super().__init__(builders, rt, rt.health)
+        self.backends = backends
+        builders = [(n, _builder(backends, n)) for n in COMPONENTS if n in wanted]
+        super().__init__(builders, backends, backends.health)

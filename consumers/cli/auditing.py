@@ -39,7 +39,9 @@ def publish(ctx: click.Context, file: Any, as_json: bool) -> None:
         raise InvalidInput(f"{file.name}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     events = parse_json_lines(lines)
     settings = settings_of(ctx)
-    ids = run(with_backends(settings, lambda rt: operations(rt).publish(events), store=False))
+    ids = run(
+        with_backends(settings, lambda backends: operations(backends).publish(events), store=False)
+    )
     if as_json:
         print_json({"published": len(ids), "event_ids": ids})
     else:
@@ -66,7 +68,9 @@ def status(ctx: click.Context, audit_id: str, no_probe: bool, inline: bool, as_j
     result = run(
         with_backends(
             settings,
-            lambda rt: operations(rt).status(audit_id, probe=not no_probe, inline=inline),
+            lambda backends: operations(backends).status(
+                audit_id, probe=not no_probe, inline=inline
+            ),
             log=not no_probe,
             read_only=no_probe,
         )
@@ -120,8 +124,8 @@ def audits(
     page = run(
         with_backends(
             settings,
-            lambda rt: list_page(
-                rt.store.audits, where, limit, cursor, rt.now(), cursor_name="--cursor"
+            lambda backends: list_page(
+                backends.store.audits, where, limit, cursor, backends.now(), cursor_name="--cursor"
             ),
             log=False,
             read_only=True,
@@ -166,7 +170,9 @@ def sweep(ctx: click.Context, dry_run: bool, inline: bool, as_json: bool) -> Non
     summary = run(
         with_backends(
             settings,
-            lambda rt: operations(rt).sweep(dry_run=dry_run, inline=inline, progress=progress),
+            lambda backends: operations(backends).sweep(
+                dry_run=dry_run, inline=inline, progress=progress
+            ),
         )
     )
     data = summary.as_dict()
@@ -230,7 +236,10 @@ def replay(ctx: click.Context, audit_id: str, as_json: bool) -> None:
     check_audit_id(audit_id)
     steps = run(
         with_backends(
-            settings, lambda rt: operations(rt).replay(audit_id), log=False, read_only=True
+            settings,
+            lambda backends: operations(backends).replay(audit_id),
+            log=False,
+            read_only=True,
         )
     )
     if as_json:

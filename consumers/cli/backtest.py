@@ -39,7 +39,9 @@ def backtest(
     data = run(
         with_backends(
             settings,
-            lambda rt: run_backtest(rt.store.audits, rt.policy, assignments, since=start),
+            lambda backends: run_backtest(
+                backends.store.audits, backends.policy, assignments, since=start
+            ),
             log=False,
             read_only=True,
         )

@@ -39,7 +39,9 @@ def brake(ctx: click.Context, as_json: bool) -> None:
         return
     from consumers.cli.assembly import operations
 
-    data = run(with_backends(settings_of(ctx), lambda rt: operations(rt).brake_status()))
+    data = run(
+        with_backends(settings_of(ctx), lambda backends: operations(backends).brake_status())
+    )
     if as_json:
         print_json(data)
         return
@@ -78,7 +80,9 @@ def _end(
     data = run(
         with_backends(
             settings,
-            lambda rt: operations(rt).end_brake(how, cli_actor(), reason, dry_run=preview),
+            lambda backends: operations(backends).end_brake(
+                how, cli_actor(), reason, dry_run=preview
+            ),
         )
     )
     verb = "release" if how == "released" else "discard"

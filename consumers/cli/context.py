@@ -84,12 +84,12 @@ async def with_backends(
     if read_only:
         await _initialised(settings)
         init = False
-    rt = Backends(settings)
-    await rt.start(with_log=log, with_store=store, init=init)
+    backends = Backends(settings)
+    await backends.start(with_log=log, with_store=store, init=init)
     try:
-        return await fn(rt)
+        return await fn(backends)
     finally:
-        await rt.stop()
+        await backends.stop()
 
 
 async def _initialised(settings: Settings) -> None:

@@ -62,8 +62,8 @@ def list_(ctx: click.Context, limit: int, consumer: str | None, order: str, as_j
     data = run(
         with_backends(
             settings_of(ctx),
-            lambda rt: list_dead_letters(
-                rt.log,
+            lambda backends: list_dead_letters(
+                backends.log,
                 limit=limit,
                 consumer=consumer,
                 order="newest" if order == "newest" else "position",
@@ -97,7 +97,7 @@ def show(ctx: click.Context, position: str, as_json: bool) -> None:
     data = run(
         with_backends(
             settings_of(ctx),
-            lambda rt: show_dead_letter(rt.log, position),
+            lambda backends: show_dead_letter(backends.log, position),
             store=False,
             init=False,
         )
@@ -153,8 +153,8 @@ def replay(
     data = run(
         with_backends(
             settings_of(ctx),
-            lambda rt: replay_dead_letter(
-                rt.log, position, actor=cli_actor(), body=body, dry_run=dry_run
+            lambda backends: replay_dead_letter(
+                backends.log, position, actor=cli_actor(), body=body, dry_run=dry_run
             ),
             store=False,
         )

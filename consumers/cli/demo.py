@@ -157,15 +157,15 @@ async def run_demo(work_dir: Path | None, out: Console) -> int:
             )
             out.print(f"[bold]auditrec demo[/bold] — event log and projection in {work_dir}")
             out.print(f"Workflows API simulator at {server.url}\n")
-            async with Backends(settings) as rt:
-                ops = operations(rt)
+            async with Backends(settings) as backends:
+                ops = operations(backends)
                 events = _events(now)
                 await ops.publish(events)
                 out.print(f"published {len(events)} lifecycle events for {len(SCENARIO)} audits")
-                async with Service(rt, ["projector"]) as service:
+                async with Service(backends, ["projector"]) as service:
                     await service.drain()
                 out.print(
-                    _table(await rt.store.audits.list_audits(limit=100), "\nbefore the sweep")
+                    _table(await backends.store.audits.list_audits(limit=100), "\nbefore the sweep")
                 )
 
                 summary = (await ops.sweep(inline=True)).as_dict()
@@ -176,7 +176,9 @@ async def run_demo(work_dir: Path | None, out: Console) -> int:
                     f"unchanged {summary['unchanged']}, probe errors "
                     f"{sum(summary['probe_errors'].values())}"
                 )
-                out.print(_table(await rt.store.audits.list_audits(limit=100), "\nafter the sweep"))
+                out.print(
+                    _table(await backends.store.audits.list_audits(limit=100), "\nafter the sweep")
+                )
 
                 out.print("\nthe crawler of demo-finalize reports completion at last:")
                 await ops.publish(
@@ -189,9 +191,9 @@ async def run_demo(work_dir: Path | None, out: Console) -> int:
                         )
                     ]
                 )
-                async with Service(rt, PIPELINE) as service:
+                async with Service(backends, PIPELINE) as service:
                     await service.drain()
-                row = await rt.store.audits.get("demo-finalize")
+                row = await backends.store.audits.get("demo-finalize")
                 assert row is not None
                 out.print(f"  demo-finalize is now {row.status}, overturned={row.state.overturned}")
 

@@ -21,12 +21,12 @@ def init(ctx: click.Context, as_json: bool) -> None:
     """Create topics and tables (idempotent)."""
     settings = settings_of(ctx)
 
-    async def work(rt: Any) -> dict[str, Any]:
-        created = await rt.log.init()
-        version = await rt.store.init()
+    async def work(backends: Any) -> dict[str, Any]:
+        created = await backends.log.init()
+        version = await backends.store.init()
         return {
             "topics_created": created,
-            "topics": list(rt.topics.all()),
+            "topics": list(backends.topics.all()),
             "schema_version": version,
         }
 
@@ -71,20 +71,20 @@ def serve(
 
     async def work() -> int:
         tune_gc()
-        rt = Backends(settings)
-        service = Service(rt, names)
+        backends = Backends(settings)
+        service = Service(backends, names)
         try:
             # The API first: /healthz answers at once, /readyz says what is still starting.
             await service.start_early(["api"])
-            await rt.start(wait=300.0)
+            await backends.start(wait=300.0)
             await service.start(wait=300.0)
         except BaseException:
             await service.stop()
-            await rt.stop()
+            await backends.stop()
             raise
         if "api" not in names and not until_idle:
             serve_metrics(settings.api_host, settings.metrics_port)
-        async with rt, service:
+        async with backends, service:
             if until_idle:
                 drained = await service.run_until_idle()
                 return 0 if drained else 1
@@ -110,6 +110,8 @@ def rebuild(ctx: click.Context, yes: bool) -> None:
     if not yes and sys.stdin.isatty():
         click.confirm("Empty the audits table and rebuild it from the log?", abort=True)
     count = run(
-        with_backends(settings, lambda rt: rebuild_projection(rt, progress=sys.stderr.isatty()))
+        with_backends(
+            settings, lambda backends: rebuild_projection(backends, progress=sys.stderr.isatty())
+        )
     )
     out.print(f"rebuilt the projection from {count} event(s)")

@@ -99,7 +99,7 @@ class Actions:
 
     def __init__(self, ops: Operations, actor: str) -> None:
         self.ops = ops
-        self.rt = ops.rt
+        self.backends = ops.backends
         self.actor = check_reason(actor, "actor", 200)
 
     # -- one audit ----------------------------------------------------------------------------
@@ -177,33 +177,35 @@ class Actions:
     # -- the events ---------------------------------------------------------------------------
 
     def _failure(self, row: AuditRow, code: str, reason: str) -> AuditFailed:
-        return operator_failure(row, code, reason, self.actor, self.rt.now())
+        return operator_failure(row, code, reason, self.actor, self.backends.now())
 
     async def _restoration(self, row: AuditRow, reason: str) -> AuditRestored:
         check_restorable(row)  # before its history is read
-        history = await self.rt.store.audits.history(row.audit_id)
-        return restoration(row, [h.event for h in history], reason, self.actor, self.rt.now())
+        history = await self.backends.store.audits.history(row.audit_id)
+        return restoration(row, [h.event for h in history], reason, self.actor, self.backends.now())
 
     # -- reading and publishing ---------------------------------------------------------------
 
     async def _caught_up(self) -> None:
         """With a projector running, the projection first takes in what the log holds (an
         action is judged on the audit as it is, not as it was a moment ago)."""
-        if "projector" in await self.rt.live_components(reuse=True):
+        if "projector" in await self.backends.live_components(reuse=True):
             await wait_for_projection(
-                self.rt.log, self.rt.store, self.rt.settings.on_demand_wait.total_seconds()
+                self.backends.log,
+                self.backends.store,
+                self.backends.settings.on_demand_wait.total_seconds(),
             )
 
     async def _row(self, audit_id: str) -> AuditRow:
         await self._caught_up()
-        row = await self.rt.store.audits.get(audit_id)
+        row = await self.backends.store.audits.get(audit_id)
         if row is None:
             raise NotFound(f"unknown audit {audit_id!r}")
         return row
 
     async def _select(self, where: AuditFilter) -> tuple[list[AuditRow], bool]:
         await self._caught_up()
-        return await matching(self.rt.store.audits, where, self.rt.now(), BULK_LIMIT)
+        return await matching(self.backends.store.audits, where, self.backends.now(), BULK_LIMIT)
 
     async def _apply(
         self, action: Action, chosen: Sequence[tuple[AuditRow, AuditEvent]], dry_run: bool

@@ -57,17 +57,17 @@ class Overview:
 
 
 async def gather_overview(ops: Operations) -> Overview:
-    runtime: Backends = ops.rt
-    store = runtime.store
-    now = runtime.now()
-    stale_after = runtime.settings.stale_running_after
+    backends: Backends = ops.backends
+    store = backends.store
+    now = backends.now()
+    stale_after = backends.settings.stale_running_after
     cutoff = now - stale_after
     by_status, stale, summary, brake, live, *failures = await asyncio.gather(
         store.audits.count_by_status(),
         store.audits.stale_running(cutoff, STALE_SHOWN),
         store.audits.running_summary(cutoff),
         ops.brake_status(),
-        runtime.live_components(reuse=True),
+        backends.live_components(reuse=True),
         *(store.audits.failure_counts(now - span) for _, span in WINDOWS),
     )
     # The watchdog's order (never observed first) suits a sweep; a reader wants the oldest first.
@@ -80,6 +80,6 @@ async def gather_overview(ops: Operations) -> Overview:
         stale_total=summary[0],
         stale=stale,
         brake=brake,
-        components=runtime.health.snapshot(),
+        components=backends.health.snapshot(),
         live=live,
     )

@@ -45,19 +45,19 @@ _Chunk = tuple[
 ]
 
 
-async def rebuild_projection(rt: Backends, *, progress: bool = False) -> int:
+async def rebuild_projection(backends: Backends, *, progress: bool = False) -> int:
     """Returns the number of events applied. Refuses while a projector runs elsewhere."""
-    live = await rt.live_components()
+    live = await backends.live_components()
     if "projector" in live:
         raise NoServer(
             "a projector is running (" + ", ".join(live["projector"]) + "): stop `auditrec serve` "
             "before rebuilding"
         )
-    group = rt.topics.group(Projector.name)
-    topic = rt.topics.lifecycle
-    starts = await rt.log.start_offsets(topic)
-    kept = await _set_aside(rt, group, {(topic, p): s for p, s in starts.items() if s > 0})
-    ends = await rt.log.end_offsets(topic)
+    group = backends.topics.group(Projector.name)
+    topic = backends.topics.lifecycle
+    starts = await backends.log.start_offsets(topic)
+    kept = await _set_aside(backends, group, {(topic, p): s for p, s in starts.items() if s > 0})
+    ends = await backends.log.end_offsets(topic)
     total = kept + sum(end - starts.get(p, 0) for p, end in ends.items())
     queue: asyncio.Queue[_Chunk | None] = asyncio.Queue(maxsize=2)
 
@@ -73,14 +73,14 @@ async def rebuild_projection(rt: Backends, *, progress: bool = False) -> int:
 
     async def fill() -> None:
         if kept:
-            async for item in _kept_chunks(rt):
+            async for item in _kept_chunks(backends):
                 await queue.put(item)
         for partition, end in sorted(ends.items()):
             chunk: list[tuple[AuditEvent, Position]] = []
             bodies: list[bytes | None] = []
             dlq: list[OutRecord] = []
             last = -1
-            async for batch in rt.log.read(topic, partition, starts.get(partition, 0), end):
+            async for batch in backends.log.read(topic, partition, starts.get(partition, 0), end):
                 for n, record in enumerate(batch, 1):
                     if not n % _YIELD_EVERY:  # the store's write of the chunk before
                         await asyncio.sleep(0)  # proceeds while this one is decoded
@@ -88,7 +88,9 @@ async def rebuild_projection(rt: Backends, *, progress: bool = False) -> int:
                     try:
                         event, body = read_verbatim(record.value)
                     except DecodeError as exc:
-                        dlq.append(dead_letter(rt.topics, record, "auditrec-rebuild", str(exc)))
+                        dlq.append(
+                            dead_letter(backends.topics, record, "auditrec-rebuild", str(exc))
+                        )
                         continue
                     chunk.append((event, (topic, partition, record.offset)))
                     bodies.append(body)
@@ -108,10 +110,10 @@ async def rebuild_projection(rt: Backends, *, progress: bool = False) -> int:
     )
     with bar:
         task = bar.add_task("rebuild", total=total)
-        writes = _Writes(rt, group, lambda n: bar.update(task, advance=n))
+        writes = _Writes(backends, group, lambda n: bar.update(task, advance=n))
         # Emptying the projection takes a while (TRUNCATE): the log is read and decoded
         # meanwhile. The set-aside history is read from the store, so only after it.
-        resetting = asyncio.ensure_future(rt.store.writer.reset(group))
+        resetting = asyncio.ensure_future(backends.store.writer.reset(group))
         reader: asyncio.Task[None] | None = None
         try:
             if kept:
@@ -121,7 +123,7 @@ async def rebuild_projection(rt: Backends, *, progress: bool = False) -> int:
             while (item := await queue.get()) is not None:
                 events, bodies, offsets, dlq = item
                 if dlq:  # before the store's offsets move past them
-                    await rt.log.append(dlq)
+                    await backends.log.append(dlq)
                 await writes.add(events, bodies, offsets, len(dlq))
             await writes.drain()
             await reader
@@ -138,7 +140,7 @@ async def rebuild_projection(rt: Backends, *, progress: bool = False) -> int:
                 await asyncio.wait([reader], timeout=0.05)
             await asyncio.gather(*running, return_exceptions=True)
     if kept:
-        await rt.store.kept.drop_kept_history()
+        await backends.store.kept.drop_kept_history()
     return writes.applied
 
 
@@ -148,8 +150,8 @@ class _Writes:
     so they share no row, and each partition's chunks are written in order). A chunk without
     offsets (the set-aside history, of any partition) is written alone."""
 
-    def __init__(self, rt: Backends, group: str, done: Callable[[int], object]) -> None:
-        self.rt, self.group, self.done = rt, group, done
+    def __init__(self, backends: Backends, group: str, done: Callable[[int], object]) -> None:
+        self.backends, self.group, self.done = backends, group, done
         self.applied = 0
         # each write's partitions, its task, and how many records it stands for
         self._pending: list[tuple[frozenset[tuple[str, int]], asyncio.Task[ApplyResult], int]] = []
@@ -168,7 +170,9 @@ class _Writes:
             or any(not other or other & keys for other, _, _ in self._pending)
         ):
             await self._oldest()
-        write = asyncio.create_task(self.rt.store.writer.apply(events, offsets, self.group, bodies))
+        write = asyncio.create_task(
+            self.backends.store.writer.apply(events, offsets, self.group, bodies)
+        )
         self._pending.append((keys, write, len(events) + dead))
 
     async def drain(self) -> None:
@@ -186,13 +190,13 @@ class _Writes:
         self.done(records)
 
 
-async def _set_aside(rt: Backends, group: str, trimmed: dict[tuple[str, int], int]) -> int:
+async def _set_aside(backends: Backends, group: str, trimmed: dict[tuple[str, int], int]) -> int:
     """Set aside the history a trimmed log no longer holds; refuse when the projection does
     not hold it either (nothing could rebuild those audits)."""
     if not trimmed:
         return 0
-    stored = await rt.store.writer.stored_offsets(group)
-    kept = await rt.store.kept.keep_history(trimmed)
+    stored = await backends.store.writer.stored_offsets(group)
+    kept = await backends.store.kept.keep_history(trimmed)
     short = {tp: at for tp, at in trimmed.items() if stored.get(tp, 0) < at}
     if short and not kept:
         (t, p), at = next(iter(short.items()))
@@ -204,10 +208,10 @@ async def _set_aside(rt: Backends, group: str, trimmed: dict[tuple[str, int], in
     return kept
 
 
-async def _kept_chunks(rt: Backends) -> AsyncIterator[_Chunk]:
+async def _kept_chunks(backends: Backends) -> AsyncIterator[_Chunk]:
     """The set-aside history as chunks to project (no offsets: the log's part sets them)."""
     after = 0
-    while page := await rt.store.kept.kept_history(after, CHUNK):
+    while page := await backends.store.kept.kept_history(after, CHUNK):
         events: list[tuple[AuditEvent, Position]] = []
         bodies: list[bytes | None] = []
         for n, body, position in page:

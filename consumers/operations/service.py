@@ -49,24 +49,24 @@ class StatusResult:
 
 class Operations:
     def __init__(
-        self, runtime: Backends, *, run_pipeline: Callable[[float], Awaitable[None]] | None = None
+        self, backends: Backends, *, run_pipeline: Callable[[float], Awaitable[None]] | None = None
     ) -> None:
         """``run_pipeline(timeout)`` runs probe → reconciler → projector in this process until
         drained (``inline=True``); without it, inline requests are refused."""
-        self.rt = runtime
+        self.backends = backends
         self._run_pipeline = run_pipeline
         self._inflight: dict[str, asyncio.Task[StatusResult]] = {}
         self._requested: dict[str, float] = {}
         # Read-your-writes: the last event this process published per audit, so a read that
         # follows a publish waits (bounded) for the projection to have it.
         self._published: OrderedDict[str, tuple[str, float]] = OrderedDict()
-        self.freshness = Freshness(runtime.log, runtime.store)
+        self.freshness = Freshness(backends.log, backends.store)
 
     # -- publish ----------------------------------------------------------------------------
 
     async def publish(self, events: Sequence[AuditEvent]) -> list[str]:
-        topic = self.rt.topics.lifecycle
-        await self.rt.log.append([encode(topic, e) for e in events])
+        topic = self.backends.topics.lifecycle
+        await self.backends.log.append([encode(topic, e) for e in events])
         now = time.monotonic()
         for event in events:
             self._published[event.audit_id] = (str(event.event_id), now)
@@ -82,36 +82,38 @@ class Operations:
         if entry is None:
             return
         event_id, at = entry
-        wait = self.rt.settings.on_demand_wait.total_seconds()
+        wait = self.backends.settings.on_demand_wait.total_seconds()
         deadline = time.monotonic() + wait
         if time.monotonic() - at > max(wait, 60.0):
             del self._published[audit_id]
             return
         while time.monotonic() < deadline:
-            history = await self.rt.store.audits.history(audit_id)
+            history = await self.backends.store.audits.history(audit_id)
             if any(str(h.event.event_id) == event_id for h in history):
                 self._published.pop(audit_id, None)
                 return
-            await self.rt.store.audits.changed(min(max(deadline - time.monotonic(), 0.0), 0.05))
+            await self.backends.store.audits.changed(
+                min(max(deadline - time.monotonic(), 0.0), 0.05)
+            )
 
     # -- pipeline liveness --------------------------------------------------------------------
 
     async def pipeline_live(self, *, reuse: bool = False) -> bool:
         """Whether a serve runs the whole pipeline; ``reuse``: a yes of the last second will
         do, a no is asked again (it may predate a serve that has just started)."""
-        live = await self.rt.live_components(reuse=reuse)
+        live = await self.backends.live_components(reuse=reuse)
         if reuse and not all(name in live for name in PIPELINE):
-            live = await self.rt.live_components()
+            live = await self.backends.live_components()
         return all(name in live for name in PIPELINE)
 
     async def missing(self) -> list[str]:
-        live = await self.rt.live_components()
+        live = await self.backends.live_components()
         return [name for name in PIPELINE if name not in live]
 
     async def run_inline(self) -> None:
         if self._run_pipeline is None:
             raise NoServer("this process cannot run the pipeline in-process")
-        await self._run_pipeline(max(30.0, self.rt.settings.sweep_wait.total_seconds()))
+        await self._run_pipeline(max(30.0, self.backends.settings.sweep_wait.total_seconds()))
 
     # -- status -----------------------------------------------------------------------------
 
@@ -127,11 +129,11 @@ class Operations:
         partition, everything published before it, and the projector applies a partition in
         order, so once the outcome is in the table, so is what came before."""
         await self.await_own_writes(audit_id)
-        row = await self.rt.store.audits.get(audit_id)
-        if row is None and "projector" in await self.rt.live_components(reuse=True):
+        row = await self.backends.store.audits.get(audit_id)
+        if row is None and "projector" in await self.backends.live_components(reuse=True):
             # Perhaps just published by another service: once the projection caught up.
-            await self.freshness.wait(self.rt.settings.on_demand_wait.total_seconds())
-            row = await self.rt.store.audits.get(audit_id)
+            await self.freshness.wait(self.backends.settings.on_demand_wait.total_seconds())
+            row = await self.backends.store.audits.get(audit_id)
         if row is None:
             raise NotFound(f"unknown audit {audit_id!r}")
         if not probe or row.status != "running":
@@ -139,8 +141,8 @@ class Operations:
         task = self._inflight.get(audit_id)
         if task is not None:  # a probe of this audit is under way: share its outcome
             return await asyncio.shield(task)
-        s = self.rt.settings
-        now = self.rt.now()
+        s = self.backends.settings
+        now = self.backends.now()
         interval = s.on_demand_min_interval.total_seconds()
         last = row.state.last_observed_at
         self._forget_requests_older_than(interval)
@@ -186,26 +188,28 @@ class Operations:
                 probed=False,
                 note=f"not reconciled: no running `auditrec serve` runs {missing}",
             )
-        wait = self.rt.settings.on_demand_wait.total_seconds()
-        now = self.rt.now()
+        wait = self.backends.settings.on_demand_wait.total_seconds()
+        now = self.backends.now()
         request = probe_requests(
             [row],
             trigger,
             now,
             producer="auditrec-api",
-            answer_by=now + self.rt.settings.on_demand_wait,
+            answer_by=now + self.backends.settings.on_demand_wait,
             actor=actor,
         )
         self._requested[row.audit_id] = time.monotonic()
-        await self.rt.log.append([encode(self.rt.topics.probe_requests, r) for r in request])
+        await self.backends.log.append(
+            [encode(self.backends.topics.probe_requests, r) for r in request]
+        )
         if not live:
             await self.run_inline()
             wait = 1.0
         watch = self.watching("this read", None) if live else None
         [outcome] = await await_outcomes(
-            self.rt.store, request, self.rt.policy, timeout=wait, watch=watch
+            self.backends.store, request, self.backends.policy, timeout=wait, watch=watch
         )
-        fresh = await self.rt.store.audits.get(row.audit_id) or row
+        fresh = await self.backends.store.audits.get(row.audit_id) or row
         note = None
         if outcome.result == "pending":
             note = f"probe requested; outcome not in within {wait:g}s"
@@ -224,7 +228,7 @@ class Operations:
         async def watch(done: int, total: int) -> None:
             if progress is not None:
                 progress(done, total)
-            live = await self.rt.live_components()
+            live = await self.backends.live_components()
             missing = [name for name in PIPELINE if name not in live]
             if missing:
                 raise NoServer(
@@ -248,7 +252,12 @@ class Operations:
     # -- the mass-failure brake ----------------------------------------------------------------
 
     def brake(self) -> Brake:
-        return Brake(self.rt.log, self.rt.store, self.rt.policy, owner=self.rt.process_id)
+        return Brake(
+            self.backends.log,
+            self.backends.store,
+            self.backends.policy,
+            owner=self.backends.process_id,
+        )
 
     async def brake_status(self, limit: int = 100) -> dict[str, Any]:
         return await brake_status(self.brake(), limit)
@@ -261,10 +270,10 @@ class Operations:
     # -- replay -----------------------------------------------------------------------------
 
     async def replay(self, audit_id: str) -> list[Step]:
-        history = await self.rt.store.audits.history(audit_id)
+        history = await self.backends.store.audits.history(audit_id)
         if not history:
             raise NotFound(f"unknown audit {audit_id!r}")
-        return explain([h.event for h in history], self.rt.policy)
+        return explain([h.event for h in history], self.backends.policy)
 
     def explain_dicts(self, steps: list[Step]) -> list[dict[str, Any]]:
         return [step.as_dict() for step in steps]

@@ -31,7 +31,7 @@ log = structlog.get_logger("auditrec")
 class Operations(Protocol):
     """What a sweep uses of :class:`~consumers.operations.service.Operations`."""
 
-    rt: Backends
+    backends: Backends
     freshness: Freshness
 
     def brake(self) -> Brake: ...
@@ -54,16 +54,16 @@ async def sweep(
     inline: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> Summary:
-    s = ops.rt.settings
+    s = ops.backends.settings
     watchdog = Watchdog(
-        ops.rt.log,
-        ops.rt.store,
+        ops.backends.log,
+        ops.backends.store,
         stale_after=s.stale_running_after,
         interval=s.watchdog_interval,
         batch_limit=s.watchdog_batch_limit,
         answer_within=s.sweep_wait,
         brake=ops.brake(),
-        discovery=await ops.rt.discovery(),
+        discovery=await ops.backends.discovery(),
     )
     if dry_run:
         tick = await watchdog.tick(dry_run=True)
@@ -94,7 +94,7 @@ async def sweep(
     try:
         watch = ops.watching("this sweep", progress) if live else None
         outcomes = await await_outcomes(
-            ops.rt.store, tick.requests, ops.rt.policy, timeout=wait, watch=watch
+            ops.backends.store, tick.requests, ops.backends.policy, timeout=wait, watch=watch
         )
     finally:
         if judging is not None:

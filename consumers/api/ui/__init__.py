@@ -30,7 +30,7 @@ STATIC_PATH = "/ui/static"
 def add_console(app: FastAPI, ops: Operations) -> None:
     """Mount the console on ``app``. It checks its own sessions (a browser sends no bearer
     token), so it sits outside the API's token guard, with the same tokens and scopes."""
-    app.state.console_credentials = Credentials(ops.rt.settings.api_token_specs())
+    app.state.console_credentials = Credentials(ops.backends.settings.api_token_specs())
     router = APIRouter(tags=["console"])
     add_session_routes(router)
     add_read_pages(router, ops)

@@ -33,7 +33,7 @@ Viewer = Annotated[Session, Depends(viewer)]
 
 
 def add_read_pages(router: APIRouter, ops: Operations) -> None:
-    runtime = ops.rt
+    backends = ops.backends
 
     @router.get("/ui", response_class=HTMLResponse, include_in_schema=False)
     async def overview(request: Request, session: Viewer) -> HTMLResponse:
@@ -64,7 +64,7 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
         if not problems:
             try:
                 found = await list_page(
-                    runtime.store.audits, where, PAGE_SIZE, cursor or None, runtime.now()
+                    backends.store.audits, where, PAGE_SIZE, cursor or None, backends.now()
                 )
             except InvalidInput as exc:
                 problems.extend(exc.problems)
@@ -82,7 +82,7 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
             "audits.html",
             status_code=422 if problems else 200,
             rows=rows,
-            now=runtime.now(),
+            now=backends.now(),
             next_cursor=next_cursor,
             query=query,
             problems=problems,
@@ -113,7 +113,7 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
             "audit.html",
             audit_id=audit_id,
             row=row_dict(row) if row is not None else None,
-            now=runtime.now(),
+            now=backends.now(),
             started_at=row.state.started_at if row is not None else None,
             steps=[_step(s) for s in steps],
             diagram=state_svg(current),

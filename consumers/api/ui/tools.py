@@ -31,12 +31,12 @@ Viewer = Annotated[Session, Depends(viewer)]
 
 
 def add_tool_pages(router: APIRouter, ops: Operations) -> None:
-    runtime = ops.rt
+    backends = ops.backends
 
     @router.get("/ui/dead-letters", response_class=HTMLResponse, include_in_schema=False)
     async def dead_letters(request: Request, session: Viewer, consumer: str = "") -> HTMLResponse:
         listed = await list_dead_letters(
-            runtime.log, limit=DEAD_LETTERS_SHOWN, consumer=consumer or None
+            backends.log, limit=DEAD_LETTERS_SHOWN, consumer=consumer or None
         )
         return page(
             request,
@@ -49,7 +49,7 @@ def add_tool_pages(router: APIRouter, ops: Operations) -> None:
     @router.get("/ui/dead-letters/{position}", response_class=HTMLResponse, include_in_schema=False)
     async def dead_letter(request: Request, session: Viewer, position: str) -> HTMLResponse:
         try:
-            letter = await show_dead_letter(runtime.log, position)
+            letter = await show_dead_letter(backends.log, position)
         except (InvalidInput, NotFound) as exc:
             return page(request, "error.html", status_code=http_status(exc), why=str(exc))
         return page(request, "dead_letter.html", letter=letter, result=None)
@@ -65,9 +65,9 @@ def add_tool_pages(router: APIRouter, ops: Operations) -> None:
         confirmed = fields.get("confirm") == "yes"
         try:
             result = await replay_dead_letter(
-                runtime.log, position, actor=actor_of(session.name), dry_run=not confirmed
+                backends.log, position, actor=actor_of(session.name), dry_run=not confirmed
             )
-            letter = await show_dead_letter(runtime.log, position)
+            letter = await show_dead_letter(backends.log, position)
         except (InvalidInput, NotFound) as exc:
             return page(request, "error.html", status_code=http_status(exc), why=str(exc))
         return page(request, "dead_letter.html", letter=letter, result=result)
@@ -86,7 +86,7 @@ def add_tool_pages(router: APIRouter, ops: Operations) -> None:
             try:
                 start = parse_since(since or None, datetime.now(UTC))
                 result = await backtest(
-                    runtime.store.audits, runtime.policy, assignments, since=start
+                    backends.store.audits, backends.policy, assignments, since=start
                 )
             except InvalidInput as exc:
                 problems = exc.problems

@@ -52,7 +52,7 @@ class LiveServer:
         self.components = components
         self.overrides = settings
         self.settings: Settings | None = None
-        self.runtime: Backends | None = None
+        self.backends: Backends | None = None
         self.service: Service | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -80,8 +80,11 @@ class LiveServer:
         assert self.settings is not None
         self.loop = asyncio.get_running_loop()
         try:
-            async with Backends(self.settings) as rt, Service(rt, self.components) as service:
-                self.runtime, self.service = rt, service
+            async with (
+                Backends(self.settings) as backends,
+                Service(backends, self.components) as service,
+            ):
+                self.backends, self.service = backends, service
                 task = asyncio.create_task(service.run(drain_timeout=5))
                 await eventually(
                     lambda: task.done() or self._started(service),
@@ -110,10 +113,10 @@ class LiveServer:
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)
 
     def wait_pipeline_live(self) -> None:
-        assert self.runtime is not None
-        rt = self.runtime
+        assert self.backends is not None
+        backends = self.backends
         eventually_sync(
-            lambda: self.call(rt.live_components),
+            lambda: self.call(backends.live_components),
             until=lambda live: all(name in live for name in PIPELINE),
             interval=0.05,
             message=f"the pipeline ({', '.join(PIPELINE)}) to report live",
@@ -127,7 +130,7 @@ class LiveServer:
         if self.loop is not None and self.service is not None and self._thread is not None:
             self.loop.call_soon_threadsafe(self.service.stopping.set)
             self._thread.join(20)
-        self.loop = self.service = self.runtime = None
+        self.loop = self.service = self.backends = None
         self._thread = None
 
     def client(self, token: str | None = None) -> httpx.Client:

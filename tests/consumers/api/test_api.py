@@ -50,9 +50,9 @@ def client(live: LiveServer) -> Iterator[httpx.Client]:
 
 
 def lifecycle_end(live: LiveServer) -> int:
-    assert live.runtime is not None
-    rt = live.runtime
-    ends = live.call(lambda: rt.log.end_offsets(rt.topics.lifecycle))
+    assert live.backends is not None
+    backends = live.backends
+    ends = live.call(lambda: backends.log.end_offsets(backends.topics.lifecycle))
     return sum(ends.values())
 
 
@@ -323,8 +323,8 @@ def test_history_explains_each_event_like_replay(
     assert failed["data"]["failed_phase"] == "crawl"
     assert all(s["position"]["offset"] >= 0 for s in steps)
 
-    assert live.runtime is not None
-    ops = Operations(live.runtime)
+    assert live.backends is not None
+    ops = Operations(live.backends)
     replay = live.call(lambda: ops.replay(audit_id))
     assert [
         {k: s[k] for k in ("event_id", "type", "before", "after", "rule", "reason")} for s in steps
@@ -554,8 +554,8 @@ def test_health_readiness_and_metrics(client: httpx.Client) -> None:
 
 def test_readyz_names_what_is_unreachable(tmp_path: Path, simulator: SimulatorServer) -> None:
     with LiveServer(["api"], **server_settings(tmp_path, simulator)) as live:
-        assert live.runtime is not None
-        store = live.runtime.store
+        assert live.backends is not None
+        store = live.backends.store
         live.call(store.stop)
         with live.client() as client:
             response = client.get("/readyz")

@@ -57,15 +57,15 @@ def telemetry_settled(live: LiveServer) -> None:
     committed the whole lifecycle topic and has nothing left to send: it will send nothing
     more unless new events arrive."""
     component = live.component("telemetry")
-    assert live.runtime is not None
-    rt = live.runtime
+    assert live.backends is not None
+    backends = live.backends
 
     async def state() -> dict[str, Any]:
-        ends = await rt.log.end_offsets(rt.topics.lifecycle)
+        ends = await backends.log.end_offsets(backends.topics.lifecycle)
         return {
             "idle": await component.idle(),
             "pending": len(component.pending),
-            "uncommitted": sum(ends.values()) - await committed(rt),
+            "uncommitted": sum(ends.values()) - await committed(backends),
         }
 
     eventually_sync(
@@ -273,7 +273,7 @@ def test_posthog_hanging_never_delays_reconciliation_and_the_event_follows(
 
 
 @pytest.fixture
-async def runtime(tmp_path: Path, capture: CaptureServer) -> AsyncIterator[Backends]:
+async def backends(tmp_path: Path, capture: CaptureServer) -> AsyncIterator[Backends]:
     settings = load_settings(
         event_log_url=f"sqlite:///{tmp_path}/events.db",
         database_url=f"sqlite:///{tmp_path}/audits.db",
@@ -281,11 +281,11 @@ async def runtime(tmp_path: Path, capture: CaptureServer) -> AsyncIterator[Backe
         posthog_api_key="phc_unit",
         posthog_host=capture.url,
     )
-    async with Backends(settings) as rt:
-        yield rt
+    async with Backends(settings) as backends:
+        yield backends
 
 
-async def fail_audits(rt: Backends, *audit_ids: str) -> None:
+async def fail_audits(backends: Backends, *audit_ids: str) -> None:
     """Start each audit and report its workflow errored: the reconciler fails it."""
     now = datetime.now(UTC)
     raw = []
@@ -304,16 +304,16 @@ async def fail_audits(rt: Backends, *audit_ids: str) -> None:
                 },
             )
         )
-    await Operations(rt).publish(validate_items(raw, producer="test"))
-    async with Service(rt, ["reconciler"]) as service:
+    await Operations(backends).publish(validate_items(raw, producer="test"))
+    async with Service(backends, ["reconciler"]) as service:
         assert await service.drain(timeout=20)
 
 
-def telemetry(rt: Backends, **options: Any) -> Telemetry:
+def telemetry(backends: Backends, **options: Any) -> Telemetry:
     t = Telemetry(
-        rt.log,
-        rt.store,
-        rt.settings,
+        backends.log,
+        backends.store,
+        backends.settings,
         send_timeout=options.pop("send_timeout", 0.5),
         retry_base=0.05,
         retry_cap=0.2,
@@ -332,24 +332,26 @@ async def step_until(t: Telemetry, done: Callable[[], bool], timeout: float = 15
     await eventually(stepped, timeout=timeout, interval=0, message="telemetry stepped until done")
 
 
-async def committed(rt: Backends) -> int:
-    offsets = await rt.log.group_offsets(rt.topics.group(Telemetry.name), rt.topics.lifecycle)
+async def committed(backends: Backends) -> int:
+    offsets = await backends.log.group_offsets(
+        backends.topics.group(Telemetry.name), backends.topics.lifecycle
+    )
     return sum(offsets.values())
 
 
 async def test_posthog_down_is_retried_then_delivered_once_and_counted(
-    runtime: Backends, capture: CaptureServer
+    backends: Backends, capture: CaptureServer
 ) -> None:
-    await fail_audits(runtime, "down-1", "down-2")
+    await fail_audits(backends, "down-1", "down-2")
     capture.mode = "down"
     retried, sent = counted("retried"), counted("sent")
-    async with telemetry(runtime) as t:
+    async with telemetry(backends) as t:
         await step_until(t, lambda: capture.attempts >= 3)
         assert capture.delivered() == []
         assert counted("retried") >= retried + 3
         assert len(t.pending) == 2
         # offsets stay before the first undelivered event: a restart would retry it
-        assert await committed(runtime) == t.pending[0].offset
+        assert await committed(backends) == t.pending[0].offset
         capture.mode = "ok"
         await step_until(t, lambda: not t.pending)
         assert await t.idle()
@@ -357,17 +359,17 @@ async def test_posthog_down_is_retried_then_delivered_once_and_counted(
     assert sorted(e["properties"]["audit_id"] for e in events) == ["down-1", "down-2"]
     assert len({e["uuid"] for e in events}) == 2
     assert counted("sent") == sent + 2
-    assert await committed(runtime) == sum(
-        (await runtime.log.end_offsets(runtime.topics.lifecycle)).values()
+    assert await committed(backends) == sum(
+        (await backends.log.end_offsets(backends.topics.lifecycle)).values()
     )
 
 
 async def test_a_slow_posthog_times_out_and_is_retried(
-    runtime: Backends, capture: CaptureServer
+    backends: Backends, capture: CaptureServer
 ) -> None:
-    await fail_audits(runtime, "slow-1")
+    await fail_audits(backends, "slow-1")
     capture.mode, capture.hang_seconds = "hang", 1.0
-    async with telemetry(runtime, send_timeout=0.2) as t:
+    async with telemetry(backends, send_timeout=0.2) as t:
         began = time.monotonic()
         await t.step()
         assert time.monotonic() - began < 2.5  # bounded by the send timeout
@@ -378,15 +380,15 @@ async def test_a_slow_posthog_times_out_and_is_retried(
 
 
 async def test_a_restart_does_not_resend_what_was_delivered(
-    runtime: Backends, capture: CaptureServer
+    backends: Backends, capture: CaptureServer
 ) -> None:
-    await fail_audits(runtime, "again-1")
-    async with telemetry(runtime) as t:
+    await fail_audits(backends, "again-1")
+    async with telemetry(backends) as t:
         await step_until(t, lambda: t.sent == 1)
     assert len(capture.delivered()) == 1
     attempts = capture.attempts
 
-    async with telemetry(runtime) as t2:
+    async with telemetry(backends) as t2:
         for _ in range(5):
             await t2.step()
         assert await t2.idle()
@@ -394,10 +396,10 @@ async def test_a_restart_does_not_resend_what_was_delivered(
 
     # Even re-reading the whole log (offsets lost), what was sent is remembered.
     skipped = counted("skipped")
-    async with telemetry(runtime) as t3:
+    async with telemetry(backends) as t3:
         assert t3.consumer is not None
         await t3.step()
-        t3.consumer.seek((runtime.topics.lifecycle, 0), 0)
+        t3.consumer.seek((backends.topics.lifecycle, 0), 0)
         t3.partitions.clear()
         for _ in range(5):
             await t3.step()
@@ -406,18 +408,18 @@ async def test_a_restart_does_not_resend_what_was_delivered(
 
 
 async def test_an_event_is_given_up_after_max_attempts(
-    runtime: Backends, capture: CaptureServer
+    backends: Backends, capture: CaptureServer
 ) -> None:
-    await fail_audits(runtime, "lost-1")
+    await fail_audits(backends, "lost-1")
     capture.mode = "down"
     failed = counted("failed")
-    async with telemetry(runtime, max_attempts=3) as t:
+    async with telemetry(backends, max_attempts=3) as t:
         await step_until(t, lambda: counted("failed") > failed)
         assert t.pending == []
     assert capture.attempts == 3
     assert counted("failed") == failed + 1
-    assert await committed(runtime) == sum(
-        (await runtime.log.end_offsets(runtime.topics.lifecycle)).values()
+    assert await committed(backends) == sum(
+        (await backends.log.end_offsets(backends.topics.lifecycle)).values()
     )
 
 
@@ -427,10 +429,10 @@ async def test_without_an_api_key_telemetry_cannot_be_built(tmp_path: Path) -> N
     settings = load_settings(
         event_log_url=f"sqlite:///{tmp_path}/e.db", database_url=f"sqlite:///{tmp_path}/d.db"
     )
-    async with Backends(settings) as rt:
+    async with Backends(settings) as backends:
         with pytest.raises(ConfigError, match="POSTHOG_API_KEY"):
-            Telemetry(rt.log, rt.store, settings)
-        async with Service(rt, ["telemetry"]) as service:
+            Telemetry(backends.log, backends.store, settings)
+        async with Service(backends, ["telemetry"]) as service:
             assert service.components == {}
 
 
@@ -444,22 +446,26 @@ class _Poisoned(Telemetry):
 
 
 async def test_an_event_telemetry_cannot_handle_is_dead_lettered_and_the_rest_are_sent(
-    runtime: Backends, capture: CaptureServer
+    backends: Backends, capture: CaptureServer
 ) -> None:
     # given two failures, the first of which telemetry cannot handle
-    await fail_audits(runtime, "poison-1", "fine-1")
-    t = _Poisoned(runtime.log, runtime.store, runtime.settings, send_timeout=0.5, retry_base=0.05)
+    await fail_audits(backends, "poison-1", "fine-1")
+    t = _Poisoned(
+        backends.log, backends.store, backends.settings, send_timeout=0.5, retry_base=0.05
+    )
     t.poll_timeout = 0.05
     async with t:
         await step_until(t, lambda: t.sent == 1)
         assert await t.idle()
     # then the other failure was sent, and each poison record is in the dead-letter topic
     assert [e["properties"]["audit_id"] for e in capture.delivered()] == ["fine-1"]
-    dead = [json.loads(r.value) for r in await read_topic(runtime.log, runtime.topics.dead_letter)]
+    dead = [
+        json.loads(r.value) for r in await read_topic(backends.log, backends.topics.dead_letter)
+    ]
     assert len(dead) == 3  # its start, its observation, its failure
-    group = runtime.topics.group("telemetry")
+    group = backends.topics.group("telemetry")
     assert all(d["consumer"] == group and "cannot take this one" in d["error"] for d in dead)
     assert {json.loads(d["original"])["audit_id"] for d in dead} == {"poison-1"}
-    assert await committed(runtime) == sum(
-        (await runtime.log.end_offsets(runtime.topics.lifecycle)).values()
+    assert await committed(backends) == sum(
+        (await backends.log.end_offsets(backends.topics.lifecycle)).values()
     )

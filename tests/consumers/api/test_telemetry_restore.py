@@ -14,9 +14,9 @@ from consumers.operations.backends import Backends
 from consumers.operations.publishing import validate_items
 from consumers.operations.service import Operations
 from tests.consumers.api.conftest import CaptureServer, envelope, started
-from tests.consumers.api.test_telemetry import OOM, runtime, step_until, telemetry
+from tests.consumers.api.test_telemetry import OOM, backends, step_until, telemetry
 
-__all__ = ["runtime"]  # the fixture, from the telemetry tests
+__all__ = ["backends"]  # the fixture, from the telemetry tests
 
 
 def errored(audit_id: str, at: datetime) -> dict[str, object]:
@@ -34,37 +34,41 @@ def errored(audit_id: str, at: datetime) -> dict[str, object]:
     )
 
 
-async def publish_and_drain(rt: Backends, *raw: dict[str, object]) -> None:
+async def publish_and_drain(backends: Backends, *raw: dict[str, object]) -> None:
     if raw:
-        await Operations(rt).publish(validate_items(list(raw), producer="test"))
-    async with Service(rt, ["projector", "reconciler"]) as service:
+        await Operations(backends).publish(validate_items(list(raw), producer="test"))
+    async with Service(backends, ["projector", "reconciler"]) as service:
         assert await service.drain(timeout=20)
 
 
-async def test_a_restored_audit_is_reported_once(runtime: Backends, capture: CaptureServer) -> None:
+async def test_a_restored_audit_is_reported_once(
+    backends: Backends, capture: CaptureServer
+) -> None:
     now = datetime.now(UTC)
-    actions = Actions(Operations(runtime), "ops")
+    actions = Actions(Operations(backends), "ops")
     # given one audit the reconciler failed, one an operator failed
     await publish_and_drain(
-        runtime,
+        backends,
         started("by-reconciler", started_by_user_id="u-1"),
         errored("by-reconciler", now),
         started("by-operator", started_by_user_id="u-2", organization_id="org-2"),
     )
     await actions.fail("by-operator", "deploy_reset", "stuck")
-    await publish_and_drain(runtime)
+    await publish_and_drain(backends)
 
     # when both are restored and the reconciler fails each again
     await actions.restore("by-reconciler", "retry")
     await actions.restore("by-operator", "retry")
-    await publish_and_drain(runtime)
+    await publish_and_drain(backends)
     later = now + timedelta(minutes=1)
-    await publish_and_drain(runtime, errored("by-reconciler", later), errored("by-operator", later))
-    failed = [await runtime.store.audits.get(a) for a in ("by-reconciler", "by-operator")]
+    await publish_and_drain(
+        backends, errored("by-reconciler", later), errored("by-operator", later)
+    )
+    failed = [await backends.store.audits.get(a) for a in ("by-reconciler", "by-operator")]
     assert [(r.status, r.state.failed_by) for r in failed if r] == [("failed", "reconciler")] * 2
 
     # then PostHog got the first reconciler failure of each audit, and no second one
-    async with telemetry(runtime) as t:
+    async with telemetry(backends) as t:
         await step_until(t, lambda: len(capture.delivered()) >= 2 and not t.pending)
         assert await t.idle()
     events = capture.delivered()

@@ -53,8 +53,8 @@ def test_dead_letters_are_listed_shown_and_replayed_once(
 ) -> None:
     # given a record cut short, written to the lifecycle topic directly
     audit_id = unique("a-dl")
-    assert live.runtime is not None
-    log = live.runtime.log
+    assert live.backends is not None
+    log = live.backends.log
     hostile = b'{"type": "AuditStarted", "audit_id": "' + audit_id.encode() + b'"'
     live.call(lambda: log.append([OutRecord(log.topics.lifecycle, audit_id, hostile)]))
 

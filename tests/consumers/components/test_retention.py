@@ -157,8 +157,8 @@ async def test_a_rebuild_over_a_trimmed_log_gives_the_same_table(pipeline: Pipel
     histories = {a: await pipeline.store.audits.history(a) for a in before}
 
     # when the table is rebuilt
-    rt = backends_of(pipeline)
-    applied = await rebuild_projection(rt)
+    backends = backends_of(pipeline)
+    applied = await rebuild_projection(backends)
 
     # then every row and every history is as it was, from history set aside and the log
     assert applied == sum(len(h) for h in histories.values())
@@ -186,9 +186,9 @@ async def test_a_rebuild_refuses_when_neither_the_log_nor_the_projection_holds_t
     await pipeline.log.trim(
         pipeline.topics.lifecycle, await pipeline.log.end_offsets(pipeline.topics.lifecycle)
     )
-    rt = backends_of(pipeline)
+    backends = backends_of(pipeline)
 
     # when a rebuild is asked for, it says why it cannot, and changes nothing
     with pytest.raises(InvalidInput, match="nowhere to rebuild from"):
-        await rebuild_projection(rt)
+        await rebuild_projection(backends)
     await pipeline.store.kept.drop_kept_history()

@@ -41,9 +41,9 @@ async def test_a_rebuild_reads_the_log_while_the_projection_is_emptied(
 ) -> None:
     # given a projected table, and a store that is slow to empty
     before = await projected(pipeline)
-    rt = backends_of(pipeline)
+    backends = backends_of(pipeline)
     read_while_emptying = []
-    reset, read = rt.store.writer.reset, rt.log.read
+    reset, read = backends.store.writer.reset, backends.log.read
 
     async def slow_reset(consumer: str) -> None:
         await asyncio.sleep(0.3)
@@ -57,11 +57,11 @@ async def test_a_rebuild_reads_the_log_while_the_projection_is_emptied(
         async for batch in read(*args, **kwargs):
             yield batch
 
-    rt.store.writer.reset = slow_reset  # type: ignore[method-assign]
-    rt.log.read = counted_read  # type: ignore[method-assign]
+    backends.store.writer.reset = slow_reset  # type: ignore[method-assign]
+    backends.log.read = counted_read  # type: ignore[method-assign]
 
     # when the table is rebuilt
-    applied = await rebuild_projection(rt)
+    applied = await rebuild_projection(backends)
 
     # then the log was being read before the store was empty, and the table is as it was
     assert read_while_emptying == [True]
@@ -75,18 +75,18 @@ async def test_a_rebuild_whose_store_cannot_be_emptied_stops_and_changes_nothing
 ) -> None:
     # given a projected table, and a store that refuses to be emptied after a while
     before = await projected(pipeline)
-    rt = backends_of(pipeline)
+    backends = backends_of(pipeline)
 
     async def failing_reset(consumer: str) -> None:
         await asyncio.sleep(0.2)
         raise StoreError("the store is down")
 
-    rt.store.writer.reset = failing_reset  # type: ignore[method-assign]
+    backends.store.writer.reset = failing_reset  # type: ignore[method-assign]
     tasks = asyncio.all_tasks()
 
     # when the table is rebuilt, the store's error is the rebuild's
     with pytest.raises(StoreError, match="the store is down"):
-        await rebuild_projection(rt)
+        await rebuild_projection(backends)
 
     # then the log is no longer read (no task of the rebuild's is left), and the table is as
     # it was
@@ -101,17 +101,17 @@ async def test_a_rebuild_writes_chunks_of_different_partitions_at_once_never_of_
 ) -> None:
     # given a projected table, chunks of 5 events (several a partition), a slow store
     before = await projected(pipeline)
-    rt = backends_of(pipeline)
+    backends = backends_of(pipeline)
     monkeypatch.setattr(rebuild, "CHUNK", 5)
-    writes = OverlappingWrites(rt.store.writer.apply)
-    rt.store.writer.apply = writes  # type: ignore[method-assign]
+    writes = OverlappingWrites(backends.store.writer.apply)
+    backends.store.writer.apply = writes  # type: ignore[method-assign]
 
     # when the table is rebuilt
-    applied = await rebuild_projection(rt)
+    applied = await rebuild_projection(backends)
 
     # then (with more than one partition) two writes were under way at once, never two of one
     # partition, at most WRITERS, each partition's chunks in order, and the table is as it was
-    partitions = len(await rt.log.end_offsets(rt.topics.lifecycle))
+    partitions = len(await backends.log.end_offsets(backends.topics.lifecycle))
     assert writes.most_at_once() == min(partitions, rebuild.WRITERS)
     writes.assert_one_write_a_partition_in_order()
     assert applied == 42
@@ -123,9 +123,9 @@ async def test_a_rebuild_whose_write_fails_stops_with_its_error_and_leaves_no_ta
     pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await projected(pipeline)
-    rt = backends_of(pipeline)
+    backends = backends_of(pipeline)
     monkeypatch.setattr(rebuild, "CHUNK", 5)
-    apply = rt.store.writer.apply
+    apply = backends.store.writer.apply
     calls = 0
 
     async def failing_apply(*args: Any, **kwargs: Any) -> Any:
@@ -136,10 +136,10 @@ async def test_a_rebuild_whose_write_fails_stops_with_its_error_and_leaves_no_ta
         await asyncio.sleep(0.02)
         return await apply(*args, **kwargs)
 
-    rt.store.writer.apply = failing_apply  # type: ignore[method-assign]
+    backends.store.writer.apply = failing_apply  # type: ignore[method-assign]
     tasks = asyncio.all_tasks()
     with pytest.raises(StoreError, match="the store is down"):
-        await rebuild_projection(rt)
+        await rebuild_projection(backends)
     left = [t for t in asyncio.all_tasks() - tasks if not t.done()]
     assert not [t for t in left if "rebuild" in t.get_coro().__qualname__], left
     assert not [t for t in left if "apply" in t.get_coro().__qualname__], left

@@ -28,15 +28,15 @@ from tests.pipeline import append
 
 
 @pytest.fixture
-async def rt(backend: Backend) -> AsyncIterator[Backends]:
+async def backends(backend: Backend) -> AsyncIterator[Backends]:
     settings = load_settings(
         event_log_url=backend.event_log_url,
         database_url=backend.database_url,
         topic_prefix=backend.topic_prefix,
         kafka_lifecycle_partitions=3,
     )
-    async with Backends(settings) as rt:
-        yield rt
+    async with Backends(settings) as backends:
+        yield backends
 
 
 class Recording(Component):
@@ -134,11 +134,11 @@ def given(component: Component) -> tuple[str, Builder]:
 
 
 async def test_a_component_whose_step_fails_is_restarted_with_backoff_and_keeps_going(
-    rt: Backends,
+    backends: Backends,
 ) -> None:
     # given a component whose first two steps raise
     flaky = Recording("flaky", failures=2)
-    supervisor = Supervisor([given(flaky)], rt)
+    supervisor = Supervisor([given(flaky)], backends)
 
     # when the supervisor runs it
     async with supervisor:
@@ -156,15 +156,15 @@ async def test_a_component_whose_step_fails_is_restarted_with_backoff_and_keeps_
     assert flaky.started_at[2] - flaky.failed_at[1] >= 0.4
 
 
-async def test_drain_is_true_once_every_log_consumer_is_idle(rt: Backends) -> None:
+async def test_drain_is_true_once_every_log_consumer_is_idle(backends: Backends) -> None:
     # given events in the log, a projector, and a component that does not drain (it would
     # fail if stepped)
     events = [started("a-1", at(0)), progressed("a-1", at(1), pages_crawled=7)]
-    await append(rt.log, rt.topics.lifecycle, events)
+    await append(backends.log, backends.topics.lifecycle, events)
     not_drained = Recording("watchdog-like", failures=1000)
     supervisor = Supervisor(
-        [("projector", _projector(rt)), given(not_drained)],
-        rt,
+        [("projector", _projector(backends)), given(not_drained)],
+        backends,
     )
 
     # when the supervisor drains
@@ -173,15 +173,15 @@ async def test_drain_is_true_once_every_log_consumer_is_idle(rt: Backends) -> No
 
     # then everything in the log was projected, and only log consumers were stepped
     assert drained is True
-    row = await rt.store.audits.get("a-1")
+    row = await backends.store.audits.get("a-1")
     assert row is not None and (row.version, row.state.pages_crawled) == (2, 7)
     assert not_drained.calls == ["start", "stop"]
 
 
 async def test_drain_is_false_when_a_log_consumer_does_not_catch_up_in_time(
-    rt: Backends,
+    backends: Backends,
 ) -> None:
-    supervisor = Supervisor([("projector", _projector(rt)), given(Backlogged())], rt)
+    supervisor = Supervisor([("projector", _projector(backends)), given(Backlogged())], backends)
     async with supervisor:
         began = time.monotonic()
         drained = await supervisor.drain(timeout=0.5)
@@ -189,17 +189,17 @@ async def test_drain_is_false_when_a_log_consumer_does_not_catch_up_in_time(
     assert time.monotonic() - began >= 0.5
 
 
-async def test_stop_stops_every_component_even_when_one_stop_fails(rt: Backends) -> None:
+async def test_stop_stops_every_component_even_when_one_stop_fails(backends: Backends) -> None:
     # given three started components, the middle one failing to stop, and their heartbeats
     first, broken, last = (
         Recording("first"),
         Recording("broken", stop_fails=True),
         Recording("last"),
     )
-    supervisor = Supervisor([given(first), given(broken), given(last)], rt)
+    supervisor = Supervisor([given(first), given(broken), given(last)], backends)
     await supervisor.start()
-    await rt.heartbeat(supervisor.names)
-    assert rt.process_id in (await rt.live_components())["first"]
+    await backends.heartbeat(supervisor.names)
+    assert backends.process_id in (await backends.live_components())["first"]
 
     # when the supervisor stops
     await supervisor.stop()
@@ -207,18 +207,20 @@ async def test_stop_stops_every_component_even_when_one_stop_fails(rt: Backends)
     # then all three were stopped, and the process no longer announces them
     assert [c.calls for c in (first, broken, last)] == [["start", "stop"]] * 3
     assert supervisor.components == {}
-    assert await rt.live_components() == {}
+    assert await backends.live_components() == {}
 
 
-async def test_run_returns_once_stopping_is_set_and_interrupts_components(rt: Backends) -> None:
+async def test_run_returns_once_stopping_is_set_and_interrupts_components(
+    backends: Backends,
+) -> None:
     # given a server-like component and a looping one, run by the supervisor
     serving, looping = Serving(), Recording("looping")
-    supervisor = Supervisor([given(serving), given(looping)], rt)
+    supervisor = Supervisor([given(serving), given(looping)], backends)
     async with supervisor:
         running = asyncio.create_task(supervisor.run(drain_timeout=10))
         await asyncio.wait_for(serving.serving.wait(), 10)
-        live = await eventually(rt.live_components, message="the heartbeat")
-        assert {rt.process_id} == set(live["serving"]) == set(live["looping"])
+        live = await eventually(backends.live_components, message="the heartbeat")
+        assert {backends.process_id} == set(live["serving"]) == set(live["looping"])
 
         # when it is told to stop
         supervisor.stopping.set()
@@ -230,10 +232,10 @@ async def test_run_returns_once_stopping_is_set_and_interrupts_components(rt: Ba
 
 
 async def test_run_cancels_a_step_that_ignores_the_stop_after_the_drain_timeout(
-    rt: Backends,
+    backends: Backends,
 ) -> None:
     stuck = Stuck()
-    supervisor = Supervisor([given(stuck)], rt)
+    supervisor = Supervisor([given(stuck)], backends)
     async with supervisor:
         running = asyncio.create_task(supervisor.run(drain_timeout=0.3))
         await asyncio.wait_for(stuck.begun.wait(), 10)
@@ -244,25 +246,25 @@ async def test_run_cancels_a_step_that_ignores_the_stop_after_the_drain_timeout(
     assert 0.3 <= time.monotonic() - began < 3
 
 
-def _projector(rt: Backends) -> Builder:
+def _projector(backends: Backends) -> Builder:
     async def build(built: dict[str, Component]) -> Component:
-        return Projector(rt.log, rt.store.writer)
+        return Projector(backends.log, backends.store.writer)
 
     return build
 
 
 async def test_a_component_that_keeps_failing_is_named_on_the_health_board(
-    rt: Backends,
+    backends: Backends,
 ) -> None:
     # given a component whose steps all raise
     broken = Recording("broken", failures=10_000)
-    supervisor = Supervisor([given(broken)], rt, rt.health)
+    supervisor = Supervisor([given(broken)], backends, backends.health)
 
     # when the supervisor has run it for a while
     async with supervisor:
         running = asyncio.create_task(supervisor.run(drain_timeout=2))
         problems = await eventually(
-            rt.health.problems, until=lambda p: "broken" in p, message="broken named"
+            backends.health.problems, until=lambda p: "broken" in p, message="broken named"
         )
         supervisor.stopping.set()
         await asyncio.wait_for(running, 10)
@@ -272,11 +274,11 @@ async def test_a_component_that_keeps_failing_is_named_on_the_health_board(
 
 
 async def test_components_started_early_serve_while_the_others_are_still_starting(
-    rt: Backends,
+    backends: Backends,
 ) -> None:
     # given a serving component started early, and another one
     server, other = Serving(), Recording("other")
-    supervisor = Supervisor([given(other), given(server)], rt)
+    supervisor = Supervisor([given(other), given(server)], backends)
 
     # when only the early one is started
     await supervisor.start_early(["serving"])
@@ -311,11 +313,11 @@ class Unavailable(Recording):
 
 
 async def test_a_retriable_outage_is_logged_once_when_it_begins_and_once_when_it_ends(
-    rt: Backends,
+    backends: Backends,
 ) -> None:
     # given a component whose steps fail four times because the log is down
     down = Unavailable("down", failures=4)
-    supervisor = Supervisor([given(down)], rt)
+    supervisor = Supervisor([given(down)], backends)
 
     # when the supervisor runs it through the outage
     with structlog.testing.capture_logs() as logs:

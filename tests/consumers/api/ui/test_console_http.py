@@ -150,24 +150,24 @@ def test_an_audits_status_is_never_older_than_its_timeline(
             timeout=30,
             message="the audit projected",
         )
-        rt = live.runtime
-        assert rt is not None
-        read_history = rt.store.audits.history
+        backends = live.backends
+        assert backends is not None
+        read_history = backends.store.audits.history
 
         async def history(audit_id: str) -> Any:
-            if (await rt.store.audits.get(audit_id)).status == "running":  # type: ignore[union-attr]
-                await rt.log.append(
-                    [encode(rt.log.topics.lifecycle, failed(audit_id, datetime.now(UTC)))]
+            if (await backends.store.audits.get(audit_id)).status == "running":  # type: ignore[union-attr]
+                await backends.log.append(
+                    [encode(backends.log.topics.lifecycle, failed(audit_id, datetime.now(UTC)))]
                 )
                 await eventually(
-                    lambda: rt.store.audits.get(audit_id),
+                    lambda: backends.store.audits.get(audit_id),
                     until=lambda row: row is not None and row.status == "failed",
                     timeout=30,
                     message="the failure projected",
                 )
             return await read_history(audit_id)
 
-        rt.store.audits.history = history  # type: ignore[method-assign]
+        backends.store.audits.history = history  # type: ignore[method-assign]
 
         # when the audit's page is read
         page = client.get("/ui/audits/a-race")
@@ -191,7 +191,7 @@ def test_the_audit_page_offers_the_actions_the_transition_table_allows(
         LiveServer(["api", "projector"], **server_settings(tmp_path, simulator)) as live,
         live.client() as client,
     ):
-        log = live.runtime.log if live.runtime is not None else None
+        log = live.backends.log if live.backends is not None else None
         assert log is not None
         live.call(lambda: log.append([encode(log.topics.lifecycle, e) for e in events]))
         eventually_sync(
