@@ -19,9 +19,14 @@ from typing import Any, Final, NotRequired, Protocol, TypedDict
 
 from transitions import Machine, Transition
 
+from statemachine.events import LIFECYCLE_TYPES
+
 __all__ = [
+    "COMPLETED",
     "CONDITIONS",
+    "FAILED",
     "INITIAL",
+    "RUNNING",
     "STATES",
     "TERMINAL",
     "TRANSITIONS",
@@ -33,22 +38,13 @@ __all__ = [
 ]
 
 INITIAL: Final = "none"
-STATES: Final = (INITIAL, "running", "completed", "failed")
-TERMINAL: Final = frozenset({"completed", "failed"})
-TRIGGERS: Final = (
-    "AuditStarted",
-    "WorkflowInstanceAttached",
-    "AuditProgressed",
-    "AuditCompleted",
-    "AuditFailed",
-    "AuditFailureSimulated",
-    "AuditFailureHeld",
-    "AuditFailureReleased",
-    "AuditFailureDiscarded",
-    "AuditRestored",
-    "WorkflowStatusObserved",
-    "WorkflowProbeFailed",
-)
+RUNNING: Final = "running"
+COMPLETED: Final = "completed"
+FAILED: Final = "failed"
+STATES: Final = (INITIAL, RUNNING, COMPLETED, FAILED)
+TERMINAL: Final = frozenset({COMPLETED, FAILED})
+# Every lifecycle event type is a trigger (the table says which of them move which state).
+TRIGGERS: Final = tuple(LIFECYCLE_TYPES)
 
 
 class Facts(Protocol):

@@ -34,7 +34,7 @@ from statemachine.events import (
     AuditStartedData,
     FailedBy,
 )
-from statemachine.machine import next_status
+from statemachine.machine import FAILED, next_status
 
 __all__ = [
     "PRODUCER",
@@ -84,7 +84,7 @@ def check_restorable(row: AuditRow) -> None:
     s = row.state
     if can_restore(row):
         return
-    if s.status == "failed":
+    if s.status == FAILED:
         raise WrongState(
             f"audit {row.audit_id!r} failed by {s.failed_by}: only a failure by the "
             "reconciler or an operator is restored (a workflow's own failure never is)"

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from statemachine.errors import InvalidInput
 from statemachine.events import AuditEvent, AuditFailed
-from statemachine.machine import next_status
+from statemachine.machine import FAILED, next_status
 from statemachine.state import AuditState, evolve
 from statemachine.vocabulary import ERROR_CODES
 
@@ -50,4 +50,4 @@ def last_failure(events: Sequence[AuditEvent]) -> AuditFailed | None:
         state = evolve(current, event)
         if isinstance(event, AuditFailed) and applies:
             failure = event
-    return failure if state is not None and state.status == "failed" else None
+    return failure if state is not None and state.status == FAILED else None

@@ -42,6 +42,7 @@ from consumers.runtime.metrics import OPERATOR_ACTIONS
 from projections.row import AuditRow
 from statemachine.errors import NoServer, NotFound, WrongState
 from statemachine.events import AuditEvent, AuditFailed, AuditRestored
+from statemachine.machine import RUNNING
 from statemachine.state import evolve
 
 __all__ = ["PRODUCER", "ActionResult", "Actions", "BulkResult"]
@@ -120,7 +121,7 @@ class Actions:
     async def probe(self, audit_id: str, *, inline: bool = False) -> ActionResult:
         """Probe a running audit now; the answer carries the reconciler's outcome."""
         row = await self._row(audit_id)
-        if row.status != "running":
+        if row.status != RUNNING:
             raise WrongState(f"audit {audit_id!r} is {row.status}: only a running audit is probed")
         result = await self.ops.probe(row, actor=self.actor, inline=inline)
         OPERATOR_ACTIONS.labels("probe").inc()

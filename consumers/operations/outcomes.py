@@ -21,6 +21,7 @@ from consumers.components.brake import state_before
 from projections.row import AuditRow
 from projections.store import ProjectionStore
 from statemachine.events import ProbeRequested
+from statemachine.machine import FAILED, RUNNING
 from statemachine.policy import Policy
 from statemachine.rules import judge
 from statemachine.vocabulary import HEALTHY_STATUSES
@@ -172,14 +173,14 @@ async def await_outcomes(
             # Another observation of the same audit may have been decided first: the audit
             # is then already terminal and this one is (rightly) not decided again.
             row = await store.audits.get(outcome.audit_id)
-            if row is not None and row.status != "running" and row.version > 0:
+            if row is not None and row.status != RUNNING and row.version > 0:
                 history = [e.event for e in await store.audits.history(outcome.audit_id)]
                 ids = [str(e.event_id) for e in history]
                 if obs_id in ids and any(
                     e.type in _DECISIONS for e in history[ids.index(obs_id) + 1 :]
                 ):
                     waiting_decision.pop(obs_id)
-                    outcome.result = "failed" if row.status == "failed" else "unchanged"
+                    outcome.result = "failed" if row.status == FAILED else "unchanged"
                     outcome.error_code = row.state.error_code
         if (not waiting_obs and not waiting_decision) or time.monotonic() >= deadline:
             break

@@ -31,6 +31,7 @@ from projections.row import AuditRow
 from statemachine.errors import NoServer, NotFound
 from statemachine.events import AuditEvent, Trigger
 from statemachine.explain import Step, explain
+from statemachine.machine import RUNNING
 
 __all__ = ["Operations", "StatusResult"]
 
@@ -136,7 +137,7 @@ class Operations:
             row = await self.backends.store.audits.get(audit_id)
         if row is None:
             raise NotFound(f"unknown audit {audit_id!r}")
-        if not probe or row.status != "running":
+        if not probe or row.status != RUNNING:
             return StatusResult(row, probed=False)
         task = self._inflight.get(audit_id)
         if task is not None:  # a probe of this audit is under way: share its outcome

@@ -22,6 +22,7 @@ from projections.row import AuditRow, row_dict
 from statemachine.errors import InvalidInput, NotFound
 from statemachine.events import AuditEvent
 from statemachine.explain import Step
+from statemachine.machine import RUNNING
 from statemachine.policy import parse_duration
 from statemachine.vocabulary import AUDIT_ID_PATTERN, ERROR_CODES
 
@@ -147,7 +148,7 @@ def audit_filter(
         except ValueError as exc:
             problems.append(f"running longer than: {exc}")
     wants_shadow = shadow == "on"
-    if longer and status and status != "running":
+    if longer and status and status != RUNNING:
         problems.append("running longer than: only for running audits (status running)")
     return AuditFilter(
         status=status or ("running" if longer or wants_shadow else None),

@@ -50,6 +50,7 @@ from consumers.eventlog.wire import decode_view
 from projections.checkpoints import CheckpointStore
 from statemachine.errors import DecodeError
 from statemachine.events import AuditEvent
+from statemachine.machine import RUNNING
 from statemachine.policy import Policy
 from statemachine.state import AuditState
 
@@ -104,10 +105,7 @@ class Reconciler(LogConsumer):
     @property
     def running(self) -> int:
         return sum(
-            1
-            for states in self.partitions.values()
-            for s in states.values()
-            if s.status == "running"
+            1 for states in self.partitions.values() for s in states.values() if s.status == RUNNING
         )
 
     def state(self, audit_id: str) -> AuditState | None:

@@ -18,6 +18,7 @@ from consumers.components.reconciler.counting import count_verdict
 from consumers.components.reconciler.log import Holds, fold_into
 from consumers.runtime.metrics import OVERTURNED
 from statemachine.events import AuditEvent, AuditFailed, AuditFailureHeld, AuditFailureSimulated
+from statemachine.machine import COMPLETED, FAILED
 from statemachine.policy import Policy
 from statemachine.rules import Verdict, decide, released
 from statemachine.state import AuditState
@@ -59,9 +60,9 @@ def overturns(before: AuditState | None, after: AuditState) -> bool:
     """Whether a reconciler failure was overturned (the first test fails for nearly all)."""
     return (
         before is not None
-        and before.status == "failed"
+        and before.status == FAILED
         and before.failed_by == "reconciler"
-        and after.status == "completed"
+        and after.status == COMPLETED
     )
 
 

@@ -16,7 +16,7 @@ from consumers.eventlog.port import EventLog, Record
 from consumers.eventlog.wire import decode_view
 from statemachine.errors import DecodeError
 from statemachine.events import AuditEvent, AuditFailed, AuditFailureHeld, FailedBy
-from statemachine.machine import INITIAL, TERMINAL
+from statemachine.machine import INITIAL, RUNNING, TERMINAL
 from statemachine.rules import PRODUCER
 from statemachine.state import AuditState, evolve, initial
 
@@ -108,7 +108,7 @@ def fold_into(
         current = current._replace(audit_id=audit_id)
     new = evolve(current, event)
     status = new.status
-    if status == "running":
+    if status == RUNNING:
         states[audit_id] = new
     elif status != INITIAL:
         states[audit_id] = compact(new)

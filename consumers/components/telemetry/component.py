@@ -52,7 +52,7 @@ from consumers.runtime.settings import Settings
 from projections.store import ProjectionStore
 from statemachine.errors import ConfigError, DecodeError
 from statemachine.events import AuditEvent, FailedBy
-from statemachine.machine import TERMINAL
+from statemachine.machine import FAILED, RUNNING, TERMINAL
 from statemachine.state import AuditState, evolve, initial
 
 __all__ = ["Telemetry"]
@@ -226,8 +226,8 @@ class Telemetry(LogConsumer):
         if (
             event.type == "AuditFailed"
             and event.data.failed_by is FailedBy.RECONCILER
-            and before.status == "running"
-            and after.status == "failed"
+            and before.status == RUNNING
+            and after.status == FAILED
         ):
             capture = capture_arguments(before, event)
             self.outbox.items.append(
