@@ -8,8 +8,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-__all__ = ["Policy", "format_duration", "parse_duration"]
+__all__ = ["MAX_DURATION", "Policy", "format_duration", "parse_duration"]
 
+# The longest duration accepted anywhere: far beyond any threshold, and small enough that a
+# time this far back from now is still a datetime.
+MAX_DURATION = timedelta(days=36525)  # 100 years
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
@@ -39,6 +42,8 @@ def parse_duration(value: str | int | float | timedelta) -> timedelta:
                 ) from None
     if seconds < 0:
         raise ValueError(f"a duration cannot be negative: {value!r}")
+    if not seconds <= MAX_DURATION.total_seconds():  # NaN and infinity included
+        raise ValueError(f"a duration must be at most 100 years (36525d): {value!r}")
     return timedelta(seconds=seconds)
 
 
@@ -95,7 +100,11 @@ class Policy:
 
         def seconds(key: str, fallback: timedelta) -> timedelta:
             value = evidence.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            if (
+                isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and 0 <= value <= MAX_DURATION.total_seconds()
+            ):
                 return timedelta(seconds=value)
             return fallback
 

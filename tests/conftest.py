@@ -27,6 +27,7 @@ _LONG = (
     "tests/clients/",
     "tests/consumers/api/ui/test_console_browser.py",
     "tests/consumers/eventlog/test_wire",
+    "tests/security/",
 )
 
 

@@ -36,7 +36,7 @@ def parse_since(text: str | None, now: datetime) -> datetime | None:
     except ValueError:
         raise InvalidInput(
             f"invalid since {text!r}: an ISO 8601 time (2026-11-30T08:00:00Z) or a duration "
-            "back from now (24h)"
+            "back from now (24h, at most 100 years)"
         ) from None
     if when.tzinfo is None:
         if len(value) > 10:  # a time without a zone is ambiguous; a date alone is not

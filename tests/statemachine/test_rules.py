@@ -651,6 +651,7 @@ def test_shadow_mode_makes_no_decision_where_enforcement_makes_none() -> None:
         ("600", timedelta(minutes=10)),
         (30, timedelta(seconds=30)),
         (timedelta(minutes=3), timedelta(minutes=3)),
+        ("36525d", timedelta(days=36525)),
     ],
     ids=repr,
 )
@@ -658,7 +659,11 @@ def test_a_duration_is_read_from_units_or_seconds(text: object, expected: timede
     assert parse_duration(text) == expected  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("text", ["", "abc", "5x", "1h 30m", "-5s", -1, True], ids=repr)
+@pytest.mark.parametrize(
+    "text",
+    ["", "abc", "5x", "1h 30m", "-5s", -1, True, "36526d", "99999999999d", "inf", "nan", 1e300],
+    ids=repr,
+)
 def test_a_bad_duration_is_refused(text: object) -> None:
     with pytest.raises(ValueError):
         parse_duration(text)  # type: ignore[arg-type]

@@ -37,6 +37,7 @@ from tests.eventually import eventually, eventually_sync
 T = TypeVar("T")
 
 API_AND_PIPELINE = ["api", *PIPELINE]
+JSON = {"content-type": "application/json"}  # every POST to the API, a bodiless one too
 
 
 def free_port() -> int:
