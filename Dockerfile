@@ -20,7 +20,9 @@ RUN pip install . \
 
 USER auditrec
 WORKDIR /home/auditrec
-# inside a container the API must listen on all interfaces to be published
+# Inside a container the API must listen on all interfaces to be published, so `serve` refuses
+# to start (exit 2, naming AUDITREC_API_TOKENS) until tokens are given: the image fails closed.
+# AUDITREC_API_ALLOW_OPEN=true runs it without tokens on purpose.
 ENV AUDITREC_API_HOST=0.0.0.0 \
     AUDITREC_API_PORT=8080
 EXPOSE 8080

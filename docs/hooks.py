@@ -139,7 +139,7 @@ def _openapi() -> dict[str, Any]:
         settings = Settings(
             event_log_url=f"sqlite:///{folder}/events.db",
             database_url=f"sqlite:///{folder}/audits.db",
-            api_tokens="reader:secret:read",
+            api_tokens="reader:a-secret-of-16-chars:read",
         )
         return build_app(operations(Backends(settings))).openapi()
 

@@ -29,6 +29,10 @@ constant time against every configured token and never logged. Request bodies la
 is read, and while streaming otherwise. Every error body is ``{"detail": ...}``: a list of
 problems for 422 (each naming the item, parameter or field), a sentence otherwise; driver
 errors are summarised, never echoed with credentials.
+
+Pages of other sites get nothing (:mod:`consumers.api.crosssite`): every ``POST`` but the
+console's needs a JSON content type (415 otherwise), no CORS header is ever sent, and an API
+without tokens answers only a ``Host`` of ``AUDITREC_API_ALLOWED_HOSTS`` (421 otherwise).
 """
 
 # No `from __future__ import annotations`: FastAPI must evaluate the endpoints' annotations,
@@ -47,6 +51,7 @@ from consumers.api.audits import add_audit_routes
 from consumers.api.backtest import add_backtest_routes
 from consumers.api.brake import add_brake_routes
 from consumers.api.commands import add_command_routes
+from consumers.api.crosssite import HostCheck, JsonPosts
 from consumers.api.deadletters import add_dead_letter_routes
 from consumers.api.errors import install_error_handlers
 from consumers.api.guards import BodyLimit, token_check
@@ -61,6 +66,10 @@ from consumers.operations.service import Operations
 __all__ = ["ASSETS", "build_app"]
 
 ASSETS = "/docs/assets"  # Swagger UI's files, from the swagger-ui-bundle package
+UNSUPPORTED = {
+    "description": "Not a JSON content type (every POST needs one, a POST without a body too).",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Message"}}},
+}
 
 
 def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
@@ -90,6 +99,9 @@ def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
     app.state.backends = backends
     app.state.operations = ops
     app.add_middleware(BodyLimit, max_bytes=max_body)
+    app.add_middleware(JsonPosts)  # no request a page of another site may send unasked
+    if not tokens:  # DNS rebinding: only an API without tokens answers a page's requests
+        app.add_middleware(HostCheck, allowed=settings.allowed_hosts())
     app.add_middleware(Draining, state=closing or Closing())
     app.add_middleware(RequestMetrics)
 
@@ -146,6 +158,9 @@ def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
             schemas = schema.setdefault("components", {}).setdefault("schemas", {})
             for name, value in event_input_schemas().items():
                 schemas.setdefault(name, value)
+            for item in schema.get("paths", {}).values():  # every POST answers 415 (crosssite)
+                if "post" in item:
+                    item["post"].setdefault("responses", {}).setdefault("415", UNSUPPORTED)
         return app.openapi_schema  # type: ignore[return-value]
 
     app.openapi = openapi  # type: ignore[method-assign]

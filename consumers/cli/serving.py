@@ -6,11 +6,15 @@ import sys
 from typing import Any
 
 import click
+import structlog
 
 from consumers.cli.context import handle_errors, run, settings_of, with_backends
 from consumers.cli.output import out, print_json
+from statemachine.errors import ConfigError
 
 __all__ = ["init", "rebuild", "serve"]
+
+log = structlog.get_logger("auditrec")
 
 
 @click.command()
@@ -67,7 +71,17 @@ def serve(
     if until_idle:
         names = [n for n in names if n != "api"]
     if "api" in names:
-        settings.api_token_specs()  # a malformed AUDITREC_API_TOKENS: refused before starting
+        # Bad or short tokens, or an open API beyond loopback: refused before starting.
+        refusal = settings.api_refusal()
+        if refusal is not None:
+            raise ConfigError(refusal)
+        if not settings.api_token_specs():
+            log.warning(
+                "the API has no tokens: anyone who reaches it may read and change the record "
+                "(set AUDITREC_API_TOKENS)",
+                host=settings.api_host,
+                allowed_hosts=sorted(settings.allowed_hosts()),
+            )
 
     async def work() -> int:
         tune_gc()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 from collections.abc import Mapping
 from datetime import timedelta
@@ -17,12 +18,31 @@ from consumers.runtime.tokens import ApiToken, parse_tokens
 from statemachine.errors import ConfigError
 from statemachine.policy import Policy, parse_duration
 
-__all__ = ["CLOUDFLARE_API_URL", "Settings", "load_settings", "unknown_variables"]
+__all__ = [
+    "CLOUDFLARE_API_URL",
+    "LOOPBACK_NAMES",
+    "Settings",
+    "is_loopback",
+    "load_settings",
+    "unknown_variables",
+]
 
 log = structlog.get_logger("auditrec")
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 CLOUDFLARE_API_URL = "https://api.cloudflare.com/client/v4"
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is reachable from this machine only."""
+    name = host.strip().strip("[]").lower().rstrip(".")
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False  # a name other than localhost may resolve anywhere
 
 
 class Settings(BaseSettings):
@@ -135,10 +155,21 @@ class Settings(BaseSettings):
     api_tokens: SecretStr | None = None
     """Comma-separated bearer tokens, each `name:token:scope` (scope `read`, `publish` or
     `operate`) or a bare `token` (full access, named `token-N` by its position); when set,
-    every route but `/healthz` and `/metrics` needs one. A malformed entry stops `serve`
-    (exit 2) naming the entry, never its secret."""
+    every route but `/healthz` and `/metrics` needs one. A malformed entry, or a token shorter
+    than 16 characters, stops `serve` (exit 2) naming the entry, never its secret."""
     api_host: str = "127.0.0.1"
-    """The address the HTTP API (and a `serve` without the API's `/metrics`) listens on."""
+    """The address the HTTP API (and a `serve` without the API's `/metrics`) listens on. On
+    any but a loopback address, `serve` refuses to run the API without tokens (see
+    `AUDITREC_API_ALLOW_OPEN`)."""
+    api_allow_open: bool = False
+    """`true`: `serve` runs the API without tokens on an address other than loopback, every
+    route open to whoever reaches it. Without it, such a `serve` refuses to start (exit 2)."""
+    api_allowed_hosts: str = Field(default=",".join(LOOPBACK_NAMES), min_length=1)
+    """On an API without tokens: the comma-separated names a request's `Host` may carry (any
+    port; `*`: any name). Other names are answered 421, so a web page whose name is made to
+    resolve to this address (DNS rebinding) reaches nothing; `/healthz`, `/readyz` and
+    `/metrics` answer any `Host` (kubelets and scrapers send the pod's address). Unused once
+    tokens are set."""
     api_port: int = Field(default=8080, ge=0, le=65535)
     """The HTTP API's port."""
     api_max_body_bytes: int = Field(default=1_048_576, ge=1024)
@@ -224,6 +255,31 @@ class Settings(BaseSettings):
             f"{'them' if len(missing) > 1 else 'it'}, point AUDITREC_CLOUDFLARE_API_URL at "
             "another Workflows API (e.g. `auditrec simulate-workflows`), or run without the "
             "probe (`serve --only …`)"
+        )
+
+    def api_refusal(self) -> str | None:
+        """Why the API must not run with these settings, naming the variables: a malformed or
+        short token, or no tokens on an address other than loopback without
+        ``AUDITREC_API_ALLOW_OPEN``; ``None`` when it may (``serve`` and ``doctor`` agree)."""
+        try:
+            tokens = self.api_token_specs()
+        except ConfigError as exc:
+            return str(exc)
+        if tokens or self.api_allow_open or is_loopback(self.api_host):
+            return None
+        return (
+            f"the API would listen on {self.api_host} without tokens, open to anyone who "
+            "reaches that address: set AUDITREC_API_TOKENS (name:token:scope, …), listen on "
+            "loopback (AUDITREC_API_HOST=127.0.0.1), or set AUDITREC_API_ALLOW_OPEN=true to "
+            "run it open on purpose"
+        )
+
+    def allowed_hosts(self) -> frozenset[str]:
+        """``AUDITREC_API_ALLOWED_HOSTS`` as lower-case names."""
+        return frozenset(
+            name.strip().lower().rstrip(".")
+            for name in self.api_allowed_hosts.split(",")
+            if name.strip()
         )
 
     def api_token_list(self) -> list[str]:

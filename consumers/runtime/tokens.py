@@ -6,7 +6,8 @@ Scopes nest: ``read`` (GET routes) âŠ‚ ``publish`` (read and ``POST /events``) â
 named ``token-N`` by its 1-based position in the list. Names say who acted: an operator action
 over HTTP records the token's name.
 
-A malformed entry is refused naming its position and what is wrong, never its secret.
+A malformed entry is refused naming its position and what is wrong, never its secret; so is a
+token shorter than :data:`MIN_SECRET` characters (one that can be guessed).
 :func:`match` compares a given token with every configured secret in constant time, so timing
 says nothing about which (or whether one) matched. The HTTP API and the console share these.
 """
@@ -21,12 +22,13 @@ from typing import Final, Literal, get_args
 
 from statemachine.errors import ConfigError
 
-__all__ = ["SCOPES", "ApiToken", "Scope", "allows", "match", "parse_tokens"]
+__all__ = ["MIN_SECRET", "SCOPES", "ApiToken", "Scope", "allows", "match", "parse_tokens"]
 
 Scope = Literal["read", "publish", "operate"]
 SCOPES: Final[tuple[str, ...]] = get_args(Scope)  # each includes the ones before it
 _NAME: Final = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
 _VARIABLE: Final = "AUDITREC_API_TOKENS"
+MIN_SECRET: Final = 16  # characters a token has at least
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +57,8 @@ def parse_tokens(text: str | None) -> tuple[ApiToken, ...]:
             continue
         where = f"{_VARIABLE}: entry {number}"
         if ":" not in entry:
-            tokens.append(ApiToken(f"token-{number}", entry, "operate"))
+            name = f"token-{number}"
+            tokens.append(_long_enough(ApiToken(name, entry, "operate"), f"{where} ({name!r})"))
             continue
         parts = entry.split(":")
         if len(parts) != 3:
@@ -71,12 +74,21 @@ def parse_tokens(text: str | None) -> tuple[ApiToken, ...]:
             raise ConfigError(f"{where}: the token is empty")
         if scope not in SCOPES:
             raise ConfigError(f"{where}: unknown scope; expected one of {', '.join(SCOPES)}")
-        tokens.append(ApiToken(name, secret, scope))  # type: ignore[arg-type]
+        tokens.append(_long_enough(ApiToken(name, secret, scope), where))  # type: ignore[arg-type]
     names = [t.name for t in tokens]
     for name in names:
         if names.count(name) > 1:
             raise ConfigError(f"{_VARIABLE}: the name {name!r} is given to more than one token")
     return tuple(tokens)
+
+
+def _long_enough(token: ApiToken, where: str) -> ApiToken:
+    if len(token.secret) < MIN_SECRET:
+        raise ConfigError(
+            f"{where}: the token is shorter than {MIN_SECRET} characters; use a random one "
+            "(e.g. `openssl rand -hex 24`)"
+        )
+    return token
 
 
 def match(tokens: Sequence[ApiToken], given: str | None) -> ApiToken | None:

@@ -204,3 +204,26 @@ def test_run_as_the_manifest_says_the_process_answers_its_probes(
                 serve.kill()
                 serve.wait()
     assert serve.returncode == 0, log_file.read_text()[-3000:]
+
+
+def test_the_api_fails_closed_while_the_secrets_token_is_empty(tmp_path: Path) -> None:
+    # given the API Deployment as the manifest says (on 0.0.0.0), with the example Secret's
+    # AUDITREC_API_TOKENS left empty, and a Secret that is not optional
+    (deployment,) = [d for d in of_kind("Deployment") if d["metadata"]["name"] == "auditrec-api"]
+    (container,) = containers(deployment)
+    assert all(ref["secretRef"].get("optional") is False for ref in container["envFrom"][1:])
+    assert secret_template()["AUDITREC_API_TOKENS"] == ""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUDITREC_")}
+    env.update({k: v for k, v in {**config(), **secret_template()}.items() if v})
+    env.update(
+        AUDITREC_EVENT_LOG_URL=f"sqlite:///{tmp_path}/events.db",
+        AUDITREC_DATABASE_URL=f"sqlite:///{tmp_path}/audits.db",
+        AUDITREC_API_PORT="0",
+    )
+
+    # when the pod starts, then serve stops at once, naming the variable to set
+    started = subprocess.run(
+        [AUDITREC, *container["args"]], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert started.returncode == 2, started.stderr[-2000:]
+    assert "AUDITREC_API_TOKENS" in started.stderr and "0.0.0.0" in started.stderr

@@ -154,7 +154,7 @@ def test_bulk_fail_and_restore_list_without_yes_and_act_with_it(
 def test_serve_refuses_a_malformed_token_list_naming_the_entry_not_the_secret(
     backend: Backend, env: dict[str, str]
 ) -> None:
-    env = {**env, "AUDITREC_API_TOKENS": "viewer:fine:read,ops:hunter2:admin"}
+    env = {**env, "AUDITREC_API_TOKENS": "viewer:fine-0123456789abc:read,ops:hunter2:admin"}
     refused = run(backend, "serve", "--only", "api", env=env, timeout=60)
 
     assert refused.returncode == 2

@@ -27,7 +27,7 @@ from tests.services import kafka_bootstrap
 
 AUDITREC = str(Path(sys.executable).with_name("auditrec"))
 TOKEN = "cf-doctor-token-0123456789abcdef"
-CHECKS = ["event log", "database", "workflows api", "posthog", "clock"]
+CHECKS = ["event log", "database", "workflows api", "posthog", "clock", "api"]
 
 
 def doctor(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -128,7 +128,7 @@ def test_secrets_are_masked(sqlite_pair: Backend, simulator: SimulatorServer) ->
         simulator,
         AUDITREC_POSTHOG_API_KEY=posthog_key,
         AUDITREC_POSTHOG_HOST=simulator.root_url,
-        AUDITREC_API_TOKENS="tok-short1,viewer:tok-viewer-secret:read",
+        AUDITREC_API_TOKENS="tok-first-secret1,viewer:tok-viewer-secret:read",
         AUDITREC_DATABASE_URL="postgresql://auditrec:pg-secret-pw@127.0.0.1:1/audits",
     )
 
@@ -137,7 +137,8 @@ def test_secrets_are_masked(sqlite_pair: Backend, simulator: SimulatorServer) ->
             [AUDITREC, "doctor", *args], env=env, capture_output=True, text=True, timeout=60
         )
         shown = result.stdout + result.stderr
-        for secret in (TOKEN, posthog_key, "pg-secret-pw", "tok-short1", "tok-viewer-secret"):
+        secrets = (TOKEN, posthog_key, "pg-secret-pw", "tok-first-secret1", "tok-viewer-secret")
+        for secret in secrets:
             assert secret not in shown
 
     config = {s["variable"]: s for s in report(doctor(env))["config"]}

@@ -4,7 +4,8 @@ migrated, nothing is written to the log).
 
 Checks, in order: ``event log`` (reachable, topics present), ``database`` (reachable, schema
 version current), ``workflows api`` (token, account and workflow), ``posthog`` (the host
-answers, when telemetry is on), ``clock`` (skew against the event log's machine).
+answers, when telemetry is on), ``clock`` (skew against the event log's machine), ``api`` (what
+``serve`` would refuse about the API's tokens and address).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from consumers.operations.doctor.configuration import Setting, effective_configuration, mask
 from consumers.operations.doctor.database import check_database
 from consumers.operations.doctor.eventlog import check_clock, check_event_log
+from consumers.operations.doctor.exposure import check_api
 from consumers.operations.doctor.report import CHECK_TIMEOUT, Check, bounded
 from consumers.operations.doctor.services import check_posthog, check_workflows
 from consumers.runtime.settings import Settings
@@ -31,6 +33,7 @@ async def diagnose(settings: Settings, timeout: float = CHECK_TIMEOUT) -> list[C
         ("workflows api", lambda: check_workflows(s, timeout), "check AUDITREC_CLOUDFLARE_API_URL"),
         ("posthog", lambda: check_posthog(s, timeout), "check AUDITREC_POSTHOG_HOST"),
         ("clock", lambda: check_clock(s, timeout), "sync the clock (NTP)"),
+        ("api", lambda: check_api(s), "check AUDITREC_API_TOKENS and AUDITREC_API_HOST"),
     ]
     slow = timeout + 1.0  # each check bounds its own I/O; this is the backstop
     return list(await asyncio.gather(*(bounded(n, c, fix, slow) for n, c, fix in checks)))

@@ -16,6 +16,7 @@ from consumers.workflows.simulator.server import SimulatorServer
 from tests.conftest import Backend
 from tests.consumers.api.conftest import (
     API_AND_PIPELINE,
+    JSON,
     LiveServer,
     envelope,
     publish,
@@ -25,7 +26,10 @@ from tests.consumers.api.conftest import (
     wait_for,
 )
 
-TOKENS = "viewer:tok-read:read,ci:tok-pub:publish,ops:tok-op:operate,tok-bare"
+TOKENS = (
+    "viewer:tok-read-0123456789:read,ci:tok-pub-0123456789:publish,"
+    "ops:tok-op-0123456789:operate,tok-bare-0123456789"
+)
 
 
 @pytest.fixture
@@ -45,7 +49,7 @@ def server(backend: Backend, tmp_path: Path, simulator: SimulatorServer) -> Iter
 
 @pytest.fixture
 def ops(server: LiveServer) -> Iterator[httpx.Client]:
-    with server.client("tok-op") as http:
+    with server.client("tok-op-0123456789") as http:
         yield http
 
 
@@ -67,19 +71,23 @@ def test_each_route_class_needs_its_scope(server: LiveServer) -> None:
     }
     # the lowest scope that may make each call
     allowed = {"read": "viewer", "publish": "ci", "operate": "ops", "operate (brake)": "ops"}
-    tokens = {"viewer": "tok-read", "ci": "tok-pub", "ops": "tok-op"}
+    tokens = {
+        "viewer": "tok-read-0123456789",
+        "ci": "tok-pub-0123456789",
+        "ops": "tok-op-0123456789",
+    }
     order = ["viewer", "ci", "ops"]
 
     for what, (method, path, body) in calls.items():
         for token in (None, "wrong-token"):
             with server.client(token) as http:
-                answer = http.request(method, path, json=body)
+                answer = http.request(method, path, json=body, headers=JSON)
             assert answer.status_code == 401, (what, token, answer.text)
             assert "bearer token" in answer.json()["detail"]
         lowest = order.index(allowed[what])
         for name in order:
             with server.client(tokens[name]) as http:
-                answer = http.request(method, path, json=body)
+                answer = http.request(method, path, json=body, headers=JSON)
             if order.index(name) < lowest:
                 assert answer.status_code == 403, (what, name, answer.text)
                 needed = what.split()[0]
@@ -88,7 +96,7 @@ def test_each_route_class_needs_its_scope(server: LiveServer) -> None:
             else:
                 assert answer.status_code not in (401, 403), (what, name, answer.text)
     # a bare token has full access, named by its position
-    with server.client("tok-bare") as http:
+    with server.client("tok-bare-0123456789") as http:
         bare = unique("bare")
         publish(http, started(bare))
         wait_for(http, bare)
@@ -174,7 +182,7 @@ def test_an_operator_fails_restores_and_probes_an_audit(
     assert step["data"]["failure_id"] == done["event_id"]
 
     # and a probe now answers with the reconciler's outcome
-    probed = ops.post(f"/audits/{alive}/probe")
+    probed = ops.post(f"/audits/{alive}/probe", headers=JSON)
     assert probed.status_code == 200, probed.text
     assert probed.json()["outcome"]["result"] == "healthy"
     assert probed.json()["outcome"]["observed_status"] == "running"
@@ -185,7 +193,7 @@ def test_an_operator_fails_restores_and_probes_an_audit(
         "ops",
     )
     assert "(manual probe by ops)" in seen["reason"]
-    assert ops.post(f"/audits/{reported}/probe").status_code == 409
+    assert ops.post(f"/audits/{reported}/probe", headers=JSON).status_code == 409
 
 
 def test_a_restored_audit_is_failed_again_by_the_reconciler(ops: httpx.Client) -> None:
@@ -193,13 +201,13 @@ def test_a_restored_audit_is_failed_again_by_the_reconciler(ops: httpx.Client) -
     lost = unique("lost")
     publish(ops, started(lost, minutes_ago=30))
     wait_for(ops, lost)
-    first = ops.post(f"/audits/{lost}/probe").json()
+    first = ops.post(f"/audits/{lost}/probe", headers=JSON).json()
     assert (first["after"], first["outcome"]["error_code"]) == ("failed", "instance_lost")
 
     # when an operator restores it and it is probed again
     assert ops.post(f"/audits/{lost}/restore", json={"reason": "retry"}).status_code == 200
     wait_for(ops, lost, lambda r: r["status"] == "running")
-    second = ops.post(f"/audits/{lost}/probe").json()
+    second = ops.post(f"/audits/{lost}/probe", headers=JSON).json()
 
     # then the reconciler fails it again, with a decision of its own
     assert (second["before"], second["after"]) == ("running", "failed")
@@ -250,7 +258,7 @@ def test_a_publish_token_publishes_what_services_report_and_nothing_an_operator_
         {"held_id": "3e2d1c0b-9a8f-4e7d-8c6b-5a4f3e2d1c0b", "actor": "ci", "reason": "r"},
     )
     by_workflow = envelope("AuditFailed", audit_id, {**failure, "failed_by": "workflow"})
-    with server.client("tok-pub") as ci:
+    with server.client("tok-pub-0123456789") as ci:
         # an operator's failure, or a brake decision, is refused as a whole, naming the item
         for body in ([started(audit_id), by_operator], [release]):
             refused = ci.post("/events", json=body)
@@ -261,5 +269,5 @@ def test_a_publish_token_publishes_what_services_report_and_nothing_an_operator_
         accepted = ci.post("/events", json=[started(audit_id), by_workflow])
         assert accepted.status_code == 202, accepted.text
     # and an operate token may still publish a brake decision (today's full access)
-    with server.client("tok-op") as ops:
+    with server.client("tok-op-0123456789") as ops:
         assert ops.post("/events", json=[release]).status_code == 202

@@ -23,6 +23,7 @@ from tests.eventually import eventually_sync
 
 from .conftest import (
     API_AND_PIPELINE,
+    JSON,
     LiveServer,
     envelope,
     publish,
@@ -469,11 +470,11 @@ def test_sweep_returns_its_summary_when_the_outcomes_are_in(
     publish(client, started(dead, minutes_ago=45))
     wait_for(client, dead)
 
-    dry = client.post("/sweep", params={"dry_run": "true"})
+    dry = client.post("/sweep", params={"dry_run": "true"}, headers=JSON)
     assert dry.status_code == 200
     assert dry.json()["candidates"] >= 1 and dry.json()["probed"] == 0
 
-    response = client.post("/sweep")
+    response = client.post("/sweep", headers=JSON)
 
     assert response.status_code == 200, response.text
     summary = response.json()
@@ -494,7 +495,7 @@ def test_without_a_pipeline_sweep_is_503_and_status_says_why(
         audit_id = unique("alone")
         publish(client, started(audit_id))
         wait_for(client, audit_id)
-        sweep = client.post("/sweep")
+        sweep = client.post("/sweep", headers=JSON)
         assert sweep.status_code == 503
         assert "auditrec serve" in sweep.json()["detail"]
         body = client.get(f"/audits/{audit_id}").json()
@@ -604,7 +605,10 @@ def guarded(
 ) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("auth")
     settings = server_settings(
-        tmp, _simulator_server, api_tokens="tok-alpha, tok-bravo", api_max_body_bytes=4096
+        tmp,
+        _simulator_server,
+        api_tokens="tok-alpha-0123456789, tok-bravo-0123456789",
+        api_max_body_bytes=4096,
     )
     with LiveServer(API_AND_PIPELINE, **settings) as server:
         server.wait_pipeline_live()
@@ -614,7 +618,7 @@ def guarded(
 @pytest.mark.parametrize(("method", "path"), GUARDED)
 @pytest.mark.parametrize(
     "authorization",
-    [None, "Bearer wrong", "Bearer tok-alph", "Basic dG9rLWFscGhhOg==", "tok-alpha"],
+    [None, "Bearer wrong", "Bearer tok-alph", "Basic dG9rLWFscGhhOg==", "tok-alpha-0123456789"],
 )
 def test_every_route_but_health_and_metrics_needs_a_token(
     guarded: LiveServer, method: str, path: str, authorization: str | None
@@ -636,7 +640,7 @@ def test_health_and_metrics_need_no_token(guarded: LiveServer, path: str) -> Non
 
 
 def test_docs_are_served_with_swagger_ui_from_here(guarded: LiveServer) -> None:
-    with guarded.client("tok-alpha") as client:
+    with guarded.client("tok-alpha-0123456789") as client:
         page = client.get("/docs")
         assert page.status_code == 200
         assert "/docs/assets/swagger-ui-bundle.js" in page.text
@@ -649,7 +653,11 @@ def test_docs_and_readiness_can_be_public_while_the_rest_needs_a_token(
     tmp_path: Path, simulator: SimulatorServer
 ) -> None:
     settings = server_settings(
-        tmp_path, simulator, api_tokens="tok-alpha", api_public_docs=True, api_public_readyz=True
+        tmp_path,
+        simulator,
+        api_tokens="tok-alpha-0123456789",
+        api_public_docs=True,
+        api_public_readyz=True,
     )
     with LiveServer(["api"], **settings) as live, httpx.Client(base_url=live.url) as client:
         assert client.get("/openapi.json").json()["info"]["title"] == "auditrec"
@@ -658,7 +666,7 @@ def test_docs_and_readiness_can_be_public_while_the_rest_needs_a_token(
         assert client.get("/audits").status_code == 401
 
 
-@pytest.mark.parametrize("token", ["tok-alpha", "tok-bravo"])
+@pytest.mark.parametrize("token", ["tok-alpha-0123456789", "tok-bravo-0123456789"])
 def test_each_configured_token_is_accepted(guarded: LiveServer, token: str) -> None:
     with guarded.client(token) as client:
         audit_id = unique("authed")
@@ -675,7 +683,7 @@ def test_bodies_beyond_the_limit_are_413_and_publish_nothing(guarded: LiveServer
     before = lifecycle_end(guarded)
     audit_id = unique("big")
     big = [started(audit_id, start_url="https://example.com/" + "x" * 1500) for _ in range(3)]
-    with guarded.client("tok-alpha") as client:
+    with guarded.client("tok-alpha-0123456789") as client:
         response = client.post("/events", json=big)
         assert response.status_code == 413
         assert "4096" in response.json()["detail"]

@@ -15,6 +15,7 @@ from consumers.workflows.simulator.server import SimulatorServer
 from tests.conftest import Backend
 from tests.consumers.api.conftest import (
     API_AND_PIPELINE,
+    JSON,
     LiveServer,
     publish,
     server_settings,
@@ -54,7 +55,7 @@ def test_a_mass_failure_is_held_until_released_over_http(
         wait_for(client, audit_id)
 
     # when a sweep probes them
-    summary = client.post("/sweep").json()
+    summary = client.post("/sweep", headers=JSON).json()
 
     # then it fails none of them: 24 failures are held, and the brake is engaged
     assert (summary["candidates"], summary["failed"], summary["held"]) == (28, {}, 24)
@@ -71,10 +72,12 @@ def test_a_mass_failure_is_held_until_released_over_http(
     assert all(wait_for(client, a)["status"] == "running" for a in lost)
 
     # when an operator looks first, then releases the holds
-    preview = client.post("/brake/release", params={"dry_run": "true"}).json()
+    preview = client.post("/brake/release", params={"dry_run": "true"}, headers=JSON).json()
     assert (preview["holds"], preview["dry_run"]) == (24, True)
     assert client.get("/brake").json()["engaged"] is True
-    done = client.post("/brake/release", params={"reason": "provider incident over"}).json()
+    done = client.post(
+        "/brake/release", params={"reason": "provider incident over"}, headers=JSON
+    ).json()
     assert (done["holds"], done["was_engaged"]) == (24, True)
 
     # then each lost audit fails once, as the reconciler's decision, and the brake is off

@@ -274,9 +274,11 @@ def test_asyncapi_json_is_the_deployments_document(live: LiveServer, client: htt
 def test_asyncapi_json_is_behind_the_token_like_openapi(
     tmp_path: Path, simulator: SimulatorServer
 ) -> None:
-    settings = server_settings(tmp_path, simulator, api_tokens="s3cret")
+    settings = server_settings(tmp_path, simulator, api_tokens="s3cret-0123456789")
     with LiveServer(["api"], **settings) as live, live.client() as client:
         assert client.get("/asyncapi.json").status_code == 401
-        authorised = client.get("/asyncapi.json", headers={"Authorization": "Bearer s3cret"})
+        authorised = client.get(
+            "/asyncapi.json", headers={"Authorization": "Bearer s3cret-0123456789"}
+        )
         assert authorised.status_code == 200
         assert authorised.json()["asyncapi"].startswith("3.")

@@ -34,6 +34,7 @@ from tests.pipeline import read_topic
 
 from .conftest import (
     API_AND_PIPELINE,
+    JSON,
     CaptureServer,
     LiveServer,
     envelope,
@@ -206,7 +207,7 @@ def test_a_watchdog_failure_is_sent_and_failures_the_workflow_reported_are_not(
                 message="the late decision to be recorded",
             )
             assert client.get(f"/audits/{done}?probe=false").json()["version"] == 2
-            summary = client.post("/sweep").json()
+            summary = client.post("/sweep", headers=JSON).json()
             assert summary["failed"] == {"workflow_terminated": 1}
         [event] = capture.wait_delivered(1)
         telemetry_settled(live)

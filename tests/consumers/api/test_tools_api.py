@@ -16,6 +16,7 @@ from consumers.eventlog.port import OutRecord
 from consumers.workflows.simulator.server import SimulatorServer
 from tests.conftest import Backend
 from tests.consumers.api.conftest import (
+    JSON,
     LiveServer,
     envelope,
     publish,
@@ -25,7 +26,7 @@ from tests.consumers.api.conftest import (
 )
 from tests.eventually import eventually_sync
 
-TOKEN = "tok-tools"
+TOKEN = "tok-tools-0123456789"
 
 
 @pytest.fixture
@@ -76,7 +77,7 @@ def test_dead_letters_are_listed_shown_and_replayed_once(
     assert shown["decodes"] is False
 
     # as it is: 422 with the reason
-    refused = client.post(f"/dead-letters/{position}/replay")
+    refused = client.post(f"/dead-letters/{position}/replay", headers=JSON)
     assert refused.status_code == 422
     assert "still does not decode: not valid JSON" in refused.json()["message"]
 
@@ -87,11 +88,11 @@ def test_dead_letters_are_listed_shown_and_replayed_once(
         {"project_id": "p-1", "workflow_instance_id": f"wf-{audit_id}"},
         at=datetime.now(UTC),
     )
-    first = client.post(f"/dead-letters/{position}/replay", content=json.dumps(body))
+    first = client.post(f"/dead-letters/{position}/replay", content=json.dumps(body), headers=JSON)
     assert first.status_code == 200, first.text
     assert first.json()["published"] is True
     other = next(i["position"] for i in letters if i["position"] != position)
-    again = client.post(f"/dead-letters/{other}/replay", content=json.dumps(body))
+    again = client.post(f"/dead-letters/{other}/replay", content=json.dumps(body), headers=JSON)
     assert again.status_code == 200 and again.json()["published"] is False
     assert again.json()["event_id"] == first.json()["event_id"]
     row = wait_for(client, audit_id)
@@ -103,7 +104,7 @@ def test_dead_letters_are_listed_shown_and_replayed_once(
     assert client.get("/dead-letters", params={"limit": 0}).status_code == 422
     with live.client() as anonymous:
         assert anonymous.get("/dead-letters").status_code == 401
-        assert anonymous.post(f"/dead-letters/{position}/replay").status_code == 401
+        assert anonymous.post(f"/dead-letters/{position}/replay", headers=JSON).status_code == 401
 
 
 def test_backtest_reports_what_a_shorter_grace_would_have_failed(

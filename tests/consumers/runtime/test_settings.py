@@ -141,12 +141,12 @@ def test_every_invalid_value_is_named_at_once(monkeypatch: pytest.MonkeyPatch) -
 
 def test_secrets_are_not_shown(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AUDITREC_CLOUDFLARE_API_TOKEN", "cf-token-secret")
-    monkeypatch.setenv("AUDITREC_API_TOKENS", "tok-one, tok-two")
+    monkeypatch.setenv("AUDITREC_API_TOKENS", "tok-one-0123456789, tok-two-0123456789")
     settings = load_settings()
-    assert "cf-token-secret" not in repr(settings) and "tok-one" not in repr(settings)
+    assert "cf-token-secret" not in repr(settings) and "tok-one-0123456789" not in repr(settings)
     assert settings.cloudflare_api_token is not None
     assert settings.cloudflare_api_token.get_secret_value() == "cf-token-secret"
-    assert settings.api_token_list() == ["tok-one", "tok-two"]
+    assert settings.api_token_list() == ["tok-one-0123456789", "tok-two-0123456789"]
 
 
 def test_settings_are_frozen() -> None:
@@ -178,3 +178,36 @@ def test_load_settings_warns_of_unknown_variables(monkeypatch: pytest.MonkeyPatc
     assert settings.probe_budget == 1000  # the misspelled one changed nothing
     assert {"event": "unknown variable AUDITREC_PROBE_BUDGT (did you mean AUDITREC_PROBE_BUDGET?)",
             "log_level": "warning"} in logs  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("overrides", "refused"),
+    [
+        ({}, False),
+        ({"api_host": "localhost"}, False),
+        ({"api_host": "127.0.0.5"}, False),
+        ({"api_host": "::1"}, False),
+        ({"api_host": "0.0.0.0"}, True),
+        ({"api_host": "::"}, True),
+        ({"api_host": "10.0.0.7"}, True),
+        ({"api_host": "api.internal"}, True),  # a name may resolve anywhere
+        ({"api_host": "0.0.0.0", "api_allow_open": "true"}, False),
+        ({"api_host": "0.0.0.0", "api_tokens": "ops:0123456789abcdef:operate"}, False),
+        ({"api_tokens": "ops:0123456789abcde:operate"}, True),  # 15 characters
+    ],
+)
+def test_the_api_runs_without_tokens_on_loopback_only_unless_allowed(
+    overrides: dict[str, str], refused: bool
+) -> None:
+    refusal = load_settings(**overrides).api_refusal()
+
+    assert (refusal is not None) == refused, refusal
+    if refused:
+        assert "AUDITREC_API_TOKENS" in (refusal or "")
+        assert "0123456789abcde" not in (refusal or "")
+
+
+def test_the_allowed_hosts_are_the_loopback_names_by_default() -> None:
+    assert load_settings().allowed_hosts() == {"localhost", "127.0.0.1", "[::1]"}
+    custom = load_settings(api_allowed_hosts="Auditrec-API., localhost ,")
+    assert custom.allowed_hosts() == {"auditrec-api", "localhost"}

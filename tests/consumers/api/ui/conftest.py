@@ -42,7 +42,7 @@ CHROMIUM_FLAGS = (
     "--disable-dev-shm-usage",
     "--window-size=1280,1000",
 )
-TOKENS = "admin:admin-secret-1:operate,viewer:viewer-secret-2:read"
+TOKENS = "admin:admin-secret-0001:operate,viewer:viewer-secret-0002:read"
 
 
 def _require_chromium() -> None:

@@ -16,23 +16,23 @@ T = 1_800_000_000.0
 
 
 def test_a_token_opens_a_session_its_cookie_proves_without_holding_the_token() -> None:
-    creds = credentials("ops:s3cret-token:operate", "ro:r3ad-token:read")
-    credential = creds.match("s3cret-token")
+    creds = credentials("ops:s3cret-token-0123456789:operate", "ro:r3ad-token-0123456789:read")
+    credential = creds.match("s3cret-token-0123456789")
     assert credential is not None and credential.name == "ops"
     cookie, session = creds.open_session(credential, now=T)
-    assert "s3cret-token" not in cookie
+    assert "s3cret-token-0123456789" not in cookie
     again = creds.session(cookie, now=T + 60)
     assert again is not None and again.name == "ops" and again.can("operate")
     assert again.csrf() == session.csrf()
 
 
 def test_a_cookie_forged_expired_or_of_a_removed_token_is_no_session() -> None:
-    creds = credentials("ops:s3cret-token:operate", "ro:r3ad-token:read")
-    ro = creds.match("r3ad-token")
+    creds = credentials("ops:s3cret-token-0123456789:operate", "ro:r3ad-token-0123456789:read")
+    ro = creds.match("r3ad-token-0123456789")
     assert ro is not None
     cookie, _ = creds.open_session(ro, now=T)
     body, signature = cookie.split(".")
-    ops_cookie, _ = creds.open_session(creds.match("s3cret-token"), now=T)  # type: ignore[arg-type]
+    ops_cookie, _ = creds.open_session(creds.match("s3cret-token-0123456789"), now=T)  # type: ignore[arg-type]
     # the payload of one session under the signature of another: refused
     assert creds.session(f"{ops_cookie.split('.')[0]}.{signature}", now=T) is None
     # a signature changed in one character (the first: all its bits count, unlike the last
@@ -43,14 +43,14 @@ def test_a_cookie_forged_expired_or_of_a_removed_token_is_no_session() -> None:
     assert creds.session(None, now=T) is None
     assert creds.session(cookie, now=T + SESSION_SECONDS + 1) is None
     # the token is removed from the configuration: its sessions end
-    assert credentials("ops:s3cret-token:operate").session(cookie, now=T) is None
+    assert credentials("ops:s3cret-token-0123456789:operate").session(cookie, now=T) is None
     # the same token under the same name in another process: the session holds
-    assert credentials("ro:r3ad-token:read").session(cookie, now=T) is not None
+    assert credentials("ro:r3ad-token-0123456789:read").session(cookie, now=T) is not None
 
 
 def test_csrf_tokens_are_bound_to_their_session() -> None:
-    creds = credentials("ops:s3cret-token:operate")
-    credential = creds.match("s3cret-token")
+    creds = credentials("ops:s3cret-token-0123456789:operate")
+    credential = creds.match("s3cret-token-0123456789")
     assert credential is not None
     _, one = creds.open_session(credential, now=T)
     _, two = creds.open_session(credential, now=T)
@@ -60,8 +60,9 @@ def test_csrf_tokens_are_bound_to_their_session() -> None:
 
 
 def test_scopes_named_entries_and_bare_tokens() -> None:
-    creds = credentials("bare-token", "ro:r:read", "pub:p:publish")
-    bare, ro, pub = creds.match("bare-token"), creds.match("r"), creds.match("p")
+    b, r, p = "bare-token-0123456789", "r" * 16, "p" * 16
+    creds = credentials(b, f"ro:{r}:read", f"pub:{p}:publish")
+    bare, ro, pub = creds.match(b), creds.match(r), creds.match(p)
     assert bare is not None and bare.name == "token-1"
     assert bare.can("operate") and bare.can("read")
     assert ro is not None and ro.can("read") and not ro.can("publish") and not ro.can("operate")

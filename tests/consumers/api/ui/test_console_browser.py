@@ -35,7 +35,7 @@ def test_the_console_end_to_end_in_chromium(
     assert text_of(driver, "#login-error") == "unknown token"
 
     # a read-only token reads the overview but may not release the brake (403 page)
-    sign_in(driver, serve, "viewer-secret-2")
+    sign_in(driver, serve, "viewer-secret-0002")
     assert text_of(driver, "#who") == "signed in as viewer"
     assert figures(driver)["running"] == "6"
     submit(driver, "brake-release")
@@ -53,10 +53,10 @@ def test_the_console_end_to_end_in_chromium(
     assert "/ui/login" in driver.current_url  # the session is gone with the cookie
 
     # an operator signs in: the cookie is HTTP-only, SameSite=Strict, and holds no token
-    sign_in(driver, serve, "admin-secret-1")
+    sign_in(driver, serve, "admin-secret-0001")
     [cookie] = driver.get_cookies()
     assert cookie["httpOnly"] is True and cookie["sameSite"] == "Strict"
-    assert "admin-secret-1" not in cookie["value"]
+    assert "admin-secret-0001" not in cookie["value"]
 
     # the overview's figures of the known data set
     assert figures(driver) == {"running": "6", "completed": "1", "failed": "3", "stale": "5"}
@@ -240,9 +240,9 @@ def test_the_console_end_to_end_in_chromium(
     with httpx.Client(base_url=serve.url) as client:
         bare = client.post("/ui/brake/discard", data={"csrf": csrf_of_admin, "confirm": "yes"})
         assert bare.status_code == 403 and "no valid session" in bare.text
-        viewer = client.post("/ui/login", data={"token": "viewer-secret-2"})
+        viewer = client.post("/ui/login", data={"token": "viewer-secret-0002"})
         assert viewer.status_code == 303
-        assert "viewer-secret-2" not in viewer.headers["set-cookie"]
+        assert "viewer-secret-0002" not in viewer.headers["set-cookie"]
         crossed = client.post("/ui/brake/discard", data={"csrf": csrf_of_admin, "confirm": "yes"})
         assert crossed.status_code == 403 and "CSRF" in crossed.text
         client.cookies.clear()

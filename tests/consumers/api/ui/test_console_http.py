@@ -16,6 +16,7 @@ from consumers.eventlog.codec import encode
 from consumers.workflows.simulator.server import SimulatorServer
 from tests.consumers.api.conftest import (
     API_AND_PIPELINE,
+    JSON,
     LiveServer,
     publish,
     server_settings,
@@ -62,7 +63,7 @@ def test_without_tokens_the_console_is_open_and_its_forms_still_need_their_sessi
 def test_pages_answer_bad_input_naming_it_and_login_never_leaves_the_console(
     tmp_path: Path, simulator: SimulatorServer
 ) -> None:
-    settings = server_settings(tmp_path, simulator, api_tokens="ops:op-secret:operate")
+    settings = server_settings(tmp_path, simulator, api_tokens="ops:op-secret-0123456789:operate")
     with (
         LiveServer(["api"], **settings) as live,
         httpx.Client(base_url=live.url) as client,
@@ -71,10 +72,10 @@ def test_pages_answer_bad_input_naming_it_and_login_never_leaves_the_console(
         login = client.get("/ui/login", params={"next": "//evil.example/x"})
         assert 'name="next" value="/ui"' in login.text
         signed = client.post(
-            "/ui/login", data={"token": "op-secret", "next": "https://evil.example/"}
+            "/ui/login", data={"token": "op-secret-0123456789", "next": "https://evil.example/"}
         )
         assert signed.status_code == 303 and signed.headers["location"] == "/ui"
-        assert "op-secret" not in signed.headers["set-cookie"]
+        assert "op-secret-0123456789" not in signed.headers["set-cookie"]
         # the API itself still wants its bearer token: the console's cookie is not one
         assert client.get("/audits").status_code == 401
         bad = client.get("/ui/audits", params={"running_longer_than": "soon", "code": "nope"})
@@ -114,7 +115,7 @@ def test_the_audits_page_pages_by_keyset_and_filters_what_shadow_mode_would_fail
     with LiveServer(API_AND_PIPELINE, **settings) as live, live.client() as client:
         live.wait_pipeline_live()
         assert client.post("/events", json=started).status_code == 202
-        swept = client.post("/sweep")
+        swept = client.post("/sweep", headers=JSON)
         assert swept.status_code == 200, swept.text
         assert swept.json()["pending"] == 0
 

@@ -1,0 +1,53 @@
+"""What ``serve`` refuses before it listens, so the record never depends on a setting left
+out: an API without tokens beyond loopback, and a token short enough to guess. ``doctor``
+says the same. The process boundary is what is tested (its exit code at start-up)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.cli import run, run_process
+
+# Were the refusal missing, serve would run until the timeout (and the test fail with it).
+START = 30.0
+
+
+def test_an_api_without_tokens_beyond_loopback_is_refused(env: dict[str, str]) -> None:
+    refused = run_process(
+        "serve", "--only", "api", env={**env, "AUDITREC_API_HOST": "0.0.0.0"}, timeout=START
+    )
+
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert "AUDITREC_API_TOKENS" in refused.stderr
+    assert "AUDITREC_API_ALLOW_OPEN" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+def test_a_token_shorter_than_16_characters_is_refused_by_name_never_its_secret(
+    env: dict[str, str],
+) -> None:
+    tokens = "viewer:a-long-enough-token-0001:read,ops:hunter2:operate"
+    refused = run_process(
+        "serve", "--only", "api", env={**env, "AUDITREC_API_TOKENS": tokens}, timeout=START
+    )
+
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert "AUDITREC_API_TOKENS: entry 2 ('ops')" in refused.stderr
+    assert "shorter than 16 characters" in refused.stderr
+    assert "hunter2" not in refused.stdout + refused.stderr
+
+
+def test_doctor_fails_the_api_check_with_the_same_refusal(env: dict[str, str]) -> None:
+    exposed = run("doctor", "--json", env={**env, "AUDITREC_API_HOST": "0.0.0.0"})
+    short = run("doctor", "--json", env={**env, "AUDITREC_API_TOKENS": "hunter2"})
+    fine = run("doctor", "--json", env=env)
+
+    api = {
+        name: next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "api")
+        for name, r in (("exposed", exposed), ("short", short), ("fine", fine))
+    }
+    assert exposed.returncode == 1 and not api["exposed"]["ok"]
+    assert "AUDITREC_API_TOKENS" in api["exposed"]["fix"]
+    assert not api["short"]["ok"] and "'token-1'" in api["short"]["fix"]
+    assert "hunter2" not in short.stdout + short.stderr
+    assert api["fine"]["ok"] and "open (no tokens) on 127.0.0.1" in api["fine"]["detail"]
