@@ -51,7 +51,7 @@ from consumers.api.audits import add_audit_routes
 from consumers.api.backtest import add_backtest_routes
 from consumers.api.brake import add_brake_routes
 from consumers.api.commands import add_command_routes
-from consumers.api.crosssite import HostCheck, JsonPosts
+from consumers.api.crosssite import HostCheck, JsonPosts, SecurityHeaders
 from consumers.api.deadletters import add_dead_letter_routes
 from consumers.api.errors import install_error_handlers
 from consumers.api.guards import BodyLimit, token_check
@@ -104,6 +104,7 @@ def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
         app.add_middleware(HostCheck, allowed=settings.allowed_hosts())
     app.add_middleware(Draining, state=closing or Closing())
     app.add_middleware(RequestMetrics)
+    app.add_middleware(SecurityHeaders)  # outermost: every answer carries them
 
     guarded = [Depends(token_check(tokens))] if tokens else []
     public = APIRouter(tags=["operations"])

@@ -11,6 +11,9 @@ visits (DESIGN §10):
   ``AUDITREC_API_ALLOWED_HOSTS`` (any port), 421 otherwise, so a page whose name is made to
   resolve to this address (DNS rebinding) gets nothing from it. ``/healthz``, ``/readyz`` and
   ``/metrics`` answer any ``Host``: kubelets and scrapers send the pod's address.
+- :class:`SecurityHeaders`: no answer may be framed, sniffed into another type or leak its
+  address in a ``Referer``; the console's pages also carry a Content-Security-Policy that
+  allows only this origin's own styles, scripts, images and form targets (no inline script).
 """
 
 from __future__ import annotations
@@ -20,16 +23,18 @@ from typing import Final
 
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from consumers.operations.contracts.cloudevents import BATCH, STRUCTURED, is_binary
 
 __all__ = [
     "ANY_HOST",
+    "CONSOLE_POLICY",
     "JSON_TYPES",
     "UNCHECKED_HOST_PATHS",
     "HostCheck",
     "JsonPosts",
+    "SecurityHeaders",
     "host_name",
 ]
 
@@ -37,6 +42,15 @@ JSON_TYPES: Final = frozenset({"application/json", STRUCTURED, BATCH})
 UNCHECKED_HOST_PATHS: Final = frozenset({"/healthz", "/readyz", "/metrics"})
 ANY_HOST: Final = "*"
 _CONSOLE: Final = "/ui"
+CONSOLE_POLICY: Final = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+_EVERY_ANSWER: Final = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+)
 
 
 def _console(path: str) -> bool:
@@ -104,3 +118,27 @@ class HostCheck:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+class SecurityHeaders:
+    """``nosniff``, ``DENY`` framing and no referrer on every answer; the console's pages
+    also get :data:`CONSOLE_POLICY`. (The API's own ``/docs`` page runs Swagger UI's inline
+    start-up script, so the policy is the console's only.)"""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        added = list(_EVERY_ANSWER)
+        if _console(scope["path"]):
+            added.append((b"content-security-policy", CONSOLE_POLICY.encode()))
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *added]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)

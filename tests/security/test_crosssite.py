@@ -116,3 +116,24 @@ def test_allowed_hosts_name_the_api_and_tokens_end_the_check(
         assert client.get("/audits", headers={"host": "localhost"}).status_code == 421
     with LiveServer(["api"], **tokened) as live, live.client(token) as client:
         assert client.get("/audits", headers={"host": EVIL}).status_code == 200
+
+
+def test_no_answer_may_be_framed_or_sniffed_and_the_console_allows_only_its_own_origin(
+    open_api: LiveServer,
+) -> None:
+    with open_api.client() as client:
+        answers = {
+            "api": client.get("/healthz"),
+            "refused": client.post("/sweep"),  # a 415 made before any route
+            "console": client.get("/ui/login"),
+            "console style": client.get("/ui/static/console.css"),
+        }
+
+    for name, answer in answers.items():
+        assert answer.headers["x-frame-options"] == "DENY", name
+        assert answer.headers["x-content-type-options"] == "nosniff", name
+        assert answer.headers["referrer-policy"] == "no-referrer", name
+    policy = answers["console"].headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in policy and "script-src 'self'" in policy
+    assert "'unsafe-inline'" not in policy
+    assert "content-security-policy" not in answers["api"].headers
