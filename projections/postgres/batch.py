@@ -64,7 +64,8 @@ async def apply_batch(
     stored with the history), so the history is copied without looking its ids up first:
     the unique ``event_id`` refuses a batch holding one (the log held it twice, or another
     writer applied it meanwhile), and only then is the batch copied again without the
-    events recorded (a savepoint keeps the rest of the transaction)."""
+    events recorded, folded onto the rows read again (a savepoint keeps the rest of the
+    transaction)."""
     rows = await load_rows(conn, {e.audit_id for e, _ in events}) if events else {}
     fresh = unseen(events, set())
     history = _History(conn, schema, events, bodies, rows, now)
@@ -75,7 +76,12 @@ async def apply_batch(
             async with conn.transaction():  # a savepoint
                 await history.copy(fresh)
         except asyncpg.UniqueViolationError:
+            # Another writer committed some of these events since the rows were loaded: its
+            # rows are read again (after the events, so they hold all of them), else an
+            # event folded onto an audit it had just inserted would be folded onto nothing.
             fresh = unseen(events, await recorded(conn, events))
+            rows = await load_rows(conn, {e.audit_id for e, _ in events})
+            history.rows = rows
             await history.copy(fresh)
     changed = history.folding.changed()
     folded_from = {audit_id: row.version for audit_id, row in rows.items()}

@@ -16,6 +16,7 @@ import asyncpg
 import pytest
 
 from projections.factory import open_store
+from projections.postgres.batch import apply_batch
 from projections.postgres.rows import UPDATE_FROM_STAGE
 from projections.postgres.store import SCHEMA_VERSION, PostgresStore
 from projections.store import ProjectionStore
@@ -353,6 +354,30 @@ async def test_a_new_audit_another_writer_inserts_meanwhile_is_a_retriable_loss(
     assert result.applied == 2
     row = await pg.audits.get("a-1")
     assert row is not None and row.version == 8 and row.state.pages_crawled == 3
+
+
+async def test_a_batch_holding_the_start_another_writer_applies_meanwhile_folds_onto_its_row(
+    pg: PostgresStore,
+) -> None:
+    """Two writers hold an audit's start; one commits it while the other's copy waits. The
+    other skips the start and folds the rest onto the row just inserted, not onto nothing
+    (which kept the rest as history only: the row lost an event and nobody noticed)."""
+    start = positioned([started("a-1", at(0))])
+    batch = [*start, *positioned([progressed("a-1", at(1), pages_crawled=3)])]
+    other = await pg.pool.acquire()
+    try:
+        async with other.transaction():  # the other writer: its start is not yet visible
+            await apply_batch(other, pg.schema, start, {}, "other", None, at(0))
+            write = asyncio.create_task(pg.writer.apply(batch, next_offsets(batch), CONSUMER))
+            await asyncio.sleep(0.5)  # the copy waits for the other writer's start
+            assert not write.done()
+        result = await write
+    finally:
+        await pg.pool.release(other)
+    assert result.applied == 1
+    row = await pg.audits.get("a-1")
+    assert row is not None and same_row(row, pure_fold([e for e, _ in batch])["a-1"])
+    assert row.version == 2 and row.state.pages_crawled == 3
 
 
 # -- the watchdog query plan and apply throughput -------------------------------------------
