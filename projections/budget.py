@@ -1,6 +1,10 @@
 """The probe budget's port: the Workflows API's requests per sliding window and its 429
 pauses, shared by every process probing one account.
 
+Each request is recorded with its spender (``on_demand``, ``watchdog``, ...). A spender may be
+held to a share of the window (``share``: at most that many of the window's requests are its
+own), checked in the same atomic step that takes the slot, so the cap holds across processes.
+
 Users: the Workflows client's rate limit (``consumers/workflows/ratelimit.py``).
 """
 
@@ -17,10 +21,19 @@ __all__ = ["RequestBudget"]
 class RequestBudget(ABC):
     @abstractmethod
     async def take_request_slot(
-        self, account: str, now: datetime, budget: int, window_s: float
+        self,
+        account: str,
+        now: datetime,
+        budget: int,
+        window_s: float,
+        *,
+        spender: str = "other",
+        share: int | None = None,
     ) -> RequestSlot:
-        """Take one of ``budget`` requests per sliding ``window_s`` seconds for ``account``,
-        unless ``account`` is paused at ``now``."""
+        """Take one of ``budget`` requests per sliding ``window_s`` seconds for ``account`` on
+        behalf of ``spender``, unless ``account`` is paused at ``now``, or ``share`` is given
+        and ``spender`` already holds that many of the window's requests (then the answer says
+        ``share_spent`` and when its oldest leaves the window)."""
 
     @abstractmethod
     async def pause_requests(self, account: str, until: datetime) -> None:
@@ -30,4 +43,7 @@ class RequestBudget(ABC):
     async def requests_paused_until(self, account: str, now: datetime) -> datetime | None: ...
 
     @abstractmethod
-    async def requests_in_window(self, account: str, now: datetime, window_s: float) -> int: ...
+    async def requests_in_window(
+        self, account: str, now: datetime, window_s: float, *, spender: str | None = None
+    ) -> int:
+        """The window's requests of ``account`` (only ``spender``'s when given)."""

@@ -59,6 +59,7 @@ def add_audit_routes(private: APIRouter, ops: Operations) -> None:
     ) -> dict[str, Any]:
         result = await ops.status(audit_id, probe=probe, inline=False)
         body = row_dict(result.row)
+        body["probed"] = result.probed
         body["reconciliation"] = result.outcome.as_dict() if result.outcome is not None else None
         body["note"] = result.note
         return body

@@ -73,6 +73,12 @@ Audit = create_model(
 
 
 class AuditStatus(Audit):
+    probed: bool = Field(
+        default=False,
+        description="Whether this request probed the workflow; `false` with a `note` saying "
+        "why not (observed recently, the status reads' share of the probe budget spent, no "
+        "running `auditrec serve`, `probe=false`, not running).",
+    )
     reconciliation: Outcome | None = Field(
         default=None, description="Present when this request probed the workflow."
     )

@@ -2,7 +2,9 @@
 
 Each ``ProbeRequested`` yields exactly one ``WorkflowStatusObserved`` or
 ``WorkflowProbeFailed`` whose id is derived from the request's id and whose ``causation_id``
-is the request's id. Requests for the same instance in one batch share one API call.
+is the request's id. Requests for the same instance in one batch share one API call, which
+takes a slot of the probe budget for the status reads only when every request for it is a
+status read's (their share of the budget caps them), else for the watchdog or the operator.
 An audit without an instance id is observed ``not_attached`` without a call, and one whose
 instance a watchdog tick found alive in the workflow's listing (``data.listed``) is observed
 from the listing (``source: "listing"``) without a call. Requests older
@@ -28,11 +30,13 @@ from consumers.eventlog.port import EventLog, OutRecord, Record
 from consumers.runtime.metrics import PROBE_BUDGET_LEFT, PROBES
 from consumers.workflows.answers import PROBABLE_CAUSE
 from consumers.workflows.client import InstanceStatus, ProbeFailure, WorkflowsClient
+from consumers.workflows.ratelimit import OTHER
 from statemachine.errors import AuditrecError, DecodeError
 from statemachine.events import (
     Listed,
     ProbeFailureReason,
     ProbeRequested,
+    Trigger,
     WorkflowProbeFailed,
     WorkflowProbeFailedData,
     WorkflowStatusObserved,
@@ -56,6 +60,17 @@ def _wait(group: list[tuple[tuple[str, int], ProbeRequested]], now: datetime) ->
     """How long the requests for one instance may wait for the API: the latest bound given."""
     bounds = [r.data.answer_by for _, r in group if r.data.answer_by is not None]
     return max(0.0, (max(bounds) - now).total_seconds()) if bounds else None
+
+
+def _spender(group: list[tuple[tuple[str, int], ProbeRequested]]) -> str:
+    """Whose budget slot the one call for an instance takes: the status reads' only when
+    every request for it is a status read's (then their share caps it), else the watchdog's
+    when it asked, else the operator's (``manual``)."""
+    triggers = {r.data.trigger for _, r in group}
+    for trigger in (Trigger.WATCHDOG, Trigger.MANUAL):
+        if trigger in triggers:
+            return trigger.value
+    return Trigger.ON_DEMAND.value if triggers else OTHER
 
 
 def _listed(group: list[tuple[tuple[str, int], ProbeRequested]]) -> Listed | None:
@@ -111,7 +126,7 @@ class Probe(LogConsumer):
             by_instance.setdefault(item[1].data.workflow_instance_id, []).append(item)
         results = await asyncio.gather(
             *(
-                self._probe(instance, _wait(group, now), _listed(group))
+                self._probe(instance, _wait(group, now), _listed(group), _spender(group))
                 for instance, group in by_instance.items()
             )
         )
@@ -132,7 +147,7 @@ class Probe(LogConsumer):
         return len(records)
 
     async def _probe(
-        self, instance: str | None, wait: float | None, listed: Listed | None
+        self, instance: str | None, wait: float | None, listed: Listed | None, spender: str
     ) -> tuple[InstanceStatus | ProbeFailure, datetime, Source]:
         if instance is None:
             return InstanceStatus("not_attached", None, None), self.clock(), "instance"
@@ -140,7 +155,7 @@ class Probe(LogConsumer):
             return InstanceStatus(listed.status, None, None), listed.at, "listing"
         try:
             result: InstanceStatus | ProbeFailure = await self.client.get_instance(
-                instance, wait=wait
+                instance, wait=wait, spender=spender
             )
         except AuditrecError:
             # Our own trouble (the client stopped, the store behind the budget unreachable) is

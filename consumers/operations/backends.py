@@ -26,7 +26,7 @@ from consumers.runtime.outages import retrying
 from consumers.runtime.settings import Settings
 from consumers.workflows.client import WorkflowsClient
 from consumers.workflows.discovery import Discovery
-from consumers.workflows.ratelimit import SharedRateLimit
+from consumers.workflows.ratelimit import ON_DEMAND, SharedRateLimit
 from projections.factory import open_store
 from projections.store import ProjectionStore
 from statemachine.longlived import LongLived
@@ -102,16 +102,22 @@ class Backends(LongLived):
                 budget=s.probe_budget,
                 budget_window=s.probe_budget_window.total_seconds(),
                 timeout=s.probe_timeout.total_seconds(),
-                limiter=SharedRateLimit(
-                    self.store.budget,
-                    f"{s.cloudflare_api_url}/accounts/{s.account_id}",
-                    s.probe_budget,
-                    s.probe_budget_window.total_seconds(),
-                    sleep=asyncio.sleep,
-                ),
+                limiter=self.rate_limit(),
             )
             await self._client.start()
         return self._client
+
+    def rate_limit(self) -> SharedRateLimit:
+        """The account's probe budget in the store, with the status reads' share of it."""
+        s = self.settings
+        return SharedRateLimit(
+            self.store.budget,
+            f"{s.cloudflare_api_url}/accounts/{s.account_id}",
+            s.probe_budget,
+            s.probe_budget_window.total_seconds(),
+            shares={ON_DEMAND: s.on_demand_budget_share},
+            sleep=asyncio.sleep,
+        )
 
     async def discovery(self) -> Discovery | None:
         """Bulk discovery for a watchdog, when the settings allow it and probing can work."""

@@ -27,6 +27,7 @@ from consumers.operations.freshness import Freshness
 from consumers.operations.outcomes import Outcome, Summary, await_outcomes
 from consumers.operations.sweeping import sweep
 from consumers.runtime.names import PIPELINE
+from consumers.workflows.ratelimit import ON_DEMAND, SHARE_SPENT, SharedRateLimit
 from projections.row import AuditRow
 from statemachine.errors import NoServer, NotFound
 from statemachine.events import AuditEvent, Trigger
@@ -62,6 +63,7 @@ class Operations:
         # follows a publish waits (bounded) for the projection to have it.
         self._published: OrderedDict[str, tuple[str, float]] = OrderedDict()
         self.freshness = Freshness(backends.log, backends.store)
+        self._budget: SharedRateLimit | None = None
 
     # -- publish ----------------------------------------------------------------------------
 
@@ -122,7 +124,8 @@ class Operations:
         self, audit_id: str, *, probe: bool = True, inline: bool = False
     ) -> StatusResult:
         """The audit's row; a running audit not observed lately is probed first and the row
-        given once the reconciler's outcome is in the projection.
+        given once the reconciler's outcome is in the projection, unless status reads have
+        spent their share of the probe budget (then the row as it is, ``probed=False``).
 
         A read of a terminal audit, or without probing, is one indexed query: no liveness
         query, no freshness wait (unless this process just published for the audit). The
@@ -150,10 +153,26 @@ class Operations:
         recent = self._requested.get(audit_id)
         if (last is not None and (now - last).total_seconds() < interval) or recent is not None:
             return StatusResult(row, probed=False, note="observed recently; not probed again")
+        if await self._reads_budget().share_left(ON_DEMAND) == 0:
+            return StatusResult(row, probed=False, note=self._share_spent_note())
         task = asyncio.create_task(self._probe_now(row, inline))
         self._inflight[audit_id] = task
         task.add_done_callback(lambda t: self._probed(audit_id, t))
         return await asyncio.shield(task)
+
+    def _reads_budget(self) -> SharedRateLimit:
+        if self._budget is None:
+            self._budget = self.backends.rate_limit()
+        return self._budget
+
+    def _share_spent_note(self) -> str:
+        s = self.backends.settings
+        return (
+            "not probed: status reads have spent their share of the probe budget "
+            f"(AUDITREC_ON_DEMAND_BUDGET_SHARE={s.on_demand_budget_share:g} of "
+            f"AUDITREC_PROBE_BUDGET={s.probe_budget} requests per window; the rest is the "
+            "watchdog's and others'); answered from the table"
+        )
 
     def _probed(self, audit_id: str, task: asyncio.Task[StatusResult]) -> None:
         self._inflight.pop(audit_id, None)
@@ -211,6 +230,9 @@ class Operations:
             self.backends.store, request, self.backends.policy, timeout=wait, watch=watch
         )
         fresh = await self.backends.store.audits.get(row.audit_id) or row
+        if trigger == Trigger.ON_DEMAND and SHARE_SPENT in (outcome.reason or ""):
+            # Another read took the share's last slot first: nothing was sent.
+            return StatusResult(fresh, probed=False, outcome=outcome, note=self._share_spent_note())
         note = None
         if outcome.result == "pending":
             note = f"probe requested; outcome not in within {wait:g}s"

@@ -10,7 +10,8 @@ client adds it), timestamps in seconds since the epoch. The set, by who records 
 - reconciler: decisions (by rule, error code, trigger and outcome: failed, held by the brake,
   shadow) and observations judged that changed nothing (by verdict); overturns;
 - probe and the Workflows client: probe outcomes, each API request's latency (by outcome and
-  HTTP status), the budget left, 429 pauses;
+  HTTP status), the budget left, budget slots spent and refused (by spender: on_demand,
+  watchdog, manual, other), 429 pauses;
 - every consumer: lag and the last progress per partition, dead letters (by reason);
 - API: requests and their latency by route and status; ``auditrec_build_info``;
 - the brake, telemetry, component health.
@@ -43,6 +44,7 @@ __all__ = [
     "OVERTURNED",
     "PROBES",
     "PROBE_BUDGET_LEFT",
+    "PROBE_BUDGET_SLOTS",
     "PROBE_PAUSES",
     "PROBE_REQUEST_DURATION",
     "REGISTRY",
@@ -111,6 +113,13 @@ PROBE_REQUEST_DURATION = Histogram(
 PROBE_BUDGET_LEFT = Gauge(
     "auditrec_probe_budget_left",
     "Workflows API requests left in the current budget window.",
+    registry=REGISTRY,
+)
+PROBE_BUDGET_SLOTS = Counter(
+    "auditrec_probe_budget_slots",
+    "Workflows API budget slots, by spender (on_demand: status reads; watchdog; manual; other) "
+    "and result (spent, refused: the budget, the spender's share or a 429 pause held it back).",
+    ["spender", "result"],
     registry=REGISTRY,
 )
 PROBE_PAUSES = Counter(

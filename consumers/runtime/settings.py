@@ -138,6 +138,10 @@ class Settings(BaseSettings):
     (Cloudflare allows 1200 per 5 minutes)."""
     probe_budget_window: Duration = timedelta(minutes=5)
     """The sliding window of the probe budget."""
+    on_demand_budget_share: float = Field(default=0.5, gt=0.0, le=1.0)
+    """The part of each probe budget window that status reads (on-demand probes) may spend, in
+    every process together (0 < share <= 1); past it a read answers from the table with
+    `"probed": false` and why, and the rest of the window stays for the watchdog and others."""
     probe_concurrency: int = Field(default=8, ge=1, le=256)
     """Concurrent Workflows API requests of a process."""
     probe_timeout: Duration = timedelta(seconds=10)

@@ -28,8 +28,9 @@ Policies:
   ``rate_limited`` at once, without sending anything.
 - **Budget**: ``budget`` requests per sliding ``budget_window`` seconds, shared by every caller
   of this client, or by every process probing the account when the limiter is the store's
-  (:class:`~consumers.workflows.ratelimit.SharedRateLimit`). A call waits for a slot to free
-  within its ``wait``; if none frees in time it answers ``rate_limited`` without waiting.
+  (:class:`~consumers.workflows.ratelimit.SharedRateLimit`, which also holds a ``spender`` to
+  its share of the window). A call waits for a slot to free within its ``wait``; if none frees
+  in time it answers ``rate_limited`` without waiting.
 - **Concurrency**: at most ``concurrency`` requests in flight (a semaphore, and the same
   connection limits on the transport). Calls queue for the semaphore without a deadline.
 - **Time**: pauses, the budget window and backoff are measured with ``clock`` (default
@@ -53,6 +54,7 @@ from urllib.parse import quote, urlencode
 
 import httpx
 
+from consumers.runtime.metrics import PROBE_BUDGET_SLOTS
 from consumers.workflows.answers import (
     INSTANCE_STATUSES,
     InstancePage,
@@ -66,7 +68,7 @@ from consumers.workflows.answers import (
     read_instance,
     read_workflow,
 )
-from consumers.workflows.ratelimit import Limiter, RateLimit
+from consumers.workflows.ratelimit import OTHER, Limiter, RateLimit
 from statemachine.errors import ConfigError, InvalidInput, WorkflowsApiError
 from statemachine.events import ProbeFailureReason
 from statemachine.longlived import LongLived
@@ -172,14 +174,15 @@ class WorkflowsClient(LongLived):
     # --- the call ------------------------------------------------------------------------------
 
     async def get_instance(
-        self, instance_id: str, *, wait: float | None = None
+        self, instance_id: str, *, wait: float | None = None, spender: str = OTHER
     ) -> InstanceStatus | ProbeFailure:
         """The instance's status, or why the API could not tell (see the module docstring).
         ``wait``: how long the caller can wait for a free request slot or for a 429 pause to
-        end (default: the request timeout)."""
+        end (default: the request timeout); ``spender``: whose budget slot it takes."""
         if not instance_id:
             raise InvalidInput("workflow instance id must not be empty")
-        answer = await self._call(self._base + _segment(instance_id) + "?simple=true", wait)
+        url = self._base + _segment(instance_id) + "?simple=true"
+        answer = await self._call(url, wait, spender=spender)
         assert not isinstance(answer, InstancePage)
         return answer
 
@@ -191,6 +194,7 @@ class WorkflowsClient(LongLived):
         per_page: int = 100,
         cursor: str | None = None,
         wait: float | None = None,
+        spender: str = OTHER,
     ) -> InstancePage | ProbeFailure:
         """One page of the workflow's instances (created since ``date_start``, in ``status``),
         oldest first, with the cursor of the next page; or why the API could not tell. Retries,
@@ -202,12 +206,13 @@ class WorkflowsClient(LongLived):
             query["date_start"] = date_start.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
         if cursor is not None:
             query["cursor"] = cursor
-        answer = await self._call(self._base.rstrip("/") + "?" + urlencode(query), wait, parse_page)
+        url = self._base.rstrip("/") + "?" + urlencode(query)
+        answer = await self._call(url, wait, parse_page, spender=spender)
         assert not isinstance(answer, InstanceStatus)
         return answer
 
     async def _call(
-        self, url: str, wait: float | None, read: Reader = read_instance
+        self, url: str, wait: float | None, read: Reader = read_instance, *, spender: str
     ) -> InstanceStatus | InstancePage | ProbeFailure:
         """One answer with the retries of the module docstring."""
         if self._client is None:
@@ -215,7 +220,7 @@ class WorkflowsClient(LongLived):
         deadline = self._clock() + (self._timeout if wait is None else max(wait, 0.0))
         attempt = 0
         while True:
-            outcome = await self._attempt(url, max(deadline - self._clock(), 0.0), read)
+            outcome = await self._attempt(url, max(deadline - self._clock(), 0.0), read, spender)
             if not outcome.retriable or attempt >= self._max_retries:
                 return outcome.answer
             if outcome.retry_after is None:
@@ -233,23 +238,24 @@ class WorkflowsClient(LongLived):
         if self._client is None:
             raise WorkflowsApiError("the Workflows client is not started")
         url = self._base.removesuffix("instances/").rstrip("/")
-        outcome = await self._attempt(url, 0.0, read_workflow)
+        outcome = await self._attempt(url, 0.0, read_workflow, OTHER)
         if isinstance(outcome.answer, ProbeFailure):
             return outcome.answer
         return None
 
-    async def _attempt(self, url: str, wait: float, read: Reader) -> Outcome:
+    async def _attempt(self, url: str, wait: float, read: Reader, spender: str) -> Outcome:
         sent = time.monotonic()
-        outcome = await self._send(url, wait, read)
+        outcome = await self._send(url, wait, read, spender)
         if outcome.sent:
             observe(outcome.answer, time.monotonic() - sent)
         return outcome
 
-    async def _send(self, url: str, wait: float, read: Reader) -> Outcome:
+    async def _send(self, url: str, wait: float, read: Reader, spender: str) -> Outcome:
         async with self._semaphore:
             # Admitted as it is sent, so the budget counts requests when they reach the API
             # (a pause holds every request anyway, so waiting here blocks nobody who could go).
-            refused = await self._limit.take(wait)
+            refused = await self._limit.take(wait, spender)
+            PROBE_BUDGET_SLOTS.labels(spender, "spent" if refused is None else "refused").inc()
             if refused is not None:
                 return Outcome(self._failure(_Reason.RATE_LIMITED, None, refused), sent=False)
             client = self._client

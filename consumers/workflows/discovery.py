@@ -14,10 +14,10 @@ end time, or the confirmation that an instance absent from every listing is real
 is ever failed on the listing alone. Listing only the alive statuses keeps its cost to the
 instances that are running, not every instance that ever finished in the window.
 
-The pages are requests like any other: they take slots of the shared budget and wait out 429
-pauses. A listing that fails (the endpoint unsupported, a refusal, the budget, a cursor that
-does not end) answers the :class:`~consumers.workflows.answers.ProbeFailure`; the watchdog then
-probes one audit at a time, as without a listing.
+The pages are requests like any other: they take slots of the shared budget (the watchdog's)
+and wait out 429 pauses. A listing that fails (the endpoint unsupported, a refusal, the budget,
+a cursor that does not end) answers the :class:`~consumers.workflows.answers.ProbeFailure`;
+the watchdog then probes one audit at a time, as without a listing.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 
 from consumers.workflows.answers import ProbeFailure
 from consumers.workflows.client import WorkflowsClient
+from consumers.workflows.ratelimit import WATCHDOG
 from statemachine.events import ProbeFailureReason
 from statemachine.vocabulary import LISTED_ALIVE_STATUSES
 
@@ -83,6 +84,7 @@ class Discovery:
                     per_page=self.per_page,
                     cursor=cursor,
                     wait=max(deadline - time.monotonic(), 0.0),
+                    spender=WATCHDOG,
                 )
                 requests += 1
                 if isinstance(page, ProbeFailure):

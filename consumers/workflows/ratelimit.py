@@ -6,6 +6,11 @@ so every process probing one account shares one budget and one pause (``auditrec
 it). Either way a request waits out a pause or a full window when its caller's bound allows,
 and is answered ``rate_limited`` only when it does not.
 
+Every request is taken for a spender (:data:`ON_DEMAND` for status reads, :data:`WATCHDOG`,
+``manual``, ``other``). :class:`SharedRateLimit` holds a spender to its share of each window
+when given one (the status reads to ``AUDITREC_ON_DEMAND_BUDGET_SHARE``), so the reads never
+take what the watchdog needs; the store checks the share in the step that takes the slot.
+
 Time is ``clock()`` (monotonic seconds) and waiting is ``sleep()``; tests pass a fake pair.
 """
 
@@ -15,7 +20,7 @@ import logging
 import re
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Protocol
@@ -25,11 +30,16 @@ import httpx
 from projections.budget import RequestBudget
 
 __all__ = [
+    "ON_DEMAND",
+    "OTHER",
+    "SHARE_SPENT",
+    "WATCHDOG",
     "Limiter",
     "RateLimit",
     "SharedRateLimit",
     "rate_limit_pause",
     "seconds_from_retry_after",
+    "share_of",
 ]
 
 _DEFAULT_PAUSE = 60.0
@@ -41,15 +51,21 @@ _RATELIMIT_T = re.compile(r"(?:^|;)\s*t=(\d+(?:\.\d+)?)")
 
 logger = logging.getLogger("consumers.workflows.client")
 
+ON_DEMAND = "on_demand"
+WATCHDOG = "watchdog"
+OTHER = "other"
+# How a refusal for a spender's share begins (status reads tell it apart by this).
+SHARE_SPENT = "share of the probe budget spent"
+
 
 class Limiter(Protocol):
     """Admits requests within a budget and holds them during a 429 pause.
 
-    ``take(wait)`` admits one request, waiting up to ``wait`` seconds for a free slot or for a
-    pause to end (a short pause is waited out by the requests queued behind it); it answers
-    ``None`` when admitted, else why not (``rate_limited``)."""
+    ``take(wait, spender)`` admits one request of ``spender``, waiting up to ``wait`` seconds
+    for a free slot or for a pause to end (a short pause is waited out by the requests queued
+    behind it); it answers ``None`` when admitted, else why not (``rate_limited``)."""
 
-    async def take(self, wait: float) -> str | None: ...
+    async def take(self, wait: float, spender: str = OTHER) -> str | None: ...
 
     async def pause(self, seconds: float) -> float: ...
 
@@ -68,7 +84,7 @@ def _paused(left: float) -> str:
 
 class RateLimit:
     """One process's budget: ``budget`` requests per sliding ``window`` seconds, and the pause
-    after a 429, in memory."""
+    after a 429, in memory (every spender alike: no shares)."""
 
     def __init__(
         self,
@@ -101,7 +117,7 @@ class RateLimit:
         until = self.paused_until
         return None if until is None else until - self._clock()
 
-    async def take(self, wait: float) -> str | None:
+    async def take(self, wait: float, spender: str = OTHER) -> str | None:
         deadline = self._clock() + wait
         while True:
             now = self._clock()
@@ -135,9 +151,16 @@ class RateLimit:
             self._sent.popleft()
 
 
+def share_of(budget: int, share: float) -> int:
+    """The requests of a window a spender with ``share`` of ``budget`` may take."""
+    return int(budget * share)
+
+
 class SharedRateLimit:
     """The budget and the 429 pause of one Cloudflare account, shared by every process that
-    probes through it: both live in the store (wall-clock time, as processes share no other)."""
+    probes through it: both live in the store (wall-clock time, as processes share no other).
+    ``shares``: the part of each window a spender may take at most (a spender not named there
+    may take whatever is free)."""
 
     def __init__(
         self,
@@ -146,6 +169,7 @@ class SharedRateLimit:
         budget: int,
         window: float,
         *,
+        shares: Mapping[str, float] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         sleep: Callable[[float], Awaitable[None]],
     ) -> None:
@@ -153,8 +177,25 @@ class SharedRateLimit:
         self._account = account
         self._budget = budget
         self._window = window + ARRIVAL_MARGIN
+        self._shares = {s: share_of(budget, f) for s, f in (shares or {}).items()}
         self._clock = clock
         self._sleep = sleep
+
+    @property
+    def window(self) -> float:
+        """The window slots are held for (the budget's window and the arrival margin)."""
+        return self._window
+
+    async def share_left(self, spender: str) -> int | None:
+        """Requests ``spender`` may still take in this window by its share (``None``: it has
+        no share of its own); the budget as a whole may hold it back sooner."""
+        cap = self._shares.get(spender)
+        if cap is None:
+            return None
+        used = await self._store.requests_in_window(
+            self._account, self._clock(), self._window, spender=spender
+        )
+        return max(cap - used, 0)
 
     async def budget_left(self) -> int:
         used = await self._store.requests_in_window(self._account, self._clock(), self._window)
@@ -165,12 +206,13 @@ class SharedRateLimit:
         until = await self._store.requests_paused_until(self._account, now)
         return None if until is None else (until - now).total_seconds()
 
-    async def take(self, wait: float) -> str | None:
+    async def take(self, wait: float, spender: str = OTHER) -> str | None:
         deadline = self._clock() + timedelta(seconds=wait)
+        share = self._shares.get(spender)
         while True:
             now = self._clock()
             slot = await self._store.take_request_slot(
-                self._account, now, self._budget, self._window
+                self._account, now, self._budget, self._window, spender=spender, share=share
             )
             if slot.granted:
                 return None
@@ -178,6 +220,11 @@ class SharedRateLimit:
             if ready_at > deadline:
                 if slot.paused_until is not None:
                     return _paused((slot.paused_until - now).total_seconds())
+                if slot.share_spent:
+                    return (
+                        f"{spender} {SHARE_SPENT}: {share} of {self._budget} requests per "
+                        "window, the rest kept for the watchdog and others"
+                    )
                 return "request budget exhausted (shared by every process probing this account)"
             await self._sleep(max((ready_at - now).total_seconds(), 0.001))
 

@@ -19,7 +19,14 @@ class PostgresBudget(RequestBudget):
         self.db = db
 
     async def take_request_slot(
-        self, account: str, now: datetime, budget: int, window_s: float
+        self,
+        account: str,
+        now: datetime,
+        budget: int,
+        window_s: float,
+        *,
+        spender: str = "other",
+        share: int | None = None,
     ) -> RequestSlot:
         horizon = now - timedelta(seconds=window_s)
         with self.db.errors("take a Workflows API request slot"):
@@ -38,16 +45,30 @@ class PostgresBudget(RequestBudget):
                     account,
                     horizon,
                 )
-                count, oldest, newest = await conn.fetchrow(
-                    "SELECT count(*), min(sent_at), max(sent_at) FROM api_requests "
-                    "WHERE account = $1",
+                count, oldest, newest, own, own_oldest = await conn.fetchrow(
+                    "SELECT count(*), min(sent_at), max(sent_at), "
+                    "count(*) FILTER (WHERE spender = $2), "
+                    "min(sent_at) FILTER (WHERE spender = $2) "
+                    "FROM api_requests WHERE account = $1",
                     account,
+                    spender,
                 )
+                if share is not None and own >= share:
+                    return RequestSlot(
+                        False,
+                        frees_at=(own_oldest or now) + timedelta(seconds=window_s),
+                        share_spent=True,
+                    )
                 if count < budget:
                     # Never older than a slot already taken: a caller whose clock read came
                     # before another's lock must not free its slot early.
                     taken = max(now, newest or now)
-                    await conn.execute("INSERT INTO api_requests VALUES ($1, $2)", account, taken)
+                    await conn.execute(
+                        "INSERT INTO api_requests (account, sent_at, spender) VALUES ($1, $2, $3)",
+                        account,
+                        taken,
+                        spender,
+                    )
                     return RequestSlot(True)
                 return RequestSlot(False, frees_at=oldest + timedelta(seconds=window_s))
 
@@ -67,11 +88,15 @@ class PostgresBudget(RequestBudget):
             )
         return until
 
-    async def requests_in_window(self, account: str, now: datetime, window_s: float) -> int:
+    async def requests_in_window(
+        self, account: str, now: datetime, window_s: float, *, spender: str | None = None
+    ) -> int:
         with self.db.errors("count Workflows API requests"):
             count = await self.db.pool.fetchval(
-                "SELECT count(*) FROM api_requests WHERE account = $1 AND sent_at > $2",
+                "SELECT count(*) FROM api_requests WHERE account = $1 AND sent_at > $2 "
+                "AND ($3::text IS NULL OR spender = $3)",
                 account,
                 now - timedelta(seconds=window_s),
+                spender,
             )
         return int(count)

@@ -150,6 +150,14 @@ ALTER TABLE audit_events DROP CONSTRAINT audit_events_pkey;
 ALTER TABLE audit_events REPLICA IDENTITY USING INDEX audit_events_event_id_key;
 """,
     ),
+    (
+        6,
+        """
+-- Who spent each request of the Workflows API budget, so a spender's share (the status reads')
+-- is capped in the same locked step that takes a slot.
+ALTER TABLE api_requests ADD COLUMN spender text NOT NULL DEFAULT 'other';
+""",
+    ),
 )
 # What a rebuild runs once it has emptied audit_events (kept as jsonb by migration 4).
 BODY_AS_JSON = (

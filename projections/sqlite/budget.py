@@ -20,7 +20,14 @@ class SQLiteBudget(RequestBudget):
         self.db = db
 
     async def take_request_slot(
-        self, account: str, now: datetime, budget: int, window_s: float
+        self,
+        account: str,
+        now: datetime,
+        budget: int,
+        window_s: float,
+        *,
+        spender: str = "other",
+        share: int | None = None,
     ) -> RequestSlot:
         stamp = to_micros(now)
         assert stamp is not None
@@ -37,16 +44,27 @@ class SQLiteBudget(RequestBudget):
                     "DELETE FROM api_requests WHERE account = ? AND sent_at <= ?",
                     (account, horizon),
                 )
-                count, oldest, newest = conn.execute(
-                    "SELECT count(*), min(sent_at), max(sent_at) FROM api_requests "
-                    "WHERE account = ?",
-                    (account,),
+                count, oldest, newest, own, own_oldest = conn.execute(
+                    "SELECT count(*), min(sent_at), max(sent_at), "
+                    "count(*) FILTER (WHERE spender = ?), "
+                    "min(sent_at) FILTER (WHERE spender = ?) "
+                    "FROM api_requests WHERE account = ?",
+                    (spender, spender, account),
                 ).fetchone()
+                if share is not None and own >= share:
+                    frees = from_micros(own_oldest) if own else now
+                    assert frees is not None
+                    return RequestSlot(
+                        False, frees_at=frees + timedelta(seconds=window_s), share_spent=True
+                    )
                 if count < budget:
                     # Never older than a slot already taken: a caller whose clock read came
                     # before another's lock must not free its slot early.
                     taken = stamp if newest is None else max(stamp, int(newest))
-                    conn.execute("INSERT INTO api_requests VALUES (?, ?)", (account, taken))
+                    conn.execute(
+                        "INSERT INTO api_requests (account, sent_at, spender) VALUES (?, ?, ?)",
+                        (account, taken, spender),
+                    )
                     return RequestSlot(True)
                 frees = from_micros(oldest)
                 assert frees is not None
@@ -73,13 +91,17 @@ class SQLiteBudget(RequestBudget):
 
         return await self.db.run(work)
 
-    async def requests_in_window(self, account: str, now: datetime, window_s: float) -> int:
+    async def requests_in_window(
+        self, account: str, now: datetime, window_s: float, *, spender: str | None = None
+    ) -> int:
         horizon = to_micros(now - timedelta(seconds=window_s))
+        mine = "" if spender is None else " AND spender = ?"
+        params = (account, horizon) if spender is None else (account, horizon, spender)
 
         def work() -> int:
             row = self.db.conn.execute(
-                "SELECT count(*) FROM api_requests WHERE account = ? AND sent_at > ?",
-                (account, horizon),
+                f"SELECT count(*) FROM api_requests WHERE account = ? AND sent_at > ?{mine}",
+                params,
             ).fetchone()
             return int(row[0])
 

@@ -13,7 +13,7 @@ from projections.row import COLUMN_KINDS, ColumnKind
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "upgrade"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _TYPE_OF_KIND: dict[ColumnKind, str] = {
     "text": "TEXT",
     "integer": "INTEGER",
@@ -66,7 +66,9 @@ CREATE TABLE IF NOT EXISTS ticks (
     name TEXT NOT NULL, slot INTEGER NOT NULL, owner TEXT NOT NULL, claimed_at INTEGER NOT NULL,
     PRIMARY KEY (name, slot)
 );
-CREATE TABLE IF NOT EXISTS api_requests (account TEXT NOT NULL, sent_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS api_requests (
+    account TEXT NOT NULL, sent_at INTEGER NOT NULL, spender TEXT NOT NULL DEFAULT 'other'
+);
 CREATE INDEX IF NOT EXISTS api_requests_window ON api_requests (account, sent_at);
 CREATE TABLE IF NOT EXISTS api_pauses (account TEXT PRIMARY KEY, until INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS sweeps (
@@ -91,11 +93,14 @@ SCHEMA = _SCHEMA_TEMPLATE.replace("{audits}", _AUDITS)
 
 def upgrade(conn: sqlite3.Connection) -> None:
     """Bring a file made by an older version up to :data:`SCHEMA_VERSION` (in the caller's
-    transaction): add the ``audits`` columns it lacks, then the indexes that use them."""
+    transaction): add the ``audits`` columns it lacks, then the indexes that use them, and the
+    budget's ``spender`` column."""
     present = {row[1] for row in conn.execute("PRAGMA table_info(audits)")}
     for column, kind in COLUMN_KINDS.items():
         if column not in present:
             conn.execute(f"ALTER TABLE audits ADD COLUMN {column} {_TYPE_OF_KIND[kind]}")
+    if "spender" not in {row[1] for row in conn.execute("PRAGMA table_info(api_requests)")}:
+        conn.execute("ALTER TABLE api_requests ADD COLUMN spender TEXT NOT NULL DEFAULT 'other'")
     conn.execute(
         "CREATE INDEX IF NOT EXISTS audits_held ON audits (held_at) "
         "WHERE held_decision_id IS NOT NULL"

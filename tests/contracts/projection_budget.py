@@ -55,3 +55,53 @@ class RequestBudgetContract(StoreFixtures):
             assert (
                 await other.budget.take_request_slot("acct", at(seconds=30), 100, 300.0)
             ).granted
+
+    async def test_a_spender_share_is_capped_across_processes(
+        self, store: ProjectionStore, make_store: MakeStore
+    ) -> None:
+        async with make_store() as other:
+            # given a budget of 4 requests per 10 s, of which status reads may take 2
+            reads = [
+                await s.budget.take_request_slot(
+                    "acct", at(seconds=i), 4, 10.0, spender="on_demand", share=2
+                )
+                for i, s in enumerate([store, other, store])
+            ]
+
+            # then the third read is refused for the share, from either process, and says
+            # when the readers' oldest request leaves the window
+            assert [r.granted for r in reads] == [True, True, False]
+            assert (reads[2].share_spent, reads[2].frees_at) == (True, at(seconds=10))
+            # and the rest of the window stays for the watchdog
+            watchdog = [
+                await s.budget.take_request_slot("acct", at(seconds=3), 4, 10.0, spender="watchdog")
+                for s in (other, store, other)
+            ]
+            assert [w.granted for w in watchdog] == [True, True, False]
+            assert not watchdog[2].share_spent
+            assert await store.budget.requests_in_window("acct", at(seconds=3), 10.0) == 4
+            spent = await other.budget.requests_in_window(
+                "acct", at(seconds=3), 10.0, spender="on_demand"
+            )
+            assert spent == 2
+            # and once the first read leaves the window the readers' share has room again
+            again = await other.budget.take_request_slot(
+                "acct", at(seconds=10), 4, 10.0, spender="on_demand", share=2
+            )
+            assert again.granted
+
+    async def test_a_spender_within_its_share_still_needs_a_free_slot(
+        self, store: ProjectionStore
+    ) -> None:
+        # given a window the watchdog filled
+        for i in range(3):
+            assert (
+                await store.budget.take_request_slot(
+                    "acct", at(seconds=i), 3, 10.0, spender="watchdog"
+                )
+            ).granted
+        # then a read within its share is refused for the full window, not for its share
+        read = await store.budget.take_request_slot(
+            "acct", at(seconds=4), 3, 10.0, spender="on_demand", share=2
+        )
+        assert (read.granted, read.share_spent, read.frees_at) == (False, False, at(seconds=10))

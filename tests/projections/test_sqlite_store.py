@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -111,10 +112,36 @@ async def test_a_file_of_schema_version_1_is_upgraded_keeping_its_rows(tmp_path:
     # when this version opens it
     async with open_store(url) as store:
         # then the columns are back, the row is intact and the version is current
-        assert await store.init() == SCHEMA_VERSION == 2
+        assert await store.init() == SCHEMA_VERSION == 3
         row = await store.audits.get("a-old")
         assert row is not None and row.status == "running" and row.state.held_decision_id is None
         hold = held("a-old")
         await store.writer.apply(positioned([hold]), {}, "projector")
         row = await store.audits.get("a-old")
         assert row is not None and row.state.held_decision_id == str(hold.event_id)
+
+
+async def test_a_file_of_schema_version_2_gets_the_budget_spender_column(tmp_path: Path) -> None:
+    # given a file as version 2 left it: requests recorded without a spender
+    url = f"sqlite:///{tmp_path / 'v2.db'}"
+    async with open_store(url) as store:
+        await store.init()
+    conn = sqlite3.connect(tmp_path / "v2.db")
+    conn.execute("DROP TABLE api_requests")
+    conn.execute("CREATE TABLE api_requests (account TEXT NOT NULL, sent_at INTEGER NOT NULL)")
+    conn.execute("INSERT INTO api_requests VALUES ('acct', 1)")
+    conn.execute("UPDATE schema_version SET version = 2")
+    conn.commit()
+    conn.close()
+
+    # when this version opens it
+    async with open_store(url) as store:
+        # then the old request counts as another spender's and reads have a share of their own
+        assert await store.init() == 3
+        now = datetime.fromtimestamp(2, UTC)
+        assert await store.budget.requests_in_window("acct", now, 10.0, spender="other") == 1
+        slot = await store.budget.take_request_slot(
+            "acct", now, 3, 10.0, spender="on_demand", share=1
+        )
+        assert slot.granted
+        assert await store.budget.requests_in_window("acct", now, 10.0, spender="on_demand") == 1

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from consumers.runtime.metrics import REGISTRY
 from consumers.workflows.client import (
     InstancePage,
     InstanceStatus,
@@ -24,7 +25,7 @@ from consumers.workflows.client import (
     WorkflowsClient,
 )
 from consumers.workflows.discovery import Discovery, Listing
-from consumers.workflows.ratelimit import SharedRateLimit
+from consumers.workflows.ratelimit import ON_DEMAND, SHARE_SPENT, WATCHDOG, SharedRateLimit
 from consumers.workflows.simulator.server import STATUSES, SimulatorServer
 from consumers.workflows.simulator.state import LISTING
 from statemachine.errors import ConfigError, InvalidInput, WorkflowsApiError
@@ -486,13 +487,16 @@ def budget_store(pipeline: Pipeline) -> Any:
     return pipeline.store.budget
 
 
-def shared(store: Any, clock: FakeClock, budget: int = 3) -> SharedRateLimit:
+def shared(
+    store: Any, clock: FakeClock, budget: int = 3, shares: dict[str, float] | None = None
+) -> SharedRateLimit:
     wall = datetime(2026, 12, 1, tzinfo=UTC)
     return SharedRateLimit(
         store,
         "acc",
         budget,
         300.0,
+        shares=shares,
         clock=lambda: wall + timedelta(seconds=clock.now),
         sleep=clock.sleep,
     )
@@ -514,6 +518,44 @@ async def test_processes_probing_one_account_share_one_budget(
     assert simulator.sim.requests_for("i") == 3
     assert await two.budget_left() == 0
     assert "shared by every process" in failure(answers[3]).detail
+
+
+def slots(spender: str, result: str) -> float:
+    return (
+        REGISTRY.get_sample_value(
+            "auditrec_probe_budget_slots_total", {"spender": spender, "result": result}
+        )
+        or 0.0
+    )
+
+
+async def test_status_reads_spend_at_most_their_share_and_the_watchdog_keeps_the_rest(
+    simulator: SimulatorServer, make_client: MakeClient, clock: FakeClock, budget_store: Any
+) -> None:
+    # given two processes on one account, 10 requests per window, status reads held to 0.5
+    simulator.sim.set_instance("i", "running")
+    shares = {ON_DEMAND: 0.5}
+    one = await make_client(limiter=shared(budget_store, clock, budget=10, shares=shares))
+    two = await make_client(limiter=shared(budget_store, clock, budget=10, shares=shares))
+    before = {(s, r): slots(s, r) for s in (ON_DEMAND, WATCHDOG) for r in ("spent", "refused")}
+
+    # when both take reads' slots far past the share, then the watchdog asks
+    reads = [await c.get_instance("i", wait=0, spender=ON_DEMAND) for c in (one, two) * 6]
+    watchdog = [await c.get_instance("i", wait=0, spender=WATCHDOG) for c in (two, one) * 3]
+
+    # then 5 reads went out across both processes, the rest refused for the share without a
+    # request, and the watchdog had the other 5 slots
+    assert sum(isinstance(a, InstanceStatus) for a in reads) == 5
+    refused = failure(reads[-1])
+    assert refused.reason is R.RATE_LIMITED and SHARE_SPENT in refused.detail
+    assert [isinstance(a, InstanceStatus) for a in watchdog] == [True] * 5 + [False]
+    assert "shared by every process" in failure(watchdog[-1]).detail
+    assert simulator.sim.requests_for("i") == 10
+    # and the metric counts by spender
+    assert slots(ON_DEMAND, "spent") - before[(ON_DEMAND, "spent")] == 5
+    assert slots(ON_DEMAND, "refused") - before[(ON_DEMAND, "refused")] == 7
+    assert slots(WATCHDOG, "spent") - before[(WATCHDOG, "spent")] == 5
+    assert slots(WATCHDOG, "refused") - before[(WATCHDOG, "refused")] == 1
 
 
 async def test_a_429_seen_by_one_process_pauses_the_others(
