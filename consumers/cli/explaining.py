@@ -104,7 +104,11 @@ def demo(work_dir: Path | None) -> None:
 @click.command("simulate-workflows")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8787, show_default=True)
-@click.option("--token", envvar="AUDITREC_SIMULATOR_TOKEN", help="Require this bearer token.")
+@click.option(
+    "--token",
+    envvar="AUDITREC_SIMULATOR_TOKEN",
+    help="Require this bearer token on the API and the /_sim control API.",
+)
 @click.option(
     "--seed", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="JSON seed file."
 )

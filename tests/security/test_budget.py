@@ -9,6 +9,7 @@ from pathlib import Path
 
 from consumers.workflows.ratelimit import ON_DEMAND, WATCHDOG
 from consumers.workflows.simulator.server import SimulatorServer
+from tests.cli import run_process
 from tests.consumers.api.conftest import (
     API_AND_PIPELINE,
     JSON,
@@ -97,3 +98,13 @@ def test_many_reads_leave_the_watchdog_its_part_of_the_budget(
             metrics = ops.get("/metrics").text
             assert 'result="spent",spender="watchdog"' in metrics
             assert 'result="spent",spender="on_demand"' in metrics
+
+
+def test_a_share_out_of_range_stops_serve_naming_the_variable(env: dict[str, str]) -> None:
+    for share in ("0", "1.01", "-0.5"):
+        refused = run_process(
+            "serve", env={**env, "AUDITREC_ON_DEMAND_BUDGET_SHARE": share}, timeout=30.0
+        )
+        assert refused.returncode == 2, refused.stderr[-2000:]
+        assert "AUDITREC_ON_DEMAND_BUDGET_SHARE" in refused.stderr
+        assert "Traceback" not in refused.stderr

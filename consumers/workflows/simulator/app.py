@@ -1,11 +1,13 @@
 """The Workflows simulator's HTTP side: a Starlette app that routes the Workflows REST API and
 the ``/_sim`` control API (see :mod:`.server`) to a :class:`Simulator`, with the
-Cloudflare response envelope, error codes and injected faults.
+Cloudflare response envelope, error codes and injected faults. With a token, both need it:
+the API answers 403 without it as Cloudflare does, the control API 401.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import re
 from collections import Counter
@@ -57,6 +59,13 @@ def build_app(sim: Simulator) -> Starlette:
             if not isinstance(request.state.json, dict):
                 return _error(400, 10002, "body must be a JSON object")
         if path.startswith("/_sim/"):
+            if not _authorized(sim, request):
+                return JSONResponse(
+                    {"error": "the control API needs the simulator's token: "
+                     "Authorization: Bearer <--token>"},
+                    401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )  # fmt: skip
             return await _control(sim, request, path)
         if m := _API_ROUTE.match(path):
             return await _api(sim, request, m)
@@ -76,9 +85,7 @@ async def _api(sim: Simulator, request: Request, m: re.Match[str]) -> Response:
     try:
         if delay > 0 and await _client_left_within(request, delay):
             return Response(status_code=499)  # nobody is listening any more
-        if sim.token is not None and request.headers.get("authorization") != (
-            f"Bearer {sim.token}"
-        ):
+        if not _authorized(sim, request):
             return _error(403, *_AUTH)
         workflow = unquote(m["workflow"])
         if listing and not sim.listing:
@@ -218,6 +225,16 @@ async def _control(sim: Simulator, request: Request, path: str) -> Response:
 
 
 # --- HTTP plumbing ----------------------------------------------------------------------------
+
+
+def _authorized(sim: Simulator, request: Request) -> bool:
+    """Whether the request carries the simulator's bearer token (any request does when it has
+    none)."""
+    token = sim.token
+    if token is None:
+        return True
+    given = request.headers.get("authorization", "").encode()
+    return hmac.compare_digest(given, f"Bearer {token}".encode())
 
 
 async def _client_left_within(request: Request, seconds: float) -> bool:

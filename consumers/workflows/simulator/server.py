@@ -16,7 +16,8 @@ Unknown instance: 404 ``10400 workflows.api.error.instance.not_found``; unknown 
 bearer token: 403 ``10000 Authentication error``. Routing uses the raw (still percent-encoded)
 path, so an id is exactly one path segment and may contain ``/``, spaces and ``*``.
 
-The control API (JSON, never behind the token) lives under ``/_sim``:
+The control API (JSON; with a token configured it needs the same bearer token, else 401) lives
+under ``/_sim``:
 ``PUT|GET|DELETE /_sim/workflows/{wf}/instances/{id}``, ``PUT /_sim/workflows/{wf}``,
 ``PUT|DELETE /_sim/faults/{id}``, ``GET|PUT /_sim/config``, ``GET /_sim/stats``,
 ``POST /_sim/reset``. The same state has a Python API (:class:`Simulator`) for in-process tests.

@@ -93,6 +93,7 @@ class Simulator:
     def __init__(self, *, token: str | None = None, latency_ms: float = 0.0) -> None:
         self._lock = threading.Lock()
         self.token = token
+        self._first_token = token  # what a reset returns to: the token it was started with
         self.latency_ms = latency_ms
         self.listing = True  # False: an API without the instance listing
         self._workflows: dict[str, dict[str, Instance]] = {DEFAULT_WORKFLOW: {}}
@@ -163,7 +164,8 @@ class Simulator:
         self.set_fault(instance_id, "none")
 
     def reset(self) -> None:
-        """Back to a fresh simulator: one empty workflow, no faults, latency or token, no stats."""
+        """Back to a fresh simulator: one empty workflow, no faults or latency, the token it was
+        made with, no stats."""
         with self._lock:
             self._workflows = {DEFAULT_WORKFLOW: {}}
             self._faults.clear()
@@ -173,7 +175,7 @@ class Simulator:
             self._max_in_flight = self._in_flight
             self.latency_ms = 0.0
             self.listing = True
-            self.token = None
+            self.token = self._first_token
 
     def load_seed(self, seed: dict[str, Any]) -> None:
         """Apply a seed document: ``{workflows: [..], latency_ms, instances: [{workflow?, id,

@@ -96,6 +96,7 @@ def test_the_defaults_are_the_documented_ones() -> None:
     assert (settings.probe_budget, settings.probe_budget_window, settings.probe_concurrency) == (
         1000, timedelta(minutes=5), 8,
     )  # fmt: skip
+    assert settings.on_demand_budget_share == 0.5
     assert settings.event_log_url == "sqlite:///.auditrec/events.db"
     assert settings.database_url == "sqlite:///.auditrec/audits.db"
     assert settings.topic_prefix == "audit"
@@ -112,6 +113,9 @@ def test_the_defaults_are_the_documented_ones() -> None:
         ("WATCHDOG_INTERVAL", "5 minutes", "not a duration"),
         ("WATCHDOG_BATCH_LIMIT", "0", "greater than or equal to 1"),
         ("PROBE_CONCURRENCY", "many", "integer"),
+        ("ON_DEMAND_BUDGET_SHARE", "0", "greater than 0"),
+        ("ON_DEMAND_BUDGET_SHARE", "1.5", "less than or equal to 1"),
+        ("ON_DEMAND_BUDGET_SHARE", "half", "number"),
         ("EVENT_LOG_URL", "mysql://db", "sqlite:/// or kafka://"),
         ("DATABASE_URL", "redis://x", "sqlite:/// or postgresql://"),
         ("CLOUDFLARE_API_URL", "ftp://x", "http:// or https://"),

@@ -123,7 +123,7 @@ def test_unknown_workflow_is_10200_until_created(
     assert http.get(instance_url(simulator.url, "i", workflow="third")).status_code == 200
 
 
-def test_a_configured_token_is_required_on_the_api_only(
+def test_a_configured_token_is_required_on_the_api_and_the_control_api(
     simulator: SimulatorServer, http: httpx.Client
 ) -> None:
     simulator.sim.token = "right-token"
@@ -134,7 +134,10 @@ def test_a_configured_token_is_required_on_the_api_only(
         assert r.status_code == 403
         assert r.json()["errors"] == [{"code": 10000, "message": "Authentication error"}]
     assert http.get(url, headers={"Authorization": "Bearer right-token"}).status_code == 200
-    assert http.get(f"{simulator.root_url}/_sim/stats").json()["total"] == 4
+    stats = f"{simulator.root_url}/_sim/stats"
+    assert http.get(stats).status_code == 401
+    assert http.get(stats, headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert http.get(stats, headers={"Authorization": "Bearer right-token"}).json()["total"] == 4
 
 
 def test_get_workflow_counts_instances_per_status(
