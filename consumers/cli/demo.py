@@ -22,6 +22,7 @@ from consumers.operations.backends import Backends
 from consumers.runtime.names import PIPELINE
 from consumers.runtime.settings import load_settings
 from consumers.workflows.simulator.server import SimulatorServer
+from projections.private import private_dirs
 from projections.row import AuditRow
 from statemachine.events import EVENT_ADAPTER, AuditEvent
 
@@ -129,7 +130,7 @@ async def run_demo(work_dir: Path | None, out: Console) -> int:
     if work_dir is None:
         temp = tempfile.TemporaryDirectory(prefix="auditrec-demo-")
         work_dir = Path(temp.name)
-    work_dir.mkdir(parents=True, exist_ok=True)
+    private_dirs(work_dir)
     now = datetime.now(UTC)
     try:
         async with SimulatorServer() as server:

@@ -3,7 +3,8 @@ a second, read-only connection on a thread of its own for point reads (:meth:`SQ
 so a status read never queues behind a write transaction (WAL lets it read what is committed).
 
 Shared by the embedded projection store and the embedded event log (which uses the same SQLite
-file discipline for its own file). WAL mode and a long busy
+file discipline for its own file). The files are private (``0600`` in ``0700`` directories,
+:mod:`projections.private`). WAL mode and a long busy
 timeout let several processes share a file; ``transaction()`` takes the write lock up front
 (``BEGIN IMMEDIATE``) so a read-then-write never deadlocks against another writer.
 """
@@ -18,11 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from projections.private import private_dirs, private_file
 from statemachine.errors import ConfigError
 
 __all__ = ["SQLiteDB", "open_read_only", "sqlite_file", "sqlite_path"]
 
 T = TypeVar("T")
+_COMPANIONS = ("-wal", "-shm", "-journal")
 
 
 def sqlite_file(url: str) -> Path:
@@ -36,9 +39,9 @@ def sqlite_file(url: str) -> Path:
 
 
 def sqlite_path(url: str) -> Path:
-    """:func:`sqlite_file`, its parent directories made."""
+    """:func:`sqlite_file`, its parent directories made (``0700``, :mod:`projections.private`)."""
     path = sqlite_file(url)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(path.parent)
     return path
 
 
@@ -76,10 +79,14 @@ class SQLiteDB:
             raise
 
     def _open(self, schema: str) -> None:
+        # The file made 0600 before SQLite opens it (it would make it 0644), and its WAL and
+        # shared-memory files, which SQLite makes with the file's mode, checked once there.
+        private_file(self.path, *_COMPANIONS)
         conn = sqlite3.connect(
             self.path, timeout=30.0, isolation_level=None, check_same_thread=False
         )
         conn.execute("PRAGMA journal_mode=WAL")
+        private_file(self.path, *_COMPANIONS)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=30000")
         self._conn = conn
