@@ -5,12 +5,13 @@ back at it."""
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from consumers.components.probe import PRODUCER, Probe
 from consumers.workflows.client import WorkflowsClient
+from consumers.workflows.ratelimit import ON_DEMAND, SHARE_SPENT, WATCHDOG, SharedRateLimit
 from consumers.workflows.simulator.server import SimulatorServer
 from statemachine.errors import WorkflowsApiError
 from statemachine.events import (
@@ -20,6 +21,7 @@ from statemachine.events import (
     WorkflowStatusObserved,
     derived_id,
 )
+from tests.clock import FakeClock
 from tests.contracts.projection_store import at
 from tests.eventually import eventually
 from tests.pipeline import Pipeline, append, lifecycle_events, probe_request, run_until_idle
@@ -170,3 +172,50 @@ async def test_a_request_waits_out_a_short_429_pause_within_its_callers_bound(
     assert isinstance(event, WorkflowStatusObserved)
     assert event.data.status == "errored"
     assert simulator.sim.requests_for("wf-1") == 1
+
+
+async def test_status_reads_take_slots_within_their_share_and_a_shared_call_is_the_watchdogs(
+    pipeline: Pipeline, simulator: SimulatorServer
+) -> None:
+    # given a budget of 4 with status reads held to half of it, three reads about three
+    # instances, and a read and a watchdog request about a fourth
+    for instance in ("wf-1", "wf-2", "wf-3", "wf-w"):
+        simulator.sim.set_instance(instance, "running")
+    reads = [probe_request(f"a-{i}", f"wf-{i}", NOW, Trigger.ON_DEMAND) for i in (1, 2, 3)]
+    shared = [
+        probe_request("a-w", "wf-w", NOW, Trigger.ON_DEMAND),
+        probe_request("a-w", "wf-w", NOW, Trigger.WATCHDOG),
+    ]
+    await append(pipeline.log, pipeline.topics.probe_requests, [*reads, *shared])
+    clock = FakeClock()
+    limiter = SharedRateLimit(
+        pipeline.store.budget, "acc", 4, 300.0, shares={ON_DEMAND: 0.5}, sleep=clock.sleep
+    )
+
+    # when the probe handles them
+    async with (
+        WorkflowsClient(
+            api_url=simulator.url, account_id="acc", workflow="site-audit", api_token=None,
+            max_retries=0, clock=clock, sleep=clock.sleep, limiter=limiter,
+        ) as client,
+        probe(pipeline, client) as component,
+    ):  # fmt: skip
+        await run_until_idle(component)
+
+    # then two reads went out and the third was refused for the share without a call, while the
+    # call both asked for was the watchdog's, outside the reads' share
+    observed = {e.causation_id: e for e in await lifecycle_events(pipeline.log, at_least=5)}
+    answers = [observed[r.event_id] for r in reads]
+    refused = [a for a in answers if isinstance(a, WorkflowProbeFailed)]
+    assert len(refused) == 1
+    assert refused[0].data.reason is ProbeFailureReason.RATE_LIMITED
+    assert SHARE_SPENT in refused[0].data.detail
+    assert all(isinstance(observed[r.event_id], WorkflowStatusObserved) for r in shared)
+    assert simulator.sim.stats()["total"] == 3
+    spent = {
+        spender: await pipeline.store.budget.requests_in_window(
+            "acc", datetime.now(UTC), 301.0, spender=spender
+        )
+        for spender in (ON_DEMAND, WATCHDOG)
+    }
+    assert spent == {ON_DEMAND: 2, WATCHDOG: 1}
