@@ -153,7 +153,9 @@ class Operations:
         recent = self._requested.get(audit_id)
         if (last is not None and (now - last).total_seconds() < interval) or recent is not None:
             return StatusResult(row, probed=False, note="observed recently; not probed again")
-        if await self._reads_budget().share_left(ON_DEMAND) == 0:
+        # (An audit without an instance is observed without a request: it spends nothing.)
+        attached = row.state.workflow_instance_id is not None
+        if attached and await self._reads_budget().share_left(ON_DEMAND) == 0:
             return StatusResult(row, probed=False, note=self._share_spent_note())
         task = asyncio.create_task(self._probe_now(row, inline))
         self._inflight[audit_id] = task
