@@ -43,8 +43,13 @@ class HistoryEntry:
 
 @dataclass(frozen=True, slots=True)
 class ApplyResult:
+    """What applying a batch did: events ``applied``, ``skipped`` (recorded before: their key
+    already named the same content), and the ``conflicts``: each refused event's index in the
+    batch and the reason (:func:`statemachine.idempotency.conflict_reason`)."""
+
     applied: int
     skipped: int
+    conflicts: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

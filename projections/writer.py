@@ -6,19 +6,39 @@ Users: the projector (``consumers/components/projector.py``), the rebuild
 projection is behind the log) and retention (which trims no further).
 
 :meth:`ProjectionWriter.apply` writes rows, history and the consumed offsets in one
-transaction; an ``event_id`` already in the history is skipped, so a redelivered batch changes
-nothing.
+transaction. The history is keyed by ``(audit_id, event_id)``
+(:mod:`statemachine.idempotency`): an event whose key is recorded with the same content is
+skipped, so a redelivered batch changes nothing; one whose key names other content is a
+conflict, never applied, and handed to the caller before the transaction commits.
 """
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+import msgspec
+from pydantic import BaseModel
 
 from projections.values import ApplyResult, Position
-from statemachine.events import AuditEvent
+from statemachine.events import EVENT_ADAPTER, AuditEvent
+from statemachine.upcasting import upcast
 
-__all__ = ["ProjectionWriter"]
+__all__ = ["OnConflicts", "ProjectionWriter", "event_model"]
+
+OnConflicts = Callable[[Sequence[tuple[int, str]]], Awaitable[None]]
+"""Called with a batch's conflicts (index in the batch, reason) inside its transaction, before
+it commits: what it sets aside is never lost to a crash after the commit."""
+
+
+def event_model(event: AuditEvent, body: bytes | str | None) -> AuditEvent:
+    """``event`` as a validated model, to compare its content: itself when it is one, else
+    (a read-only view of it) decoded again from ``body``, its JSON as read."""
+    if isinstance(event, BaseModel):
+        return event
+    raw = json.loads(body) if body is not None else msgspec.to_builtins(event)
+    return EVENT_ADAPTER.validate_python(upcast(raw))
 
 
 class ProjectionWriter(ABC):
@@ -29,10 +49,14 @@ class ProjectionWriter(ABC):
         offsets: Mapping[tuple[str, int], int],
         consumer: str,
         bodies: Sequence[bytes | None] | None = None,
+        on_conflicts: OnConflicts | None = None,
     ) -> ApplyResult:
         """Fold ``events`` into rows and history and store ``offsets`` (next offset per
-        topic-partition) for ``consumer``, in one transaction. Events already in the history
-        (by ``event_id``) are skipped.
+        topic-partition) for ``consumer``, in one transaction. An event whose
+        ``(audit_id, event_id)`` the history or an earlier event of the batch holds is not
+        applied: skipped when it repeats that content, else a conflict, given to
+        ``on_conflicts`` before the transaction commits (its failure rolls the batch back) and
+        in the result.
 
         ``bodies``, parallel to ``events``, may give an event's JSON as read from the log when
         it is valid current-version JSON of that very event

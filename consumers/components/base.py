@@ -218,7 +218,8 @@ class LogConsumer(Component):
         self, record: Record, reason: str, dlq: list[OutRecord], *, kind: str = "invalid"
     ) -> None:
         """Queue ``record`` for the dead-letter topic; ``kind``: ``invalid`` (it could not be
-        decoded) or ``failed`` (handling it raised)."""
+        decoded), ``failed`` (handling it raised) or ``conflict`` (its ``event_id`` already
+        names other content in its audit)."""
         self.dead_lettered += 1
         DEAD_LETTERED.labels(self.group, kind).inc()
         log.warning(

@@ -17,9 +17,11 @@ writes are awaited before partitions change hands, before the consumer stops, an
 poll finds nothing at hand.
 
 A record that is not a valid event, and an event the store refuses for a reason retrying will
-not change, go to the dead-letter topic with the reason; the rest of the batch proceeds. Dead
-letters are appended before the store's offsets move past them: a failure in between sets them
-aside twice, never not at all.
+not change, go to the dead-letter topic with the reason; the rest of the batch proceeds. So does
+an event whose ``(audit_id, event_id)`` the history already holds with other content (reason
+``event_id_conflict``: :mod:`statemachine.idempotency`); one that repeats that content is
+skipped. Dead letters are appended before the store's offsets move past them: a failure in
+between sets them aside twice, never not at all.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class _Batch:
     reached: dict[tuple[str, int], int] = field(default_factory=dict)  # next offsets
     applied: int = 0
     skipped: int = 0
+    conflicts: int = 0
 
 
 class Projector(LogConsumer):
@@ -116,11 +119,16 @@ class Projector(LogConsumer):
         by_position = {(r.topic, r.partition, r.offset): r for r in records}
         dlq: list[OutRecord] = []
         applied = skipped = 0
+        conflicts: tuple[tuple[int, str], ...] = ()
         for (event, position), body in zip(batch, bodies, strict=True):
             topic, partition, offset = position
             try:
                 one = await self.writer.apply(
-                    [(event, position)], {(topic, partition): offset + 1}, self.group, [body]
+                    [(event, position)],
+                    {(topic, partition): offset + 1},
+                    self.group,
+                    [body],
+                    functools.partial(self._set_aside, records, [(event, position)]),
                 )
             except Exception as exc:
                 if getattr(exc, "retriable", False):
@@ -130,10 +138,11 @@ class Projector(LogConsumer):
                 continue
             applied += one.applied
             skipped += one.skipped
+            conflicts += one.conflicts
         if dlq:
             await self.log.append(dlq)
         await self.writer.apply([], offsets, self.group)  # past the refused ones, too
-        return ApplyResult(applied, skipped)
+        return ApplyResult(applied, skipped, conflicts)
 
     def writing(self) -> bool:
         return bool(self._parts)
@@ -174,6 +183,7 @@ class Projector(LogConsumer):
         self.applied += batch.applied
         EVENTS_PROJECTED.labels("applied").inc(batch.applied)
         EVENTS_PROJECTED.labels("skipped").inc(batch.skipped)
+        EVENTS_PROJECTED.labels("conflict").inc(batch.conflicts)
         assert self.consumer is not None
         try:
             await self.consumer.commit(batch.reached)
@@ -247,14 +257,30 @@ class Projector(LogConsumer):
         """A lane's events (of some partitions), their bodies and their partitions' next
         offsets, in one store transaction."""
         batch, bodies, offsets = lane
+        set_aside = functools.partial(self._set_aside, records, batch)
         try:
-            result = await self.writer.apply(batch, offsets, self.group, bodies)
+            result = await self.writer.apply(batch, offsets, self.group, bodies, set_aside)
         except Exception as exc:
             if getattr(exc, "retriable", False):
                 raise  # the store is down: the whole batch again, after a backoff
             result = await self._isolate(records, batch, bodies, offsets, exc)
         tally.applied += result.applied
         tally.skipped += result.skipped
+        tally.conflicts += len(result.conflicts)
+
+    async def _set_aside(
+        self,
+        records: list[Record],
+        batch: Sequence[tuple[AuditEvent, Position]],
+        conflicts: Sequence[tuple[int, str]],
+    ) -> None:
+        """Dead-letter the events of ``batch`` the store refused as conflicts (index, reason),
+        before the store's transaction commits."""
+        by_position = {(r.topic, r.partition, r.offset): r for r in records}
+        dlq: list[OutRecord] = []
+        for i, reason in conflicts:
+            self.dead_letter(by_position[batch[i][1]], reason, dlq, kind="conflict")
+        await self.log.append(dlq)
 
 
 def split_lanes(sizes: Mapping[tuple[str, int], int], n: int) -> list[list[tuple[str, int]]]:

@@ -199,13 +199,15 @@ CONSUMER_PROGRESS = Gauge(
 DEAD_LETTERED = Counter(
     "auditrec_dead_letters",
     "Records sent to the dead-letter topic, by consumer group and reason (invalid: could not "
-    "be decoded; failed: could not be handled).",
+    "be decoded; failed: could not be handled; conflict: its event_id already names other "
+    "content in its audit).",
     ["consumer", "reason"],
     registry=REGISTRY,
 )
 EVENTS_PROJECTED = Counter(
     "auditrec_events_projected",
-    "Lifecycle events applied to the projection (skipped: already applied).",
+    "Lifecycle events applied to the projection (skipped: already applied; conflict: "
+    "refused, its event_id already naming other content in its audit).",
     ["result"],
     registry=REGISTRY,
 )

@@ -1,11 +1,11 @@
 """One batch of events applied to PostgreSQL inside the caller's transaction, in a handful
 of statements whatever its size: load the affected rows (``= ANY``); stream the history with
 binary ``COPY`` (encoded by ``history_copy.py``) while folding, so folding overlaps the
-server's work, the unique ``event_id`` skipping what was recorded before (see
-:func:`apply_batch`); write each changed audit once (``COPY`` into a temporary table, then one
-``UPDATE`` guarded by the version each row was folded from and one ``INSERT`` for new audits,
-which the primary key refuses when another writer inserted one meanwhile); upsert the
-consumer's offsets.
+server's work, the unique ``(event_id, audit_id)`` skipping what was recorded before and
+telling conflicts apart (see :func:`apply_batch`); write each changed audit once (``COPY`` into
+a temporary table, then one ``UPDATE`` guarded by the version each row was folded from and one
+``INSERT`` for new audits, which the primary key refuses when another writer inserted one
+meanwhile); upsert the consumer's offsets.
 """
 
 from __future__ import annotations
@@ -21,12 +21,13 @@ from projections.postgres.rows import (
     load_rows,
     recorded,
     replace_nul_json,
-    unseen,
     write_rows,
 )
 from projections.row import AuditRow, RowFold
 from projections.values import Position
+from projections.writer import event_model
 from statemachine.events import AuditEvent
+from statemachine.idempotency import Judged, Key, conflict_reason, judge
 
 __all__ = ["apply_batch"]
 
@@ -56,33 +57,39 @@ async def apply_batch(
     consumer: str,
     bodies: Sequence[bytes | None] | None,
     now: datetime,
-) -> tuple[int, int]:
-    """``(applied, lost)``: how many events were new, and how many audits another writer
-    changed concurrently (not written: the caller must not commit when it is not 0).
+) -> tuple[int, int, list[tuple[int, str]]]:
+    """``(applied, lost, conflicts)``: how many events were new, how many audits another
+    writer changed concurrently (not written: the caller must not commit when it is not 0),
+    and the events refused as conflicts (index, reason).
 
     An event recorded before is rarely in a batch (the consumer reads on from the offsets
-    stored with the history), so the history is copied without looking its ids up first:
-    the unique ``event_id`` refuses a batch holding one (the log held it twice, or another
-    writer applied it meanwhile), and only then is the batch copied again without the
-    events recorded, folded onto the rows read again (a savepoint keeps the rest of the
-    transaction)."""
+    stored with the history), so the history is copied without looking its keys up first:
+    the unique ``(event_id, audit_id)`` refuses a batch holding one (the log held it twice,
+    or another writer applied it meanwhile), and only then are the recorded events read
+    (to tell duplicates from conflicts) and the batch copied again without them, folded
+    onto the rows read again (a savepoint keeps the rest of the transaction)."""
     rows = await load_rows(conn, {e.audit_id for e, _ in events}) if events else {}
-    fresh = unseen(events, set())
+    judged = _judge(events, bodies, {})
     history = _History(conn, schema, events, bodies, rows, now)
-    if fresh:
+    if judged.fresh:
         await conn.execute(_LOCK_HISTORY)
         history.jsonb = bool(await conn.fetchval(_BODY_IS_JSONB))
         try:
             async with conn.transaction():  # a savepoint
-                await history.copy(fresh)
+                await history.copy(judged.fresh)
         except asyncpg.UniqueViolationError:
             # Another writer committed some of these events since the rows were loaded: its
             # rows are read again (after the events, so they hold all of them), else an
             # event folded onto an audit it had just inserted would be folded onto nothing.
-            fresh = unseen(events, await recorded(conn, events))
+            judged = _judge(events, bodies, await recorded(conn, events))
             rows = await load_rows(conn, {e.audit_id for e, _ in events})
             history.rows = rows
-            await history.copy(fresh)
+            await history.copy(judged.fresh)
+    fresh = judged.fresh
+    conflicts = [
+        (i, conflict_reason(event_model(*_at(events, bodies, i)), first))
+        for i, first in judged.conflicts
+    ]
     changed = history.folding.changed()
     folded_from = {audit_id: row.version for audit_id, row in rows.items()}
     lost = await write_rows(conn, changed, folded_from, now, history.nul) if changed else 0
@@ -95,7 +102,21 @@ async def apply_batch(
             [p for _, p in keys],
             [offsets[k] for k in keys],
         )
-    return len(fresh), lost
+    return len(fresh), lost, conflicts
+
+
+def _at(
+    events: Sequence[tuple[AuditEvent, Position]], bodies: Sequence[bytes | None] | None, i: int
+) -> tuple[AuditEvent, bytes | None]:
+    return events[i][0], bodies[i] if bodies is not None else None
+
+
+def _judge(
+    events: Sequence[tuple[AuditEvent, Position]],
+    bodies: Sequence[bytes | None] | None,
+    recorded: dict[Key, AuditEvent],
+) -> Judged:
+    return judge((e for e, _ in events), recorded, lambda i: event_model(*_at(events, bodies, i)))
 
 
 class _History:

@@ -26,7 +26,9 @@ DRIVER_ERRORS = (
     TimeoutError,
 )
 # A concurrent writer recorded the same event / inserted the same audit first.
-_CONCURRENT_WRITE = frozenset({"audit_events_event_id_key", "audits_pkey"})
+_CONCURRENT_WRITE = frozenset(
+    {"audit_events_event_audit_key", "audit_events_event_id_key", "audits_pkey"}
+)
 
 _PASSWORD = re.compile(r"^[a-z]+://[^:/@]*:([^@/]*)@", re.IGNORECASE)
 

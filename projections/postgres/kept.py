@@ -11,17 +11,19 @@ from projections.values import Position
 
 __all__ = ["PostgresKeptHistory"]
 
+# Keyed as the history is, by (event_id, audit_id): set aside twice, an event is kept once.
 _CREATE = (
     "CREATE TABLE IF NOT EXISTS rebuild_kept (n bigserial PRIMARY KEY, seq bigint NOT NULL, "
-    'event_id uuid NOT NULL UNIQUE, body jsonb NOT NULL, topic text, partition integer, "offset" '
-    "bigint)"
+    "event_id uuid NOT NULL, audit_id text NOT NULL, body jsonb NOT NULL, topic text, "
+    'partition integer, "offset" bigint, UNIQUE (event_id, audit_id))'
 )
 _KEEP = (
-    'INSERT INTO rebuild_kept (seq, event_id, body, topic, partition, "offset") '
-    'SELECT e.seq, e.event_id, e.body, e.topic, e.partition, e."offset" FROM audit_events e '
+    'INSERT INTO rebuild_kept (seq, event_id, audit_id, body, topic, partition, "offset") '
+    'SELECT e.seq, e.event_id, e.audit_id, e.body, e.topic, e.partition, e."offset" '
+    "FROM audit_events e "
     "JOIN unnest($1::text[], $2::integer[], $3::bigint[]) AS k(topic, partition, before) "
     'ON e.topic = k.topic AND e.partition = k.partition AND e."offset" < k.before '
-    "ORDER BY e.seq ON CONFLICT (event_id) DO NOTHING"
+    "ORDER BY e.seq ON CONFLICT (event_id, audit_id) DO NOTHING"
 )
 
 

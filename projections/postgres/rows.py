@@ -5,6 +5,7 @@ PostgreSQL text and jsonb cannot hold (with U+FFFD).
 
 from __future__ import annotations
 
+import json
 import operator
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,8 +17,10 @@ import asyncpg
 from projections.postgres.schema import ROW_COLUMNS, ROW_TYPES
 from projections.row import STATE_FIELDS, AuditRow
 from projections.values import Position
-from statemachine.events import AuditEvent
+from statemachine.events import EVENT_ADAPTER, AuditEvent
+from statemachine.idempotency import Key
 from statemachine.state import AuditState
+from statemachine.upcasting import upcast
 
 __all__ = [
     "SELECT_ROWS",
@@ -29,7 +32,6 @@ __all__ = [
     "recorded",
     "replace_nul",
     "replace_nul_json",
-    "unseen",
     "write_rows",
 ]
 
@@ -127,26 +129,21 @@ async def load_rows(conn: asyncpg.Connection, audit_ids: Iterable[str]) -> dict[
 
 async def recorded(
     conn: asyncpg.Connection, events: Sequence[tuple[AuditEvent, Position]]
-) -> set[int]:
-    """The ids (as integers) of the events already in the history."""
-    ids = {e.event_id.int: e.event_id for e, _ in events}
+) -> dict[Key, AuditEvent]:
+    """The events of the history that share a key ``(audit_id, event_id)`` with ``events``,
+    by key (decoded from the history's bodies, to compare content)."""
+    keys = {(e.audit_id, e.event_id.int) for e, _ in events}
+    ids = list({e.event_id.int: e.event_id for e, _ in events}.values())
     recs = await conn.fetch(
-        "SELECT event_id FROM audit_events WHERE event_id = ANY($1::uuid[])", list(ids.values())
+        "SELECT audit_id, event_id, body::text FROM audit_events WHERE event_id = ANY($1::uuid[])",
+        ids,
     )
-    return {r[0].int for r in recs}
-
-
-def unseen(events: Sequence[tuple[AuditEvent, Position]], seen: set[int]) -> list[int]:
-    """The indexes of the events whose id is not in ``seen``, the first of duplicates.
-    (Event ids are compared as integers: a UUID's hash and equality are Python methods.)"""
-    seen = set(seen)
-    fresh = []
-    for i, (event, _) in enumerate(events):
-        key = event.event_id.int
-        if key not in seen:
-            seen.add(key)
-            fresh.append(i)
-    return fresh
+    found: dict[Key, AuditEvent] = {}
+    for audit_id, event_id, body in recs:
+        key = (audit_id, event_id.int)
+        if key in keys:
+            found[key] = EVENT_ADAPTER.validate_python(upcast(json.loads(body)))
+    return found
 
 
 async def write_rows(

@@ -158,6 +158,20 @@ ALTER TABLE audit_events REPLICA IDENTITY USING INDEX audit_events_event_id_key;
 ALTER TABLE api_requests ADD COLUMN spender text NOT NULL DEFAULT 'other';
 """,
     ),
+    (
+        7,
+        """
+-- The history's key is the idempotency key (audit_id, event_id): an event id names one event
+-- of its audit, and the same id under another audit is another event. The index leads with
+-- event_id, so a look-up by id alone still uses it. Every existing row keeps its place (an
+-- event_id unique alone is unique with its audit); the new index is built before the old
+-- one goes, so the history is never without a key.
+ALTER TABLE audit_events
+    ADD CONSTRAINT audit_events_event_audit_key UNIQUE (event_id, audit_id);
+ALTER TABLE audit_events REPLICA IDENTITY USING INDEX audit_events_event_audit_key;
+ALTER TABLE audit_events DROP CONSTRAINT audit_events_event_id_key;
+""",
+    ),
 )
 # What a rebuild runs once it has emptied audit_events (kept as jsonb by migration 4).
 BODY_AS_JSON = (

@@ -3,7 +3,8 @@
 audit lives in one partition, so writers normally never meet, and ``apply`` takes no row locks
 up front. They may meet during a rebalance or a rebuild; correctness does not depend on
 ownership: a row is written only if it still has the ``version`` it was folded from, a new
-row only if nobody inserted it meanwhile, and an event only once (unique ``event_id``). A lost
+row only if nobody inserted it meanwhile, and an event only once (unique
+``(event_id, audit_id)``: :mod:`statemachine.idempotency`). A lost
 race aborts the whole transaction with a *retriable* :class:`StoreError`; the retry reloads
 and skips what the other writer applied. A batch that applied something notifies readers
 waiting for a change (``changes.py``) as it commits.
@@ -21,7 +22,7 @@ from projections.postgres.batch import apply_batch
 from projections.postgres.connection import PostgresDB
 from projections.postgres.schema import BODY_AS_JSON
 from projections.values import ApplyResult, Position
-from projections.writer import ProjectionWriter
+from projections.writer import OnConflicts, ProjectionWriter
 from statemachine.errors import StoreError
 from statemachine.events import AuditEvent
 
@@ -40,11 +41,13 @@ class PostgresWriter(ProjectionWriter):
         offsets: Mapping[tuple[str, int], int],
         consumer: str,
         bodies: Sequence[bytes | None] | None = None,
+        on_conflicts: OnConflicts | None = None,
     ) -> ApplyResult:
         """One transaction of a handful of statements, whatever the batch size: load the
         affected rows (``= ANY``); stream the history with binary ``COPY`` while folding, so
         folding overlaps the server's work (an event recorded before makes the unique
-        ``event_id`` refuse the copy, which is then made again without the recorded events);
+        ``(event_id, audit_id)`` refuse the copy, which is then made again without the
+        recorded events, duplicates and conflicts);
         write each changed audit once (``COPY`` into a temporary table, then one ``UPDATE``
         guarded by the version each row was folded from and one ``INSERT`` for new audits);
         upsert the offsets. A lost race with another writer is a
@@ -53,7 +56,7 @@ class PostgresWriter(ProjectionWriter):
         now = datetime.now(UTC)
         with self.db.errors(f"apply {len(events)} events"):
             async with self.db.pool.acquire() as conn, conn.transaction():
-                applied, lost = await apply_batch(
+                applied, lost, conflicts = await apply_batch(
                     conn, self.db.schema, events, offsets, consumer, bodies, now
                 )
                 if lost:  # raised inside the transaction: nothing of the batch is kept
@@ -62,9 +65,15 @@ class PostgresWriter(ProjectionWriter):
                         f"changed {lost} audits of this batch concurrently; retry",
                         retriable=True,
                     )
+                if conflicts and on_conflicts is not None:
+                    await on_conflicts(conflicts)
                 if applied:  # readers waiting for an outcome look again at commit
                     await conn.execute("SELECT pg_notify($1, '')", self.channel)
-        return ApplyResult(applied=applied, skipped=len(events) - applied)
+        return ApplyResult(
+            applied=applied,
+            skipped=len(events) - applied - len(conflicts),
+            conflicts=tuple(conflicts),
+        )
 
     async def stored_offsets(self, consumer: str) -> dict[tuple[str, int], int]:
         with self.db.errors("read offsets"):

@@ -1,11 +1,14 @@
-"""One batch of events applied to SQLite inside the caller's transaction: skip the event ids
-already recorded, fold the rest into their rows, append them to the history, upsert each
-changed row once and the consumer's offsets.
+"""One batch of events applied to SQLite inside the caller's transaction: judge each event's
+key ``(audit_id, event_id)`` against the history and the batch (:mod:`statemachine.idempotency`:
+duplicates are skipped, conflicts refused), fold the fresh ones into their rows, append them to
+the history, upsert each changed row once and the consumer's offsets.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import uuid
 from collections.abc import Mapping, Sequence
 
 from projections.row import AuditRow, RowFold
@@ -18,7 +21,10 @@ from projections.sqlite.rows import (
     to_micros,
 )
 from projections.values import ApplyResult, Position
-from statemachine.events import AuditEvent
+from projections.writer import event_model
+from statemachine.events import EVENT_ADAPTER, AuditEvent
+from statemachine.idempotency import Key, conflict_reason, judge
+from statemachine.upcasting import upcast
 
 __all__ = ["apply_batch"]
 
@@ -42,23 +48,13 @@ def apply_batch(
     now: int,
 ) -> ApplyResult:
     """``now`` (epoch microseconds) stamps the history and the rows."""
-    ids = list(dict.fromkeys(str(e.event_id) for e, _ in events))
-    seen: set[str] = set()
-    for chunk in chunks(ids):
-        marks = ", ".join("?" for _ in chunk)
-        seen.update(
-            r[0]
-            for r in conn.execute(
-                f"SELECT event_id FROM audit_events WHERE event_id IN ({marks})", chunk
-            )
-        )
-    fresh: list[int] = []
-    for i, (event, _) in enumerate(events):
-        key = str(event.event_id)
-        if key in seen:
-            continue
-        seen.add(key)
-        fresh.append(i)
+
+    def model(i: int) -> AuditEvent:
+        return event_model(events[i][0], bodies[i] if bodies is not None else None)
+
+    judged = judge((e for e, _ in events), _recorded(conn, events), model)
+    fresh = judged.fresh
+    conflicts = tuple((i, conflict_reason(model(i), first)) for i, first in judged.conflicts)
     rows = _load_rows(conn, list({events[i][0].audit_id for i in fresh}))
     history = []
     folding = RowFold(rows)
@@ -93,4 +89,23 @@ def apply_batch(
         "next_offset = excluded.next_offset",
         [(consumer, t, p, n) for (t, p), n in offsets.items()],
     )
-    return ApplyResult(applied=len(fresh), skipped=len(events) - len(fresh))
+    return ApplyResult(len(fresh), len(events) - len(fresh) - len(conflicts), conflicts)
+
+
+def _recorded(
+    conn: sqlite3.Connection, events: Sequence[tuple[AuditEvent, Position]]
+) -> dict[Key, AuditEvent]:
+    """The recorded events that share a key with ``events``, by key (decoded to compare)."""
+    keys = {(e.audit_id, e.event_id.int) for e, _ in events}
+    ids = list(dict.fromkeys(str(e.event_id) for e, _ in events))
+    found: dict[Key, AuditEvent] = {}
+    for chunk in chunks(ids):
+        marks = ", ".join("?" for _ in chunk)
+        for audit_id, event_id, body in conn.execute(
+            f"SELECT audit_id, event_id, body FROM audit_events WHERE event_id IN ({marks})",
+            chunk,
+        ):
+            key = (audit_id, uuid.UUID(event_id).int)
+            if key in keys:
+                found[key] = EVENT_ADAPTER.validate_python(upcast(json.loads(body)))
+    return found

@@ -11,10 +11,11 @@ from projections.values import Position
 
 __all__ = ["SQLiteKeptHistory"]
 
+# Keyed as the history is, by (event_id, audit_id): set aside twice, an event is kept once.
 _CREATE = (
     "CREATE TABLE IF NOT EXISTS rebuild_kept (n INTEGER PRIMARY KEY AUTOINCREMENT, "
-    "seq INTEGER NOT NULL, event_id TEXT NOT NULL UNIQUE, body TEXT NOT NULL, topic TEXT, "
-    'partition INTEGER, "offset" INTEGER)'
+    "seq INTEGER NOT NULL, event_id TEXT NOT NULL, audit_id TEXT NOT NULL, body TEXT NOT NULL, "
+    'topic TEXT, partition INTEGER, "offset" INTEGER, UNIQUE (event_id, audit_id))'
 )
 
 
@@ -28,10 +29,10 @@ class SQLiteKeptHistory(KeptHistory):
                 conn.execute(_CREATE)
                 for (topic, partition), offset in before.items():
                     conn.execute(
-                        "INSERT OR IGNORE INTO rebuild_kept (seq, event_id, body, topic, "
-                        'partition, "offset") SELECT seq, event_id, body, topic, partition, '
-                        '"offset" FROM audit_events WHERE topic = ? AND partition = ? AND '
-                        '"offset" < ? ORDER BY seq',
+                        "INSERT OR IGNORE INTO rebuild_kept (seq, event_id, audit_id, body, "
+                        'topic, partition, "offset") SELECT seq, event_id, audit_id, body, '
+                        'topic, partition, "offset" FROM audit_events WHERE topic = ? AND '
+                        'partition = ? AND "offset" < ? ORDER BY seq',
                         (topic, partition, offset),
                     )
                 return int(conn.execute("SELECT count(*) FROM rebuild_kept").fetchone()[0])

@@ -2,7 +2,8 @@
 
 SQLite has no timestamp type: timestamps are INTEGER microseconds since the Unix epoch (UTC),
 booleans 0/1, uuids text. The version is recorded in ``schema_version``; :func:`upgrade` brings
-a file of an older version up (columns the row gained are added to ``audits``).
+a file of an older version up (columns the row gained are added to ``audits``; a history keyed
+by ``event_id`` alone is copied into one keyed by ``(event_id, audit_id)``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from projections.row import COLUMN_KINDS, ColumnKind
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "upgrade"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _TYPE_OF_KIND: dict[ColumnKind, str] = {
     "text": "TEXT",
     "integer": "INTEGER",
@@ -40,16 +41,7 @@ CREATE INDEX IF NOT EXISTS audits_watchdog ON audits
     (last_observed_at, started_at) WHERE status = 'running';
 CREATE INDEX IF NOT EXISTS audits_listing ON audits (status, started_at, audit_id);
 CREATE INDEX IF NOT EXISTS audits_started ON audits (started_at, audit_id);
-CREATE TABLE IF NOT EXISTS audit_events (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    event_id TEXT NOT NULL UNIQUE, audit_id TEXT NOT NULL, type TEXT NOT NULL,
-    occurred_at INTEGER NOT NULL, causation_id TEXT,
-    topic TEXT, partition INTEGER, "offset" INTEGER,
-    body TEXT NOT NULL, recorded_at INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS audit_events_audit ON audit_events (audit_id, seq);
-CREATE INDEX IF NOT EXISTS audit_events_causation ON audit_events (causation_id)
-    WHERE causation_id IS NOT NULL;
+{history}
 CREATE TABLE IF NOT EXISTS projector_offsets (
     consumer TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
     next_offset INTEGER NOT NULL, PRIMARY KEY (consumer, topic, partition)
@@ -88,13 +80,28 @@ CREATE TABLE IF NOT EXISTS brake (
     ended_at INTEGER, ended_by TEXT, how TEXT
 )
 """
-SCHEMA = _SCHEMA_TEMPLATE.replace("{audits}", _AUDITS)
+# The history is keyed by the idempotency key (statemachine/idempotency.py): an event id names
+# one event of its audit. The key leads with event_id, so a look-up by id alone uses it.
+_HISTORY_TABLE = """CREATE TABLE IF NOT EXISTS audit_events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id TEXT NOT NULL, audit_id TEXT NOT NULL, type TEXT NOT NULL,
+    occurred_at INTEGER NOT NULL, causation_id TEXT,
+    topic TEXT, partition INTEGER, "offset" INTEGER,
+    body TEXT NOT NULL, recorded_at INTEGER NOT NULL,
+    UNIQUE (event_id, audit_id)
+)"""
+_HISTORY_INDEXES = """CREATE INDEX IF NOT EXISTS audit_events_audit ON audit_events (audit_id, seq);
+CREATE INDEX IF NOT EXISTS audit_events_causation ON audit_events (causation_id)
+    WHERE causation_id IS NOT NULL;"""
+SCHEMA = _SCHEMA_TEMPLATE.replace("{audits}", _AUDITS).replace(
+    "{history}", f"{_HISTORY_TABLE};\n{_HISTORY_INDEXES}"
+)
 
 
 def upgrade(conn: sqlite3.Connection) -> None:
     """Bring a file made by an older version up to :data:`SCHEMA_VERSION` (in the caller's
     transaction): add the ``audits`` columns it lacks, then the indexes that use them, and the
-    budget's ``spender`` column."""
+    budget's ``spender`` column; rekey a history keyed by ``event_id`` alone."""
     present = {row[1] for row in conn.execute("PRAGMA table_info(audits)")}
     for column, kind in COLUMN_KINDS.items():
         if column not in present:
@@ -105,4 +112,29 @@ def upgrade(conn: sqlite3.Connection) -> None:
         "CREATE INDEX IF NOT EXISTS audits_held ON audits (held_at) "
         "WHERE held_decision_id IS NOT NULL"
     )
+    _rekey_history(conn)
     conn.execute("UPDATE schema_version SET version = ? WHERE version < ?", (SCHEMA_VERSION,) * 2)
+
+
+def _rekey_history(conn: sqlite3.Connection) -> None:
+    """A history keyed by ``event_id`` alone (version 3 and before) copied, row for row and
+    ``seq`` kept, into one keyed by ``(event_id, audit_id)`` (SQLite cannot change a table's
+    constraints in place); nothing when it already is."""
+    sql = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'audit_events'"
+    ).fetchone()
+    if sql is None or "UNIQUE (event_id, audit_id)" in sql[0]:
+        return
+    columns = (
+        'seq, event_id, audit_id, type, occurred_at, causation_id, topic, partition, "offset", '
+        "body, recorded_at"
+    )
+    conn.execute("ALTER TABLE audit_events RENAME TO audit_events_old")
+    conn.execute(_HISTORY_TABLE)
+    conn.execute(
+        f"INSERT INTO audit_events ({columns}) SELECT {columns} FROM audit_events_old ORDER BY seq"
+    )
+    conn.execute("DROP TABLE audit_events_old")  # and its indexes, made again:
+    for statement in _HISTORY_INDEXES.split(";"):
+        if statement.strip():
+            conn.execute(statement)

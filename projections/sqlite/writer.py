@@ -11,10 +11,18 @@ from projections.sqlite.batch import apply_batch
 from projections.sqlite.connection import SQLiteDB
 from projections.sqlite.rows import to_micros
 from projections.values import ApplyResult, Position
-from projections.writer import ProjectionWriter
+from projections.writer import OnConflicts, ProjectionWriter
 from statemachine.events import AuditEvent
 
 __all__ = ["SQLiteWriter"]
+
+
+class _Held(Exception):
+    """A batch rolled back because it holds conflicts, to be set aside before it commits."""
+
+    def __init__(self, conflicts: tuple[tuple[int, str], ...]) -> None:
+        super().__init__(f"{len(conflicts)} conflicts")
+        self.conflicts = conflicts
 
 
 class SQLiteWriter(ProjectionWriter):
@@ -27,10 +35,17 @@ class SQLiteWriter(ProjectionWriter):
         offsets: Mapping[tuple[str, int], int],
         consumer: str,
         bodies: Sequence[bytes | None] | None,
+        commit_conflicts: bool,
     ) -> ApplyResult:
+        """The batch in one transaction; one holding conflicts is rolled back unless
+        ``commit_conflicts`` (:class:`_Held`: the caller sets them aside first, the
+        transaction runs in a worker thread that cannot wait for it)."""
         now = to_micros(datetime.now(UTC)) or 0
         with self.db.transaction() as conn:
-            return apply_batch(conn, events, offsets, consumer, bodies, now)
+            result = apply_batch(conn, events, offsets, consumer, bodies, now)
+            if result.conflicts and not commit_conflicts:
+                raise _Held(result.conflicts)
+            return result
 
     async def apply(
         self,
@@ -38,8 +53,16 @@ class SQLiteWriter(ProjectionWriter):
         offsets: Mapping[tuple[str, int], int],
         consumer: str,
         bodies: Sequence[bytes | None] | None = None,
+        on_conflicts: OnConflicts | None = None,
     ) -> ApplyResult:
-        return await self.db.run(self._apply, events, offsets, consumer, bodies)
+        try:
+            return await self.db.run(
+                self._apply, events, offsets, consumer, bodies, on_conflicts is None
+            )
+        except _Held as held:  # rare: the batch again, once its conflicts are set aside
+            assert on_conflicts is not None
+            await on_conflicts(held.conflicts)
+            return await self.db.run(self._apply, events, offsets, consumer, bodies, True)
 
     async def stored_offsets(self, consumer: str) -> dict[tuple[str, int], int]:
         def work() -> dict[tuple[str, int], int]:

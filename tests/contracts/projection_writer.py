@@ -8,6 +8,7 @@ Abstract (see :mod:`tests.contracts.projection_store` for what a backend provide
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from projections.store import ProjectionStore
 from projections.values import ApplyResult
 from statemachine.errors import StoreError
+from statemachine.events import AuditEvent
 from tests.contracts.projection_store import (
     CONSUMER,
     TOPIC,
@@ -33,6 +35,11 @@ from tests.contracts.projection_store import (
 )
 
 __all__ = ["ProjectionWriterContract"]
+
+
+def same_id(event: AuditEvent, as_: AuditEvent) -> AuditEvent:
+    """``event`` under the event_id of ``as_``."""
+    return event.model_copy(update={"event_id": as_.event_id})
 
 
 class ProjectionWriterContract(StoreFixtures):
@@ -193,3 +200,113 @@ class ProjectionWriterContract(StoreFixtures):
         assert [h.event for h in history] == events
         assert_utc(history[0].event.occurred_at)
         assert same_row(await store.audits.get("a-raw"), pure_fold(events)["a-raw"])
+
+    # -- the idempotency key (audit_id, event_id) ------------------------------------------
+
+    async def test_a_repeat_with_a_new_time_and_producer_is_applied_once_in_and_across_batches(
+        self, store: ProjectionStore
+    ) -> None:
+        # given an audit's start and a step, the step repeated in its own batch with another
+        # occurred_at, producer and schema version (a retried workflow step rebuilds its event)
+        start = started("a-1", at(0))
+        step = progressed("a-1", at(1), pages_crawled=3)
+        retried = step.model_copy(update={"occurred_at": at(9), "producer": "retry"})
+        handed: list[Sequence[tuple[int, str]]] = []
+
+        async def hand(conflicts: Sequence[tuple[int, str]]) -> None:
+            handed.append(conflicts)
+
+        # when the batch is applied, and the step comes once more in a later batch
+        first = await store.writer.apply(
+            positioned([start, step, retried]), {}, CONSUMER, None, hand
+        )
+        again = await store.writer.apply(
+            [(retried, (TOPIC, 0, 7))], {(TOPIC, 0): 8}, CONSUMER, None, hand
+        )
+
+        # then the step is applied once, as first seen; the repeats are skipped, no conflict
+        assert first == ApplyResult(applied=2, skipped=1)
+        assert again == ApplyResult(applied=0, skipped=1)
+        assert handed == []
+        assert [h.event for h in await store.audits.history("a-1")] == [start, step]
+        row = await store.audits.get("a-1")
+        assert row is not None and row.version == 2 and row.state.pages_crawled == 3
+        assert await store.writer.stored_offsets(CONSUMER) == {(TOPIC, 0): 8}
+
+    async def test_an_event_id_reused_under_another_audit_is_another_event(
+        self, store: ProjectionStore
+    ) -> None:
+        # given an audit's start applied
+        one = started("a-1", at(0))
+        await store.writer.apply(positioned([one]), {}, CONSUMER)
+
+        # when another audit's start with the same event_id comes, alone and then in a batch
+        # with a third audit's
+        two = same_id(started("a-2", at(1)), one)
+        three = same_id(started("a-3", at(2)), one)
+        alone = await store.writer.apply([(two, (TOPIC, 0, 5))], {}, CONSUMER)
+        both = await store.writer.apply(
+            [(three, (TOPIC, 0, 6)), (two, (TOPIC, 0, 7))], {}, CONSUMER
+        )
+
+        # then each audit has its own event: applied, never dropped
+        assert alone == ApplyResult(applied=1, skipped=0)
+        assert both == ApplyResult(applied=1, skipped=1)
+        for event in (one, two, three):
+            assert [h.event for h in await store.audits.history(event.audit_id)] == [event]
+            assert (await store.audits.get(event.audit_id)) is not None
+
+    async def test_a_conflict_is_refused_handed_over_and_the_first_content_wins(
+        self, store: ProjectionStore
+    ) -> None:
+        # given an audit whose step is applied
+        start = started("a-1", at(0))
+        step = progressed("a-1", at(1), pages_crawled=3)
+        await store.writer.apply(positioned([start, step]), {}, CONSUMER)
+        handed: list[list[tuple[int, str]]] = []
+
+        async def hand(conflicts: Sequence[tuple[int, str]]) -> None:
+            handed.append(list(conflicts))
+
+        # when a batch holds the step's id with other data, then a fresh event, then the same
+        # new id twice with other types
+        other_data = same_id(progressed("a-1", at(2), pages_crawled=99), step)
+        fresh = progressed("a-1", at(3), pages_crawled=4)
+        other_type = same_id(completed("a-1", at(4)), fresh)
+        batch = [(other_data, (TOPIC, 0, 2)), (fresh, (TOPIC, 0, 3)), (other_type, (TOPIC, 0, 4))]
+        result = await store.writer.apply(batch, {(TOPIC, 0): 5}, CONSUMER, None, hand)
+
+        # then the conflicts are refused and handed over by index, naming the reason and id
+        assert (result.applied, result.skipped) == (1, 0)
+        assert [i for i, _ in result.conflicts] == [0, 2]
+        assert handed == [list(result.conflicts)]
+        for (_, reason), event in zip(result.conflicts, (other_data, other_type), strict=True):
+            assert reason.startswith("event_id_conflict: ")
+            assert str(event.event_id) in reason and "a-1" in reason
+        assert "other type (AuditProgressed)" in result.conflicts[1][1]
+        # and the first content stays: the history and the row as without the conflicts
+        assert [h.event for h in await store.audits.history("a-1")] == [start, step, fresh]
+        row = await store.audits.get("a-1")
+        assert row is not None and (row.status, row.state.pages_crawled) == ("running", 4)
+        assert await store.writer.stored_offsets(CONSUMER) == {(TOPIC, 0): 5}
+
+    async def test_a_batch_whose_conflicts_cannot_be_set_aside_is_not_applied(
+        self, store: ProjectionStore
+    ) -> None:
+        # given an audit's start applied
+        start = started("a-1", at(0))
+        await store.writer.apply(positioned([start]), {}, CONSUMER)
+
+        async def refuse(conflicts: Sequence[tuple[int, str]]) -> None:
+            raise RuntimeError("the dead-letter topic is down")
+
+        # when a batch with a conflict cannot hand it over
+        clash = same_id(completed("a-1", at(1)), start)
+        step = progressed("a-1", at(2), pages_crawled=1)
+        batch = [(clash, (TOPIC, 0, 1)), (step, (TOPIC, 0, 2))]
+        with pytest.raises(RuntimeError, match="dead-letter"):
+            await store.writer.apply(batch, {(TOPIC, 0): 3}, CONSUMER, None, refuse)
+
+        # then nothing of the batch is kept: it is read again, never past the conflict
+        assert [h.event for h in await store.audits.history("a-1")] == [start]
+        assert await store.writer.stored_offsets(CONSUMER) == {}

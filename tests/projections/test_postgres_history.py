@@ -192,22 +192,46 @@ async def test_migration_4_turns_an_existing_jsonb_history_into_json(schema: str
         assert [h.event for h in await store.audits.history("a-1")] == [event]
 
 
-async def test_migration_5_keys_the_history_by_event_id_alone_and_keeps_it(schema: str) -> None:
+async def _unique_history_keys(store: PostgresStore) -> list[tuple[str, bool]]:
+    """The columns of the history's unique indexes, each with whether it identifies rows."""
+    recs = await store.pool.fetch(
+        "SELECT a.attname, i.indisreplident FROM pg_index i JOIN pg_attribute a "
+        "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+        "WHERE i.indrelid = 'audit_events'::regclass AND i.indisunique ORDER BY a.attnum"
+    )
+    return [tuple(r) for r in recs]
+
+
+async def test_migrations_5_and_7_key_the_history_by_audit_and_event_id_and_keep_it(
+    schema: str,
+) -> None:
     # given a database at schema version 4 with an audit's history of two events
     events = [started("a-1", at(0)), progressed("a-1", at(1), pages_crawled=3)]
     await at_version(schema, 4, events)
 
     # when a store of this version starts on it
     async with PostgresStore(postgres_url(), schema=schema) as store:
-        # then the history's only unique index is event_id's, which identifies its rows …
-        unique = await store.pool.fetch(
-            "SELECT a.attname, i.indisreplident FROM pg_index i JOIN pg_attribute a "
-            "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
-            "WHERE i.indrelid = 'audit_events'::regclass AND i.indisunique"
-        )
-        assert [tuple(r) for r in unique] == [("event_id", True)]
-        # … the history reads as before, in order, and an event recorded again is refused
+        # then the history's only unique index is (event_id, audit_id), which identifies rows
+        assert await _unique_history_keys(store) == [("event_id", True), ("audit_id", True)]
+        # … the history reads as before, in order, and an event recorded again is skipped
         assert [h.event for h in await store.audits.history("a-1")] == events
         again = [(events[1], (TOPIC, 0, 9))]
-        await store.writer.apply(again, {}, CONSUMER)
+        assert (await store.writer.apply(again, {}, CONSUMER)).skipped == 1
         assert [h.event for h in await store.audits.history("a-1")] == events
+
+
+async def test_migration_7_lets_an_event_id_name_one_event_in_each_audit(schema: str) -> None:
+    # given a database at schema version 6 (event_id unique alone) holding an audit's start
+    first = started("a-1", at(0))
+    await at_version(schema, 6, [first])
+
+    # when a store of this version starts on it and the same event id comes for another audit
+    async with PostgresStore(postgres_url(), schema=schema) as store:
+        other = first.model_copy(update={"audit_id": "a-2"})
+        result = await store.writer.apply([(other, (TOPIC, 0, 1))], {}, CONSUMER)
+
+        # then it is applied as another event, and the first audit's history is intact
+        assert result.applied == 1
+        assert [h.event for h in await store.audits.history("a-1")] == [first]
+        assert [h.event for h in await store.audits.history("a-2")] == [other]
+        assert await _unique_history_keys(store) == [("event_id", True), ("audit_id", True)]
