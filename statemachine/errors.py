@@ -3,7 +3,8 @@
     AuditrecError
     ├── ConfigError            a setting is missing or invalid (names the variable)
     ├── InvalidInput           an event, file or request failed validation (exit code 2)
-    │   └── DecodeError        a record read from the log is not a valid event
+    │   ├── DecodeError        a record read from the log is not a valid event
+    │   └── EventIdConflict    an event id already names other content in its audit (HTTP 409)
     ├── NotFound               an audit id the projection does not know
     ├── WrongState             an action the audit's state does not allow (HTTP 409)
     ├── NoServer               no `auditrec serve` is running the needed components
@@ -22,6 +23,7 @@ __all__ = [
     "AuditrecError",
     "ConfigError",
     "DecodeError",
+    "EventIdConflict",
     "EventLogError",
     "InfrastructureError",
     "InvalidInput",
@@ -52,6 +54,12 @@ class InvalidInput(AuditrecError):
 
 class DecodeError(InvalidInput):
     """A record is not a valid event; the message says why."""
+
+
+class EventIdConflict(InvalidInput):
+    """Events whose ``(audit_id, event_id)`` already names other content (a ``type`` or
+    ``data`` of its own), earlier in the submission or in the history
+    (:mod:`statemachine.idempotency`); each problem names the event id and audit."""
 
 
 class NotFound(AuditrecError):

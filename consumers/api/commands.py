@@ -11,7 +11,15 @@ import structlog
 from fastapi import APIRouter, HTTPException, Query, Request
 
 from consumers.api.guards import acting_token, read_body
-from consumers.api.models import EVENTS_BODY, R422, R503, Accepted, Message, SweepSummary
+from consumers.api.models import (
+    EVENTS_BODY,
+    R422,
+    R503,
+    Accepted,
+    Message,
+    Problems,
+    SweepSummary,
+)
 from consumers.operations.contracts.catalog import PUBLIC_TYPES
 from consumers.operations.contracts.cloudevents import (
     BATCH,
@@ -95,9 +103,19 @@ def add_command_routes(private: APIRouter, ops: Operations, max_body: int) -> No
             "`type` is the event type (`AuditStarted` or `dev.auditrec.AuditStarted`), "
             "`subject` the audit id, `id` the event id, `source` the producer, `time` "
             "`occurred_at`. "
+            "`(audit_id, event_id)` is an idempotency key: an item that repeats an earlier "
+            "one's key, `type` and `data` (whatever its `occurred_at`, `producer` or "
+            "`schema_version`) is accepted and published once; one that gives a key another "
+            "`type` or `data` than an earlier item or the history is refused (409, naming the "
+            "event id and audit); the same `event_id` under another audit is another event. "
             f"Bodies above {max_body} bytes are refused (413)."
         ),
         responses={
+            409: {
+                "model": Problems,
+                "description": "An event id already names an event with another `type` or "
+                "`data` in its audit (earlier in the body, or in the history); each is named.",
+            },
             413: {"model": Message, "description": "Body too large."},
             **R422,
             **R503,
@@ -108,6 +126,7 @@ def add_command_routes(private: APIRouter, ops: Operations, max_body: int) -> No
         body = await read_body(request, max_body)
         events = _events_of(request, body)
         _publishable(request, events)
+        await ops.refuse_conflicts(events)
         ids = await ops.publish(events)
         log.info("events published", count=len(ids))
         return Accepted(accepted=len(ids), event_ids=ids)

@@ -1,7 +1,8 @@
-"""How errors become HTTP answers: 422 naming each problem, 404, 409 (wrong state), 503 for
-what may pass (the event log, the database, no serve running), 413, and never a credential in
-a message. :data:`STATUS_OF` is the one map from the core's errors to HTTP statuses: the JSON
-API answers with it, the console's pages too (:func:`http_status`)."""
+"""How errors become HTTP answers: 422 naming each problem, 404, 409 (wrong state, an event id
+that already names other content), 503 for what may pass (the event log, the database, no
+serve running), 413, and never a credential in a message. :data:`STATUS_OF` is the one map
+from the core's errors to HTTP statuses: the JSON API answers with it, the console's pages
+too (:func:`http_status`)."""
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
 
@@ -18,6 +19,7 @@ from starlette.exceptions import HTTPException
 from consumers.api.guards import BodyTooLarge, too_large
 from statemachine.errors import (
     AuditrecError,
+    EventIdConflict,
     InfrastructureError,
     InvalidInput,
     NoServer,
@@ -35,6 +37,7 @@ _CREDENTIALS_IN_URL = re.compile(r"(\w+://)[^/\s@]+@")
 # The HTTP status of each of the core's errors (the first kind it is an instance of); any
 # other error is a 500.
 STATUS_OF: Final[dict[type[AuditrecError], int]] = {
+    EventIdConflict: 409,
     InvalidInput: 422,
     NotFound: 404,
     WrongState: 409,

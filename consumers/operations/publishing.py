@@ -4,6 +4,11 @@ Everything is validated before anything is published: one invalid item rejects t
 submission with a reason per item. ``event_id``, ``occurred_at``, ``schema_version`` and
 ``producer`` may be omitted and are filled in here, at the edge, where the clock and random ids
 belong.
+
+``(audit_id, event_id)`` is an idempotency key (:mod:`statemachine.idempotency`): an item that
+repeats an earlier one's key and content is accepted and published once; one that gives the key
+other content is refused (:class:`EventIdConflict`, HTTP 409), as is one whose key the history
+already holds with other content (:func:`refuse_conflicts`, where the projection is at hand).
 """
 
 from __future__ import annotations
@@ -15,14 +20,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import structlog
 from pydantic import ValidationError
 
 from consumers.eventlog.codec import describe
-from statemachine.errors import InvalidInput
+from projections.audits import AuditReads
+from statemachine.errors import EventIdConflict, InfrastructureError, InvalidInput
 from statemachine.events import EVENT_ADAPTER, AuditEvent
+from statemachine.idempotency import Key, key_of, same_content
 from statemachine.upcasting import CURRENT_VERSION, upcast
 
-__all__ = ["complete_envelope", "parse_json_lines", "validate_items"]
+__all__ = ["complete_envelope", "parse_json_lines", "refuse_conflicts", "validate_items"]
+
+log = structlog.get_logger("auditrec.publishing")
 
 MAX_PROBLEMS = 50
 
@@ -78,11 +88,14 @@ class _Unparsable:
 def _validate_all(
     entries: Iterable[tuple[str, Any]], *, kind: str, producer: str
 ) -> list[AuditEvent]:
-    """Validate ``(name, raw)`` entries, duplicate event ids included; any problem rejects
-    them all with :class:`InvalidInput`, one ``"{name}: reason"`` per problem, in order."""
+    """Validate ``(name, raw)`` entries; any problem rejects them all with :class:`InvalidInput`,
+    one ``"{name}: reason"`` per problem, in order (:class:`EventIdConflict` when every problem
+    is an event id given other content). An entry repeating an earlier one (same key and
+    content) is left out: it is published once."""
     problems: list[str] = []
+    conflicts = 0
     events: list[AuditEvent] = []
-    seen: dict[uuid.UUID, str] = {}
+    seen: dict[Key, tuple[str, AuditEvent]] = {}
     for name, raw in entries:
         if isinstance(raw, _Unparsable):
             problems.append(f"{name}: {raw.reason}")
@@ -92,17 +105,51 @@ def _validate_all(
         except InvalidInput as exc:
             problems.append(f"{name}: {exc}")
             continue
-        first = seen.setdefault(event.event_id, name)
-        if first != name:
-            problems.append(f"{name}: duplicate event_id {event.event_id} (as {first})")
-            continue
-        events.append(event)
+        first_name, first = seen.setdefault(key_of(event), (name, event))
+        if first is event:
+            events.append(event)
+        elif not same_content(first, event):
+            conflicts += 1
+            problems.append(f"{name}: {_conflict(event, first, first_name)}")
     if problems:
         shown = problems[:MAX_PROBLEMS]
         if len(problems) > MAX_PROBLEMS:
             shown.append(f"... and {len(problems) - MAX_PROBLEMS} more")
+        if conflicts == len(problems):
+            raise EventIdConflict(f"{conflicts} event id conflict(s); nothing published", shown)
         raise InvalidInput(f"{len(problems)} invalid {kind}(s); nothing published", shown)
     return events
+
+
+def _conflict(event: AuditEvent, first: AuditEvent, where: str) -> str:
+    other = "data" if first.type == event.type else f"type ({first.type})"
+    return (
+        f"event_id {event.event_id} of audit {event.audit_id} already names an event with "
+        f"other {other} ({where}); a new event needs a new event_id"
+    )
+
+
+async def refuse_conflicts(audits: AuditReads, events: Sequence[AuditEvent]) -> None:
+    """Raise :class:`EventIdConflict` naming each of ``events`` whose key the history already
+    holds with other content. The projection may lag the log: what it does not hold yet the
+    projector judges (dead-lettered ``event_id_conflict``). A projection that cannot be read
+    is passed over the same way, so publishing never waits for the database."""
+    try:
+        histories = await audits.histories(sorted({e.audit_id for e in events}))
+    except InfrastructureError as exc:
+        log.warning("history unreadable; conflicts left to the projector", error=str(exc)[:300])
+        return
+    recorded = {key_of(h.event): h.event for entries in histories.values() for h in entries}
+    problems = [
+        _conflict(event, first, "in the history")
+        for event in events
+        if (first := recorded.get(key_of(event))) is not None and not same_content(first, event)
+    ]
+    if problems:
+        shown = problems[:MAX_PROBLEMS]
+        if len(problems) > MAX_PROBLEMS:
+            shown.append(f"... and {len(problems) - MAX_PROBLEMS} more")
+        raise EventIdConflict(f"{len(problems)} event id conflict(s); nothing published", shown)
 
 
 def validate_items(

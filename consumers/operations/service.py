@@ -25,6 +25,7 @@ from consumers.operations.backends import Backends
 from consumers.operations.braking import brake_status, end_brake
 from consumers.operations.freshness import Freshness
 from consumers.operations.outcomes import Outcome, Summary, await_outcomes
+from consumers.operations.publishing import refuse_conflicts
 from consumers.operations.sweeping import sweep
 from consumers.runtime.names import PIPELINE
 from consumers.workflows.ratelimit import ON_DEMAND, SHARE_SPENT, SharedRateLimit
@@ -66,6 +67,12 @@ class Operations:
         self._budget: SharedRateLimit | None = None
 
     # -- publish ----------------------------------------------------------------------------
+
+    async def refuse_conflicts(self, events: Sequence[AuditEvent]) -> None:
+        """Refuse (:class:`~statemachine.errors.EventIdConflict`) events whose
+        ``(audit_id, event_id)`` the history already holds with other content
+        (:func:`consumers.operations.publishing.refuse_conflicts`)."""
+        await refuse_conflicts(self.backends.store.audits, events)
 
     async def publish(self, events: Sequence[AuditEvent]) -> list[str]:
         topic = self.backends.topics.lifecycle
