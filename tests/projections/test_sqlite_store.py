@@ -24,6 +24,7 @@ from tests.contracts.projection_store import (
     StoreFixtures,
     held,
     positioned,
+    progressed,
     started,
 )
 from tests.contracts.projection_sweeps import SweepsContract
@@ -112,7 +113,7 @@ async def test_a_file_of_schema_version_1_is_upgraded_keeping_its_rows(tmp_path:
     # when this version opens it
     async with open_store(url) as store:
         # then the columns are back, the row is intact and the version is current
-        assert await store.init() == SCHEMA_VERSION == 3
+        assert await store.init() == SCHEMA_VERSION == 4
         row = await store.audits.get("a-old")
         assert row is not None and row.status == "running" and row.state.held_decision_id is None
         hold = held("a-old")
@@ -137,7 +138,7 @@ async def test_a_file_of_schema_version_2_gets_the_budget_spender_column(tmp_pat
     # when this version opens it
     async with open_store(url) as store:
         # then the old request counts as another spender's and reads have a share of their own
-        assert await store.init() == 3
+        assert await store.init() == SCHEMA_VERSION
         now = datetime.fromtimestamp(2, UTC)
         assert await store.budget.requests_in_window("acct", now, 10.0, spender="other") == 1
         slot = await store.budget.take_request_slot(
@@ -145,3 +146,47 @@ async def test_a_file_of_schema_version_2_gets_the_budget_spender_column(tmp_pat
         )
         assert slot.granted
         assert await store.budget.requests_in_window("acct", now, 10.0, spender="on_demand") == 1
+
+
+async def test_a_history_keyed_by_event_id_alone_is_rekeyed_by_audit_and_event_id(
+    tmp_path: Path,
+) -> None:
+    # given a file of schema version 3, whose history is keyed by event_id alone
+    url = f"sqlite:///{tmp_path / 'v3.db'}"
+    first = started("a-1")
+    step = progressed("a-1", pages_crawled=3)
+    async with open_store(url) as store:
+        await store.init()
+        await store.writer.apply(positioned([first, step]), {}, "projector")
+    conn = sqlite3.connect(tmp_path / "v3.db")
+    rows = conn.execute("SELECT * FROM audit_events ORDER BY seq").fetchall()
+    conn.executescript(
+        "DROP TABLE audit_events; CREATE TABLE audit_events (seq INTEGER PRIMARY KEY "
+        "AUTOINCREMENT, event_id TEXT NOT NULL UNIQUE, audit_id TEXT NOT NULL, type TEXT NOT "
+        "NULL, occurred_at INTEGER NOT NULL, causation_id TEXT, topic TEXT, partition INTEGER, "
+        '"offset" INTEGER, body TEXT NOT NULL, recorded_at INTEGER NOT NULL); '
+        "CREATE INDEX audit_events_audit ON audit_events (audit_id, seq); "
+        "UPDATE schema_version SET version = 3"
+    )
+    conn.executemany(f"INSERT INTO audit_events VALUES ({', '.join('?' * 11)})", rows)
+    conn.commit()
+    conn.close()
+
+    # when this version opens it and the start's event id comes for another audit
+    async with open_store(url) as store:
+        assert await store.init() == SCHEMA_VERSION
+        other = started("a-2").model_copy(update={"event_id": first.event_id})
+        result = await store.writer.apply([(other, ("t", 0, 9))], {}, "projector")
+
+        # then the history is kept row for row, and the other audit's event applied
+        assert [h.event for h in await store.audits.history("a-1")] == [first, step]
+        assert result.applied == 1
+        assert [h.event for h in await store.audits.history("a-2")] == [other]
+    conn = sqlite3.connect(tmp_path / "v3.db")
+    assert conn.execute("SELECT seq FROM audit_events ORDER BY seq").fetchall()[:2] == [
+        (rows[0][0],),
+        (rows[1][0],),
+    ]
+    indexes = {r[1] for r in conn.execute("PRAGMA index_list(audit_events)")}
+    assert {"audit_events_audit", "audit_events_causation"} <= indexes
+    conn.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +27,7 @@ from tests.contracts.projection_store import (
     started,
 )
 from tests.eventually import eventually
+from tests.interleavings import AUDITS, IDS, PRODUCERS, event_of, expected_of
 from tests.pipeline import OverlappingWrites, Pipeline, append, read_topic, run_until_idle
 
 
@@ -629,3 +631,57 @@ async def test_lanes_are_written_at_once_and_a_failed_lane_loses_nothing(
     assert not {p for (_, p), n in committed.items() if n} & {failed[0]}
     # and in the end each event is applied exactly once
     await assert_applied_once(pipeline, events)
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_any_interleaving_applies_each_keys_first_content_once_and_dead_letters_conflicts(
+    pipeline: Pipeline, seed: int
+) -> None:
+    # given interleavings of two audits' events under three shared event ids (starts, steps,
+    # completions, each repeated with another time and producer, or given other content),
+    # appended in a few runs, the projector catching up after each
+    rng = random.Random(seed)
+    topic = pipeline.topics.lifecycle
+    events = [
+        event_of(
+            rng.choice(AUDITS),
+            rng.randrange(len(IDS)),
+            rng.randrange(4),
+            rng.randrange(60),
+            rng.choice(PRODUCERS),
+        )
+        for _ in range(30)
+    ]
+    async with Projector(pipeline.log, pipeline.store.writer) as projector:
+        for start in range(0, len(events), 10):
+            await append(pipeline.log, topic, events[start : start + 10])
+            await run_until_idle(projector)
+
+    # then each key's first content is applied once, in order, and nothing else
+    applied, conflicts = expected_of(events)
+    await assert_applied_once(pipeline, applied)
+    # and every conflict is a dead letter naming the reason, the id and the audit, once
+    letters = [
+        json.loads(r.value) for r in await read_topic(pipeline.log, pipeline.topics.dead_letter)
+    ]
+    records = {
+        (r.partition, r.offset): json.loads(r.value) for r in await read_topic(pipeline.log, topic)
+    }
+    refused = sorted(
+        (body["audit_id"], body["event_id"], body["type"], json.dumps(body["data"], sort_keys=True))
+        for body in (records[(d["source_partition"], d["source_offset"])] for d in letters)
+    )
+    assert refused == sorted(
+        (
+            e.audit_id,
+            str(e.event_id),
+            e.type,
+            json.dumps(e.data.model_dump(mode="json"), sort_keys=True),
+        )
+        for i, e in enumerate(events)
+        if i in conflicts
+    )
+    for letter in letters:
+        assert letter["error"].startswith("event_id_conflict: ")
+        assert letter["consumer"] == pipeline.topics.group(Projector.name)
+    assert projector.dead_lettered == len(conflicts)
