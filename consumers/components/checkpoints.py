@@ -17,6 +17,9 @@ in a worker thread and the save in the background, at most one per partition at 
 **Safe to ignore.** A checkpoint of another format version, of other state fields, or that
 cannot be read is ignored (logged): the partition is folded from the start of what the log
 holds, as without checkpoints.
+
+With the states go the event ids folded into each running audit
+(:mod:`consumers.components.keys`); a checkpoint saved before they were kept restores none.
 """
 
 from __future__ import annotations
@@ -27,25 +30,33 @@ import pickle
 import time
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
+from consumers.components.keys import Keys
 from consumers.eventlog.port import TopicPartition
 from projections.checkpoints import CheckpointStore
 from statemachine.events import EVENT_ADAPTER, AuditFailureHeld
 from statemachine.state import AuditState
 
-__all__ = ["Checkpoints", "Restored", "Snapshot", "decode_states", "encode_states"]
+__all__ = [
+    "Checkpoints",
+    "Restored",
+    "Snapshot",
+    "decode_checkpoint",
+    "decode_states",
+    "encode_states",
+]
 
 FORMAT = 2
 _FIELDS = AuditState._fields
 
 log = structlog.get_logger("auditrec.checkpoints")
 
-# A partition's states and held decisions, copied when a checkpoint of them is due.
-Snapshot = tuple[dict[str, AuditState], dict[str, AuditFailureHeld]]
+# A partition's states, held decisions and keys, copied when a checkpoint of them is due.
+Snapshot = tuple[dict[str, AuditState], dict[str, AuditFailureHeld], dict[str, frozenset[int]]]
 
 
 @dataclass
@@ -53,10 +64,13 @@ class Restored:
     next_offset: int
     states: dict[str, AuditState]
     holds: dict[str, AuditFailureHeld]
+    keys: Keys = field(default_factory=dict)
 
 
 def encode_states(
-    states: Mapping[str, AuditState], holds: Mapping[str, AuditFailureHeld] | None = None
+    states: Mapping[str, AuditState],
+    holds: Mapping[str, AuditFailureHeld] | None = None,
+    keys: Mapping[str, frozenset[int] | set[int]] | None = None,
 ) -> bytes:
     rows = []
     terminal = []  # compacted terminal audits (no audit id of their own): status and who
@@ -66,14 +80,24 @@ def encode_states(
         else:
             rows.append((key, tuple(getattr(state, name) for name in _FIELDS)))
     held = [h.model_dump_json() for h in (holds or {}).values()]
-    return zlib.compress(pickle.dumps((FORMAT, _FIELDS, rows, terminal, held), protocol=5), 1)
+    # each audit's event ids as one bytes of 16 per id (a pickled int costs about as much)
+    ids = {a: b"".join(n.to_bytes(16, "big") for n in ns) for a, ns in (keys or {}).items()}
+    return zlib.compress(pickle.dumps((FORMAT, _FIELDS, rows, terminal, held, ids), protocol=5), 1)
 
 
 def decode_states(blob: bytes) -> tuple[dict[str, AuditState], dict[str, AuditFailureHeld]]:
-    """The states and holds in ``blob``; ``ValueError`` when it is not a checkpoint this
-    version can read."""
+    """The states and holds in ``blob`` (see :func:`decode_checkpoint`)."""
+    states, holds, _ = decode_checkpoint(blob)
+    return states, holds
+
+
+def decode_checkpoint(
+    blob: bytes,
+) -> tuple[dict[str, AuditState], dict[str, AuditFailureHeld], Keys]:
+    """The states, holds and keys in ``blob`` (no keys from a checkpoint saved before they
+    were kept); ``ValueError`` when it is not a checkpoint this version can read."""
     try:
-        version, names, rows, terminal, held = pickle.loads(zlib.decompress(blob))
+        version, names, rows, terminal, held, *rest = pickle.loads(zlib.decompress(blob))
     except Exception as exc:
         raise ValueError(f"unreadable checkpoint: {type(exc).__name__}") from None
     if version != FORMAT or tuple(names) != _FIELDS:
@@ -90,7 +114,10 @@ def decode_states(blob: bytes) -> tuple[dict[str, AuditState], dict[str, AuditFa
         event = EVENT_ADAPTER.validate_json(text)
         if isinstance(event, AuditFailureHeld):
             holds[event.audit_id] = event
-    return states, holds
+    keys: Keys = {}
+    for audit_id, ids in (rest[0] if rest else {}).items():
+        keys[audit_id] = {int.from_bytes(ids[i : i + 16], "big") for i in range(0, len(ids), 16)}
+    return states, holds, keys
 
 
 class Checkpoints:
@@ -135,11 +162,11 @@ class Checkpoints:
             )
             return None
         try:
-            states, holds = await asyncio.to_thread(decode_states, blob)
+            states, holds, keys = await asyncio.to_thread(decode_checkpoint, blob)
         except ValueError as exc:
             log.warning("checkpoint ignored", partition=tp[1], reason=str(exc))
             return None
-        return Restored(next_offset, states, holds)
+        return Restored(next_offset, states, holds, keys)
 
     def progressed(
         self,
@@ -148,10 +175,11 @@ class Checkpoints:
         next_offset: int,
         states: Mapping[str, AuditState],
         holds: Mapping[str, AuditFailureHeld] | None = None,
+        keys: Keys | None = None,
     ) -> None:
-        """After a commit of ``tp`` up to ``next_offset``, with ``states`` exactly as of that
-        offset: save a checkpoint in the background when one is due."""
-        snapshot = self.taken(tp, records, states, holds)
+        """After a commit of ``tp`` up to ``next_offset``, with ``states`` (and ``keys``)
+        exactly as of that offset: save a checkpoint in the background when one is due."""
+        snapshot = self.taken(tp, records, states, holds, keys)
         if snapshot is not None:
             self.save(tp, next_offset, snapshot)
 
@@ -161,9 +189,11 @@ class Checkpoints:
         records: int,
         states: Mapping[str, AuditState],
         holds: Mapping[str, AuditFailureHeld] | None = None,
+        keys: Keys | None = None,
     ) -> Snapshot | None:
         """Count ``records`` more of ``tp``'s progress; when a checkpoint is due, a snapshot of
-        ``states`` (and ``holds``) as they are now, to :meth:`save` once they are committed."""
+        ``states`` (and ``holds``, ``keys``) as they are now, to :meth:`save` once they are
+        committed."""
         self._progress[tp] = self._progress.get(tp, 0) + records
         due = self._progress[tp] >= self.every_events or (
             self._progress[tp] > 0
@@ -174,7 +204,8 @@ class Checkpoints:
             return None
         self._progress[tp] = 0
         self._saved_at[tp] = time.monotonic()
-        return dict(states), dict(holds or {})  # states are immutable: a shallow copy
+        # states are immutable: a shallow copy; each audit's keys are copied
+        return dict(states), dict(holds or {}), {a: frozenset(n) for a, n in (keys or {}).items()}
 
     def save(self, tp: TopicPartition, next_offset: int, snapshot: Snapshot) -> None:
         """Save ``snapshot``, the states of ``tp`` up to ``next_offset`` (committed), in the
@@ -187,9 +218,10 @@ class Checkpoints:
         next_offset: int,
         states: dict[str, AuditState],
         holds: dict[str, AuditFailureHeld],
+        keys: dict[str, frozenset[int]],
     ) -> None:
         try:
-            blob = await asyncio.to_thread(encode_states, states, holds)
+            blob = await asyncio.to_thread(encode_states, states, holds, keys)
             await self.store.save_checkpoint(self.consumer, tp[0], tp[1], next_offset, blob)
             self.saved += 1
             log.debug("checkpoint saved", partition=tp[1], offset=next_offset, bytes=len(blob))

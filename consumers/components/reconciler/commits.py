@@ -16,6 +16,7 @@ import structlog
 
 from consumers.components.batches import counts_by_partition, next_offsets
 from consumers.components.checkpoints import Checkpoints, Snapshot
+from consumers.components.keys import Keys
 from consumers.components.partition_writes import BatchWrites
 from consumers.components.reconciler.log import Holds
 from consumers.eventlog.port import Consumer, OutRecord, Record
@@ -42,17 +43,20 @@ class Commits:
         outputs: Mapping[tuple[str, int], list[OutRecord]],
         states: Mapping[tuple[str, int], dict[str, AuditState]],
         holds: Mapping[tuple[str, int], Holds],
+        keys: Mapping[tuple[str, int], Keys] | None = None,
     ) -> None:
         """Start committing each input partition of ``records`` with its ``outputs``, after
         the commits of earlier batches over that partition; a checkpoint due is taken of
-        ``states`` and ``holds`` as they are now."""
+        ``states``, ``holds`` and ``keys`` as they are now."""
         checkpoints = self.checkpoints
         counts = counts_by_partition(records)
         commits = []
         for tp, nxt in next_offsets(records).items():
             snapshot = None
             if checkpoints is not None:
-                snapshot = checkpoints.taken(tp, counts[tp], states[tp], holds.get(tp))
+                snapshot = checkpoints.taken(
+                    tp, counts[tp], states[tp], holds.get(tp), (keys or {}).get(tp)
+                )
             commit = functools.partial(
                 self._commit, consumer, tp, nxt, outputs.get(tp, []), snapshot
             )

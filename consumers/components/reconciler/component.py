@@ -8,7 +8,9 @@ decision in the log exactly once. A batch's commits run while the next batch is 
 rebuilds its states, and they all end before partitions change hands or the consumer stops.
 
 Its own decisions, read back, are passed over (recognised by their very bytes): each was folded
-when it was made, and folding it again changes nothing.
+when it was made, and folding it again changes nothing. So is an event whose key
+``(audit_id, event_id)`` was folded before, a duplicate or a conflict alike: the first content
+wins, as in the projection (:mod:`consumers.components.keys`).
 
 State is in memory, per assigned partition. On assignment the partition is folded from its
 latest checkpoint (:mod:`consumers.components.checkpoints`; else from the beginning) up to the
@@ -34,6 +36,7 @@ import structlog
 
 from consumers.components.base import LogConsumer
 from consumers.components.checkpoints import Checkpoints
+from consumers.components.keys import Keys, first_seen, settled
 from consumers.components.reconciler.commits import Commits
 from consumers.components.reconciler.counting import flush_counts
 from consumers.components.reconciler.judgments import judge_event, loudness, overturned, overturns
@@ -88,6 +91,8 @@ class Reconciler(LogConsumer):
         # The decisions made here and not read back yet, per partition, as appended: read
         # back, they are passed over (see ``_handle``).
         self.made: dict[tuple[str, int], set[bytes]] = {}
+        # The event ids folded into each running audit, per partition.
+        self.keys: dict[tuple[str, int], Keys] = {}
         self._brake_engaged = brake_engaged
         self._brake = (False, -BRAKE_READ_EVERY)  # last answer, when read
         # Next offset to process per partition (what this instance has committed).
@@ -123,6 +128,7 @@ class Reconciler(LogConsumer):
                 self.positions.pop(tp, None)
                 self.holds.pop(tp, None)
                 self.made.pop(tp, None)
+                self.keys.pop(tp, None)
         held: dict[str, dict[int, int]] = {}  # the log's start offsets, read once per topic
         kept: list[int] = []
         restored_from = 0
@@ -144,6 +150,7 @@ class Reconciler(LogConsumer):
             states, holds, folded = restored.states, restored.holds, restored.read
             self.partitions[tp] = states
             self.holds[tp] = holds
+            self.keys[tp] = restored.keys
             self.made.pop(tp, None)
             self.read_on_assign[tp] = folded
             self.positions[tp] = start
@@ -182,6 +189,7 @@ class Reconciler(LogConsumer):
         self.positions.clear()
         self.holds.clear()
         self.made.clear()
+        self.keys.clear()
 
     async def on_revoke(self, consumer: Consumer, partitions: Sequence[tuple[str, int]]) -> None:
         # States are kept until the next assignment shows whether the partition stays here.
@@ -230,6 +238,8 @@ class Reconciler(LogConsumer):
         states: dict[str, AuditState] | None = None
         holds: Holds = {}
         made: set[bytes] = set()
+        keys: Keys = {}
+        passed = 0
         position = 0
         for record in records:  # in runs of one partition: look its things up once a run
             if record.partition != tp[1] or record.topic != tp[0]:
@@ -239,6 +249,7 @@ class Reconciler(LogConsumer):
                 if states is not None:
                     holds = self.holds.setdefault(tp, {})
                     made = self.made.setdefault(tp, set())
+                    keys = self.keys.setdefault(tp, {})
                 position = positions.get(tp, 0)
             offset = record.offset
             if states is None or offset < position:
@@ -256,29 +267,39 @@ class Reconciler(LogConsumer):
             except DecodeError as exc:
                 self.dead_letter(record, str(exc), out)
                 continue
+            audit_id = event.audit_id
+            if not first_seen(keys, event):  # its key was folded: a duplicate or a conflict
+                passed += 1
+                continue
             try:
                 if event.type in FOLDED_ONLY:  # no rule judges these: fold (most events)
-                    before = states.get(event.audit_id)
+                    before = states.get(audit_id)
                     after = fold(states, holds, event, before)
                     if overturns(before, after):
                         overturned(event, info)
+                    settled(keys, audit_id, after.status == RUNNING)
                     continue
                 decision = judge(states, holds, event, brake_engaged)
                 if decision is not None:  # beside the events it was made from
                     made_record = encode(lifecycle, decision, tp[1])
                     out.append(made_record)
+                    first_seen(keys, decision)
                     if len(made) < MADE_KEPT:
                         made.add(made_record.value)
+                state = states.get(audit_id)
+                settled(keys, audit_id, state is not None and state.status == RUNNING)
             except Exception as exc:  # one event must not hold back its partition
                 self.cannot_handle(record, exc, out)
         flush_counts()
+        if passed:
+            log.debug("events passed over: their key was folded before", count=passed)
         if skipped:
             log.info("records skipped: fetched before the assignment settled", count=skipped)
             records = [
                 r for r in records if r.offset < self.positions.get((r.topic, r.partition), 0)
             ]
         assert self.consumer is not None
-        self._commits.start(self.consumer, records, outputs, self.partitions, self.holds)
+        self._commits.start(self.consumer, records, outputs, self.partitions, self.holds, self.keys)
         await self._commits.flush(keep=1)
         return len(records)
 

@@ -1,7 +1,8 @@
 """How the reconciler reads its partitions: an event folded into its audit's state (terminal
-states kept compact, held decisions kept aside), a partition's states rebuilt on assignment
-(from its checkpoint and the log), events read as views (all but the holds it keeps), its own
-decisions (and the records that may be one, told by their header)."""
+states kept compact, held decisions kept aside), once per key ``(audit_id, event_id)``
+(:mod:`consumers.components.keys`), a partition's states rebuilt on assignment (from its
+checkpoint and the log), events read as views (all but the holds it keeps), its own decisions
+(and the records that may be one, told by their header)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Final, cast
 import structlog
 
 from consumers.components.checkpoints import Checkpoints
+from consumers.components.keys import Keys, first_seen, settled
 from consumers.eventlog.codec import decode
 from consumers.eventlog.port import EventLog, Record
 from consumers.eventlog.wire import decode_view
@@ -130,6 +132,8 @@ class Rebuilt:
     """Records read from the log."""
     checkpoint: int | None
     """Where the checkpoint it started from ends (``None``: none, from the log's start)."""
+    keys: Keys
+    """The event ids folded into each running audit."""
 
 
 async def rebuild_partition(
@@ -146,10 +150,11 @@ async def rebuild_partition(
     restored = await checkpoints.load(tp, start) if checkpoints is not None else None
     states: dict[str, AuditState] = {}
     holds: Holds = {}
+    keys: Keys = {}
     begin = 0
     if restored is not None:
         states = {k: compact(v) for k, v in restored.states.items()}
-        holds, begin = restored.holds, restored.next_offset
+        holds, begin, keys = restored.holds, restored.next_offset, restored.keys
     if log_start > begin:
         log.error(
             "the lifecycle log no longer holds what this partition's state needs",
@@ -169,6 +174,9 @@ async def rebuild_partition(
                 event = decode_to_judge(record)
             except DecodeError:
                 continue
-            if record.offset < start or own_decision(event):
-                fold_into(states, holds, event, states.get(event.audit_id))
-    return Rebuilt(states, holds, count, restored.next_offset if restored is not None else None)
+            if (record.offset < start or own_decision(event)) and first_seen(keys, event):
+                after = fold_into(states, holds, event, states.get(event.audit_id))
+                settled(keys, event.audit_id, after.status == RUNNING)
+    return Rebuilt(
+        states, holds, count, restored.next_offset if restored is not None else None, keys
+    )

@@ -15,10 +15,12 @@ send time: the projector may lag behind (or not run in this process), and the ro
 show later events (an overturn). Folding gives the state at the failure itself. An audit whose
 failure an operator undoes (``AuditRestored``) is followed again only when that failure was an
 operator's: one the reconciler made was reported already, and PostHog hears of an audit's
-reconciliation failure once, whatever restores and failures follow. Only running audits are kept
-in memory, and they are checkpointed (:mod:`consumers.components.checkpoints`) whenever a
-partition's offsets catch up with what was consumed (nothing waits in the outbox), so an
-assignment folds only what follows the latest checkpoint.
+reconciliation failure once, whatever restores and failures follow. An event whose key
+``(audit_id, event_id)`` was folded before is passed over, a duplicate or a conflict alike, as
+the reconciler does (:mod:`consumers.components.keys`). Only running audits are kept in memory,
+and they are checkpointed (:mod:`consumers.components.checkpoints`) whenever a partition's
+offsets catch up with what was consumed (nothing waits in the outbox), so an assignment folds
+only what follows the latest checkpoint.
 
 **Exactly once, as far as PostHog can tell.** The SDK runs in ``sync_mode`` in a worker thread
 (bounded by its HTTP timeout): ``capture`` returns the event's uuid only once PostHog answered
@@ -44,6 +46,7 @@ import structlog
 
 from consumers.components.base import LogConsumer
 from consumers.components.checkpoints import Checkpoints
+from consumers.components.keys import Keys, first_seen, settled
 from consumers.components.telemetry.outbox import Outbox, Pending
 from consumers.components.telemetry.posthog import EVENT_NAME, build_client, capture_arguments
 from consumers.eventlog.codec import read
@@ -92,6 +95,7 @@ class Telemetry(LogConsumer):
             max_attempts=max_attempts,
         )
         self.partitions: dict[TopicPartition, dict[str, AuditState]] = {}
+        self.keys: dict[TopicPartition, Keys] = {}  # event ids folded into running audits
         self._consumed: dict[TopicPartition, int] = {}
         self._committed: dict[TopicPartition, int] = {}
         self.checkpoints = Checkpoints(store.checkpoints, self.group)
@@ -117,6 +121,7 @@ class Telemetry(LogConsumer):
         await self.checkpoints.flush()
         self.outbox.items.clear()
         self.partitions.clear()
+        self.keys.clear()
         self._consumed.clear()
         self._committed.clear()
         client = self.client
@@ -133,15 +138,17 @@ class Telemetry(LogConsumer):
             start = committed.get(tp, 0)
             restored = await self.checkpoints.load(tp, start)
             states = restored.states if restored is not None else {}
+            keys = restored.keys if restored is not None else {}
             begin = restored.next_offset if restored is not None else 0
             if start > begin:
                 async for batch in self.log.read(tp[0], tp[1], begin, start):
                     for record in batch:
                         try:
-                            self._fold(states, read(record.value))
+                            self._fold(states, keys, read(record.value))
                         except DecodeError:
                             continue
             self.partitions[tp] = states
+            self.keys[tp] = keys
             self._consumed[tp] = self._committed[tp] = start
             self.seek(consumer, tp, start)
             log.debug(
@@ -162,13 +169,20 @@ class Telemetry(LogConsumer):
         self.outbox.items[:] = [p for p in self.outbox.items if p.tp not in gone]
         for tp in gone:
             self.partitions.pop(tp, None)
+            self.keys.pop(tp, None)
             self._consumed.pop(tp, None)
             self._committed.pop(tp, None)
 
     # -- folding ------------------------------------------------------------------------------
 
     @staticmethod
-    def _fold(states: dict[str, AuditState], event: AuditEvent) -> tuple[AuditState, AuditState]:
+    def _fold(
+        states: dict[str, AuditState], keys: Keys, event: AuditEvent
+    ) -> tuple[AuditState, AuditState] | None:
+        """The audit's state before and after ``event``; ``None`` when its key was folded
+        before (passed over)."""
+        if not first_seen(keys, event):
+            return None
         before = states.get(event.audit_id) or initial(event.audit_id)
         if (
             event.type == "AuditRestored"
@@ -177,10 +191,12 @@ class Telemetry(LogConsumer):
         ):  # never reported: followed again, with the facts the restore carries
             before = AuditState(audit_id=event.audit_id, status="failed", failed_by="operator")
         after = evolve(before, event)
-        if after.exists and after.status not in TERMINAL:
+        running = after.exists and after.status not in TERMINAL
+        if running:
             states[event.audit_id] = after
         else:
             states.pop(event.audit_id, None)  # terminal audits are never reported again
+        settled(keys, event.audit_id, running)
         return before, after
 
     # -- the loop -----------------------------------------------------------------------------
@@ -222,7 +238,10 @@ class Telemetry(LogConsumer):
     def _take(self, tp: TopicPartition, offset: int, event: AuditEvent) -> None:
         """Fold ``event``; queue the capture of a failure the reconciler decided."""
         states = self.partitions.setdefault(tp, {})
-        before, after = self._fold(states, event)
+        folded = self._fold(states, self.keys.setdefault(tp, {}), event)
+        if folded is None:
+            return
+        before, after = folded
         if (
             event.type == "AuditFailed"
             and event.data.failed_by is FailedBy.RECONCILER
@@ -263,7 +282,9 @@ class Telemetry(LogConsumer):
             before = self._committed.get(tp, offset)
             if offset == self._consumed.get(tp) and tp in self.partitions:
                 # Nothing of the partition waits: its states are exactly as of the offset.
-                self.checkpoints.progressed(tp, offset - before, offset, self.partitions[tp])
+                self.checkpoints.progressed(
+                    tp, offset - before, offset, self.partitions[tp], None, self.keys.get(tp)
+                )
         self._committed.update(moved)
 
     async def idle(self) -> bool:

@@ -4,16 +4,24 @@ a decision and the next checkpoint loses nothing and decides nothing twice."""
 
 from __future__ import annotations
 
+import pickle
+import zlib
 from collections import Counter
 
 import pytest
 
-from consumers.components.checkpoints import Checkpoints, decode_states, encode_states
+from consumers.components.checkpoints import (
+    FORMAT,
+    Checkpoints,
+    decode_checkpoint,
+    decode_states,
+    encode_states,
+)
 from consumers.components.reconciler import Reconciler
 from statemachine.events import AuditEvent, AuditFailed, AuditFailureHeld
 from statemachine.policy import Policy
 from statemachine.state import AuditState
-from tests.contracts.projection_store import at, held, observed, started
+from tests.contracts.projection_store import at, completed, held, observed, started
 from tests.pipeline import Pipeline, append, lifecycle_events, run_until_idle
 
 POLICY = Policy()
@@ -129,3 +137,44 @@ async def test_a_crash_between_decisions_and_the_next_checkpoint_loses_and_doubl
     counts = decisions(await lifecycle_events(pipeline.log, at_least=80))
     assert counts == {f"{p}{i}": 1 for p in "ab" for i in range(10)}
     assert not any(isinstance(e, AuditFailureHeld) for e in await lifecycle_events(pipeline.log))
+
+
+def test_keys_survive_encoding_and_a_checkpoint_saved_before_them_restores_none() -> None:
+    state = AuditState(audit_id="a-1", status="running", started_at=at(0))
+    keys = {"a-1": {1, 2**127 + 5}}
+    assert decode_checkpoint(encode_states({"a-1": state}, None, keys))[2] == keys
+    # a checkpoint of the same format without keys (saved before they were kept)
+    _, names, rows, terminal, held_ = pickle.loads(zlib.decompress(encode_states({"a-1": state})))[
+        :5
+    ]
+    older = zlib.compress(pickle.dumps((FORMAT, names, rows, terminal, held_)))
+    assert decode_checkpoint(older) == ({"a-1": state}, {}, {})
+
+
+async def test_a_key_given_other_content_is_passed_over_live_and_after_a_checkpoint(
+    pipeline: Pipeline,
+) -> None:
+    # given two running audits, the second with a checkpoint after its start
+    one, two = started("k-1", at(0), instance="wf-k1"), started("k-2", at(0), instance="wf-k2")
+    await append(pipeline.log, pipeline.topics.lifecycle, [one, two])
+    async with reconciler(pipeline, every_events=1) as first:
+        await run_until_idle(first)
+        await first.checkpoints.flush()  # type: ignore[union-attr]
+
+        # when the first gets a completion under its start's event id (a conflict the
+        # projector dead-letters), then is observed dead
+        clash = completed("k-1", at(1)).model_copy(update={"event_id": one.event_id})
+        dead_one = observed("k-1", "errored", at(30), instance="wf-k1", error="oom")
+        await append(pipeline.log, pipeline.topics.lifecycle, [clash, dead_one])
+        await run_until_idle(first)
+
+    # and the second gets the same after a restart from its checkpoint
+    clash = completed("k-2", at(1)).model_copy(update={"event_id": two.event_id})
+    dead_two = observed("k-2", "errored", at(30), instance="wf-k2", error="oom")
+    await append(pipeline.log, pipeline.topics.lifecycle, [clash, dead_two])
+    async with reconciler(pipeline, every_events=10**9) as second:
+        await run_until_idle(second)
+        assert 0 < sum(second.read_on_assign.values()) < 4  # from the checkpoint on
+
+    # then the completions were passed over: both audits ran on and were decided once
+    assert decisions(await lifecycle_events(pipeline.log, at_least=8)) == {"k-1": 1, "k-2": 1}
