@@ -91,7 +91,9 @@ __all__ = [
 
 class _Envelope(_Frozen):
     event_id: uuid.UUID
-    """The event's unique id (a UUID); a redelivered event keeps its id, so it is applied once."""
+    """The event's id (a UUID), unique within its audit: `(audit_id, event_id)` is the event's
+    idempotency key. The same key with the same `type` and `data` is applied once (a redelivered
+    or retried event keeps its id); with another `type` or `data` it is a conflict, refused."""
     schema_version: Annotated[int, Field(ge=1, le=1000)] = 1
     """The version of this event type's schema the event follows; older versions are upcast on
     read."""

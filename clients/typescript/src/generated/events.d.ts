@@ -6,7 +6,7 @@
  */
 export interface AuditStarted {
   /**
-   * The event's unique id (a UUID); a redelivered event keeps its id, so it is applied once.
+   * The event's id (a UUID), unique within its audit: `(audit_id, event_id)` is the event's idempotency key. The same key with the same `type` and `data` is applied once (a redelivered or retried event keeps its id); with another `type` or `data` it is a conflict, refused.
    * @example "0b7e6a52-8d8e-4e0c-9a7b-3f1d2c4b5a69"
    */
   event_id?: string;
@@ -58,7 +58,7 @@ export interface AuditStarted {
  */
 export interface WorkflowInstanceAttached {
   /**
-   * The event's unique id (a UUID); a redelivered event keeps its id, so it is applied once.
+   * The event's id (a UUID), unique within its audit: `(audit_id, event_id)` is the event's idempotency key. The same key with the same `type` and `data` is applied once (a redelivered or retried event keeps its id); with another `type` or `data` it is a conflict, refused.
    * @example "0b7e6a52-8d8e-4e0c-9a7b-3f1d2c4b5a69"
    */
   event_id?: string;
@@ -110,7 +110,7 @@ export interface WorkflowInstanceAttached {
  */
 export interface AuditProgressed {
   /**
-   * The event's unique id (a UUID); a redelivered event keeps its id, so it is applied once.
+   * The event's id (a UUID), unique within its audit: `(audit_id, event_id)` is the event's idempotency key. The same key with the same `type` and `data` is applied once (a redelivered or retried event keeps its id); with another `type` or `data` it is a conflict, refused.
    * @example "0b7e6a52-8d8e-4e0c-9a7b-3f1d2c4b5a69"
    */
   event_id?: string;
@@ -162,7 +162,7 @@ export interface AuditProgressed {
  */
 export interface AuditCompleted {
   /**
-   * The event's unique id (a UUID); a redelivered event keeps its id, so it is applied once.
+   * The event's id (a UUID), unique within its audit: `(audit_id, event_id)` is the event's idempotency key. The same key with the same `type` and `data` is applied once (a redelivered or retried event keeps its id); with another `type` or `data` it is a conflict, refused.
    * @example "0b7e6a52-8d8e-4e0c-9a7b-3f1d2c4b5a69"
    */
   event_id?: string;
@@ -214,7 +214,7 @@ export interface AuditCompleted {
  */
 export interface AuditFailed {
   /**
-   * The event's unique id (a UUID); a redelivered event keeps its id, so it is applied once.
+   * The event's id (a UUID), unique within its audit: `(audit_id, event_id)` is the event's idempotency key. The same key with the same `type` and `data` is applied once (a redelivered or retried event keeps its id); with another `type` or `data` it is a conflict, refused.
    * @example "0b7e6a52-8d8e-4e0c-9a7b-3f1d2c4b5a69"
    */
   event_id?: string;
