@@ -8,7 +8,7 @@ import asyncio
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from projections.postgres.batch import apply_batch
 from projections.postgres.rows import UPDATE_FROM_STAGE
 from projections.postgres.store import SCHEMA_VERSION, PostgresStore
 from projections.store import ProjectionStore
+from projections.values import Position
 from statemachine.errors import StoreError
 from statemachine.events import AuditEvent
 from tests.contracts.projection_audits import AuditReadsContract
@@ -320,6 +321,61 @@ async def test_two_projectors_on_the_same_audits_never_corrupt_rows(
         for audit_id, row in expected.items():
             assert same_row(await one.audits.get(audit_id), row)
         assert await one.pool.fetchval("SELECT count(*) FROM audit_events") == len(events)
+
+
+async def test_two_projectors_judge_duplicates_and_conflicts_alike_and_apply_firsts_once(
+    pg_url: str, schema: str
+) -> None:
+    """Two writers racing over the same batches, which repeat events, give event ids other
+    content and reuse them under other audits: each key's first content applied once, every
+    conflict handed over by one writer or both (never by none), nothing else refused."""
+    ids = [f"a-{i:03d}" for i in range(100)]
+    events: list[AuditEvent] = [started(a, at(0)) for a in ids]
+    steps = [progressed(a, at(1), pages_crawled=1) for a in ids]
+    events += steps
+    events += [s.model_copy(update={"occurred_at": at(2), "producer": "retry"}) for s in steps]
+    clashes = [
+        progressed(a, at(3), pages_crawled=9).model_copy(update={"event_id": s.event_id})
+        for a, s in zip(ids[::2], steps[::2], strict=True)
+    ]
+    events += clashes
+    reused = [  # another audit's step id, under each audit: another event
+        progressed(a, at(4), pages_crawled=4).model_copy(update={"event_id": s.event_id})
+        for a, s in zip(ids, steps[1:] + steps[:1], strict=True)
+    ]
+    events += reused
+    batch = positioned(events)
+    handed: set[int] = set()
+    async with (
+        PostgresStore(pg_url, schema=schema) as one,
+        PostgresStore(pg_url, schema=schema) as two,
+    ):
+
+        async def project_all(store: PostgresStore, chunk: int) -> None:
+            for i in range(0, len(batch), chunk):
+                part = batch[i : i + chunk]
+
+                async def hand(
+                    conflicts: Sequence[tuple[int, str]],
+                    part: list[tuple[AuditEvent, Position]] = part,
+                ) -> None:
+                    handed.update(part[j][1][2] for j, _ in conflicts)
+
+                while True:
+                    try:
+                        await store.writer.apply(part, next_offsets(part), CONSUMER, None, hand)
+                        break
+                    except StoreError as exc:
+                        assert exc.retriable, exc
+
+        await asyncio.gather(project_all(one, 70), project_all(two, 110))
+        applied = events[:200] + reused
+        for audit_id, row in pure_fold(applied).items():
+            assert same_row(await one.audits.get(audit_id), row)
+        assert await one.pool.fetchval("SELECT count(*) FROM audit_events") == len(applied)
+        first_clash = len(events) - len(reused) - len(clashes)
+        clash_offsets = {o for _, (_, _, o) in batch[first_clash : first_clash + len(clashes)]}
+        assert handed == clash_offsets
 
 
 async def test_a_new_audit_another_writer_inserts_meanwhile_is_a_retriable_loss(
