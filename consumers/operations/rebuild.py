@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
+import structlog
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from consumers.components.projector import Projector
@@ -32,6 +33,8 @@ from statemachine.errors import DecodeError, InvalidInput, NoServer
 from statemachine.events import AuditEvent
 
 __all__ = ["CHUNK", "rebuild_projection"]
+
+log = structlog.get_logger("auditrec.rebuild")
 
 CHUNK = 20_000
 WRITERS = 2  # chunks of different partitions written at once (bench/pipeline.py: rebuild)
@@ -141,6 +144,8 @@ async def rebuild_projection(backends: Backends, *, progress: bool = False) -> i
             await asyncio.gather(*running, return_exceptions=True)
     if kept:
         await backends.store.kept.drop_kept_history()
+    if writes.conflicts:  # each was dead-lettered when it was first projected
+        log.info("event id conflicts passed over, as when projected", count=writes.conflicts)
     return writes.applied
 
 
@@ -153,6 +158,7 @@ class _Writes:
     def __init__(self, backends: Backends, group: str, done: Callable[[int], object]) -> None:
         self.backends, self.group, self.done = backends, group, done
         self.applied = 0
+        self.conflicts = 0  # events whose (audit_id, event_id) named other content first
         # each write's partitions, its task, and how many records it stands for
         self._pending: list[tuple[frozenset[tuple[str, int]], asyncio.Task[ApplyResult], int]] = []
 
@@ -187,6 +193,7 @@ class _Writes:
         result = await write  # a failure propagates; the caller cancels the rest
         del self._pending[0]
         self.applied += result.applied
+        self.conflicts += len(result.conflicts)
         self.done(records)
 
 
