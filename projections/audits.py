@@ -16,6 +16,7 @@ from datetime import datetime
 from projections.row import AuditRow
 from projections.values import HistoryEntry
 from statemachine.events import AuditEvent
+from statemachine.idempotency import Key
 
 __all__ = ["CHANGE_POLL", "AuditReads"]
 
@@ -53,6 +54,11 @@ class AuditReads(ABC):
         reads over many audits (a backtest). This default asks for each in turn; the adapters
         read a few hundred audits a query."""
         return {audit_id: await self.history(audit_id) for audit_id in audit_ids}
+
+    @abstractmethod
+    async def recorded(self, events: Sequence[AuditEvent]) -> dict[Key, AuditEvent]:
+        """The recorded events that share a key ``(audit_id, event_id)`` with ``events``, by
+        key (:mod:`statemachine.idempotency`): to tell a duplicate from a conflict."""
 
     @abstractmethod
     async def caused_by(self, causation_ids: Iterable[str]) -> list[AuditEvent]:

@@ -135,11 +135,10 @@ async def refuse_conflicts(audits: AuditReads, events: Sequence[AuditEvent]) -> 
     projector judges (dead-lettered ``event_id_conflict``). A projection that cannot be read
     is passed over the same way, so publishing never waits for the database."""
     try:
-        histories = await audits.histories(sorted({e.audit_id for e in events}))
+        recorded = await audits.recorded(events)
     except InfrastructureError as exc:
         log.warning("history unreadable; conflicts left to the projector", error=str(exc)[:300])
         return
-    recorded = {key_of(h.event): h.event for entries in histories.values() for h in entries}
     problems = [
         _conflict(event, first, "in the history")
         for event in events

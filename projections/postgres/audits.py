@@ -14,10 +14,11 @@ from projections.audits import AuditReads
 from projections.postgres.changes import ChangeFeed
 from projections.postgres.connection import PostgresDB
 from projections.postgres.histories import fetch_histories
-from projections.postgres.rows import SELECT_ROWS, decode_row, event_uuids
+from projections.postgres.rows import SELECT_ROWS, decode_row, event_uuids, recorded
 from projections.row import AuditRow
 from projections.values import HistoryEntry
 from statemachine.events import EVENT_ADAPTER, AuditEvent
+from statemachine.idempotency import Key
 
 __all__ = ["STALE_RUNNING", "PostgresAudits"]
 
@@ -96,6 +97,12 @@ class PostgresAudits(AuditReads):
     async def histories(self, audit_ids: Sequence[str]) -> dict[str, list[HistoryEntry]]:
         with self.db.errors("histories of audits"):
             return await fetch_histories(self.db.pool, audit_ids)
+
+    async def recorded(self, events: Sequence[AuditEvent]) -> dict[Key, AuditEvent]:
+        if not events:
+            return {}
+        with self.db.errors("read recorded events"):
+            return await recorded(self.db.pool, events)
 
     async def caused_by(self, causation_ids: Iterable[str]) -> list[AuditEvent]:
         ids = event_uuids(causation_ids)

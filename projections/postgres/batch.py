@@ -81,7 +81,7 @@ async def apply_batch(
             # Another writer committed some of these events since the rows were loaded: its
             # rows are read again (after the events, so they hold all of them), else an
             # event folded onto an audit it had just inserted would be folded onto nothing.
-            judged = _judge(events, bodies, await recorded(conn, events))
+            judged = _judge(events, bodies, await recorded(conn, [e for e, _ in events]))
             rows = await load_rows(conn, {e.audit_id for e, _ in events})
             history.rows = rows
             await history.copy(judged.fresh)

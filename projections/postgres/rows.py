@@ -16,7 +16,6 @@ import asyncpg
 
 from projections.postgres.schema import ROW_COLUMNS, ROW_TYPES
 from projections.row import STATE_FIELDS, AuditRow
-from projections.values import Position
 from statemachine.events import EVENT_ADAPTER, AuditEvent
 from statemachine.idempotency import Key
 from statemachine.state import AuditState
@@ -128,12 +127,12 @@ async def load_rows(conn: asyncpg.Connection, audit_ids: Iterable[str]) -> dict[
 
 
 async def recorded(
-    conn: asyncpg.Connection, events: Sequence[tuple[AuditEvent, Position]]
+    conn: asyncpg.Connection | asyncpg.Pool, events: Sequence[AuditEvent]
 ) -> dict[Key, AuditEvent]:
     """The events of the history that share a key ``(audit_id, event_id)`` with ``events``,
     by key (decoded from the history's bodies, to compare content)."""
-    keys = {(e.audit_id, e.event_id.int) for e, _ in events}
-    ids = list({e.event_id.int: e.event_id for e, _ in events}.values())
+    keys = {(e.audit_id, e.event_id.int) for e in events}
+    ids = list({e.event_id.int: e.event_id for e in events}.values())
     recs = await conn.fetch(
         "SELECT audit_id, event_id, body::text FROM audit_events WHERE event_id = ANY($1::uuid[])",
         ids,

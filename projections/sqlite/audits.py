@@ -14,9 +14,17 @@ from projections.audits import AuditReads
 from projections.row import AuditRow
 from projections.sqlite.connection import SQLiteDB
 from projections.sqlite.histories import read_histories
-from projections.sqlite.rows import SELECT_ROWS, chunks, decode_row, from_micros, to_micros
+from projections.sqlite.rows import (
+    SELECT_ROWS,
+    chunks,
+    decode_row,
+    from_micros,
+    recorded,
+    to_micros,
+)
 from projections.values import HistoryEntry
 from statemachine.events import EVENT_ADAPTER, AuditEvent
+from statemachine.idempotency import Key
 
 __all__ = ["SQLiteAudits"]
 
@@ -95,6 +103,9 @@ class SQLiteAudits(AuditReads):
 
     async def histories(self, audit_ids: Sequence[str]) -> dict[str, list[HistoryEntry]]:
         return await self.db.run(read_histories, self.db.conn, audit_ids)
+
+    async def recorded(self, events: Sequence[AuditEvent]) -> dict[Key, AuditEvent]:
+        return await self.db.run(recorded, self.db.conn, events)
 
     async def caused_by(self, causation_ids: Iterable[str]) -> list[AuditEvent]:
         ids = list(causation_ids)

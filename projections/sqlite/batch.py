@@ -6,9 +6,7 @@ the history, upsert each changed row once and the consumer's offsets.
 
 from __future__ import annotations
 
-import json
 import sqlite3
-import uuid
 from collections.abc import Mapping, Sequence
 
 from projections.row import AuditRow, RowFold
@@ -18,13 +16,13 @@ from projections.sqlite.rows import (
     chunks,
     decode_row,
     encode_row,
+    recorded,
     to_micros,
 )
 from projections.values import ApplyResult, Position
 from projections.writer import event_model
-from statemachine.events import EVENT_ADAPTER, AuditEvent
-from statemachine.idempotency import Key, conflict_reason, judge
-from statemachine.upcasting import upcast
+from statemachine.events import AuditEvent
+from statemachine.idempotency import conflict_reason, judge
 
 __all__ = ["apply_batch"]
 
@@ -52,7 +50,7 @@ def apply_batch(
     def model(i: int) -> AuditEvent:
         return event_model(events[i][0], bodies[i] if bodies is not None else None)
 
-    judged = judge((e for e, _ in events), _recorded(conn, events), model)
+    judged = judge((e for e, _ in events), recorded(conn, [e for e, _ in events]), model)
     fresh = judged.fresh
     conflicts = tuple((i, conflict_reason(model(i), first)) for i, first in judged.conflicts)
     rows = _load_rows(conn, list({events[i][0].audit_id for i in fresh}))
@@ -90,22 +88,3 @@ def apply_batch(
         [(consumer, t, p, n) for (t, p), n in offsets.items()],
     )
     return ApplyResult(len(fresh), len(events) - len(fresh) - len(conflicts), conflicts)
-
-
-def _recorded(
-    conn: sqlite3.Connection, events: Sequence[tuple[AuditEvent, Position]]
-) -> dict[Key, AuditEvent]:
-    """The recorded events that share a key with ``events``, by key (decoded to compare)."""
-    keys = {(e.audit_id, e.event_id.int) for e, _ in events}
-    ids = list(dict.fromkeys(str(e.event_id) for e, _ in events))
-    found: dict[Key, AuditEvent] = {}
-    for chunk in chunks(ids):
-        marks = ", ".join("?" for _ in chunk)
-        for audit_id, event_id, body in conn.execute(
-            f"SELECT audit_id, event_id, body FROM audit_events WHERE event_id IN ({marks})",
-            chunk,
-        ):
-            key = (audit_id, uuid.UUID(event_id).int)
-            if key in keys:
-                found[key] = EVENT_ADAPTER.validate_python(upcast(json.loads(body)))
-    return found

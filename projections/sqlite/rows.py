@@ -5,11 +5,17 @@ bound parameters.
 
 from __future__ import annotations
 
+import json
+import sqlite3
+import uuid
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from projections.row import COLUMN_KINDS, STORED_COLUMNS, TIMESTAMPS, AuditRow
+from statemachine.events import EVENT_ADAPTER, AuditEvent
+from statemachine.idempotency import Key
+from statemachine.upcasting import upcast
 
 __all__ = [
     "ROW_COLUMNS",
@@ -19,6 +25,7 @@ __all__ = [
     "decode_row",
     "encode_row",
     "from_micros",
+    "recorded",
     "to_micros",
 ]
 
@@ -78,3 +85,21 @@ def decode_row(values: Sequence[Any]) -> AuditRow:
 def chunks(items: Sequence[Any], size: int = 500) -> Iterable[Sequence[Any]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
+
+
+def recorded(conn: sqlite3.Connection, events: Sequence[AuditEvent]) -> dict[Key, AuditEvent]:
+    """The recorded events that share a key ``(audit_id, event_id)`` with ``events``, by key
+    (decoded from the history's bodies, to compare content)."""
+    keys = {(e.audit_id, e.event_id.int) for e in events}
+    ids = list(dict.fromkeys(str(e.event_id) for e in events))
+    found: dict[Key, AuditEvent] = {}
+    for chunk in chunks(ids):
+        marks = ", ".join("?" for _ in chunk)
+        for audit_id, event_id, body in conn.execute(
+            f"SELECT audit_id, event_id, body FROM audit_events WHERE event_id IN ({marks})",
+            chunk,
+        ):
+            key = (audit_id, uuid.UUID(event_id).int)
+            if key in keys:
+                found[key] = EVENT_ADAPTER.validate_python(upcast(json.loads(body)))
+    return found

@@ -24,6 +24,7 @@ from tests.contracts.projection_store import (
     observed,
     positioned,
     probe_failed,
+    progressed,
     simulated,
     started,
 )
@@ -272,3 +273,19 @@ class AuditReadsContract(StoreFixtures):
         assert [[h.event for h in found[e.audit_id]] for e, _ in many] == [[e] for e, _ in many]
         assert [found[e.audit_id][0].position for e, p in many] == [p for _, p in many]
         assert await store.audits.histories([]) == {}
+
+    async def test_recorded_gives_the_events_recorded_under_the_same_keys(
+        self, store: ProjectionStore
+    ) -> None:
+        # given an audit's start and step recorded
+        start, step = started("a-1", at(0)), progressed("a-1", at(1), pages_crawled=2)
+        await store.writer.apply(positioned([start, step]), {}, CONSUMER)
+
+        # when asked about a repeat of the step, the start's id under another audit, a new id
+        repeat = step.model_copy(update={"occurred_at": at(5), "producer": "retry"})
+        elsewhere = started("a-2", at(0)).model_copy(update={"event_id": start.event_id})
+        found = await store.audits.recorded([repeat, elsewhere, started("a-3", at(0))])
+
+        # then only the step's key is recorded, as the step first was
+        assert found == {("a-1", step.event_id.int): step}
+        assert await store.audits.recorded([]) == {}
