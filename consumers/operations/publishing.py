@@ -133,7 +133,8 @@ async def refuse_conflicts(audits: AuditReads, events: Sequence[AuditEvent]) -> 
     """Raise :class:`EventIdConflict` naming each of ``events`` whose key the history already
     holds with other content. The projection may lag the log: what it does not hold yet the
     projector judges (dead-lettered ``event_id_conflict``). A projection that cannot be read
-    is passed over the same way, so publishing never waits for the database."""
+    is left to the projector the same way, so a database that is down does not stop
+    publishing."""
     try:
         recorded = await audits.recorded(events)
     except InfrastructureError as exc:
