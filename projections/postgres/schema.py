@@ -165,9 +165,11 @@ ALTER TABLE api_requests ADD COLUMN spender text NOT NULL DEFAULT 'other';
 -- of its audit, and the same id under another audit is another event. The index leads with
 -- event_id, so a look-up by id alone still uses it. Every existing row keeps its place (an
 -- event_id unique alone is unique with its audit); the new index is built before the old
--- one goes, so the history is never without a key.
+-- one goes, so the history is never without a key. The index is built first on its own
+-- (reads go on meanwhile; writes wait), then made the constraint in a moment.
+CREATE UNIQUE INDEX audit_events_event_audit_key ON audit_events (event_id, audit_id);
 ALTER TABLE audit_events
-    ADD CONSTRAINT audit_events_event_audit_key UNIQUE (event_id, audit_id);
+    ADD CONSTRAINT audit_events_event_audit_key UNIQUE USING INDEX audit_events_event_audit_key;
 ALTER TABLE audit_events REPLICA IDENTITY USING INDEX audit_events_event_audit_key;
 ALTER TABLE audit_events DROP CONSTRAINT audit_events_event_id_key;
 """,
