@@ -189,3 +189,31 @@ def test_publish_applies_a_repeated_line_once_and_the_projector_dead_letters_a_c
         events = history(client, audit_id)
         assert [e["event_id"] for e in events].count(step_id) == 1
         assert client.get(f"/audits/{audit_id}").json()["pages_crawled"] == 3
+
+
+def test_publish_refuses_a_file_giving_an_event_id_other_data_naming_the_lines(
+    serve: LiveServer, tmp_path: Path
+) -> None:
+    assert serve.settings is not None
+    audit_id, step_id = audit(), str(uuid.uuid4())
+    path = tmp_path / "clash.jsonl"
+    lines = [
+        start(audit_id, str(uuid.uuid4())),
+        step(audit_id, step_id, 3),
+        step(audit_id, step_id, 4),
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    env = {
+        "AUDITREC_EVENT_LOG_URL": serve.settings.event_log_url,
+        "AUDITREC_DATABASE_URL": serve.settings.database_url,
+        "AUDITREC_TOPIC_PREFIX": serve.settings.topic_prefix,
+    }
+
+    refused = run("publish", str(path), env=env)
+
+    assert refused.returncode == 2
+    said = refused.stdout + refused.stderr
+    assert "line 3: " in said and step_id in said and "(line 2)" in said
+    assert "nothing published" in said
+    with serve.client() as client:
+        assert client.get(f"/audits/{audit_id}").status_code == 404
