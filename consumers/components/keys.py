@@ -7,10 +7,14 @@ alike: the first content seen wins, as in the projection, which dead-letters the
 (``event_id_conflict``); passed over, a duplicate is folded once. Content is not compared here:
 whatever comes again under a folded key changes nothing.
 
-Only audits that are not terminal are kept (memory grows with running audits, as the states
-do): once an audit ends its ids are forgotten. The keys are checkpointed with the states
-(:mod:`consumers.components.checkpoints`); a checkpoint saved before they were knows none, and
-the audits it restores judge only the keys folded after it.
+Only running audits are kept (memory grows with running audits, as the states do: about 75
+bytes an event id): once an audit ends its ids are forgotten, so an event that comes again
+after its audit ended (or before it started) is folded like any other (a terminal audit
+changes only for an overturn or a restore); a restored audit judges the keys folded since.
+
+The keys are checkpointed with the states (:mod:`consumers.components.checkpoints`); a
+checkpoint saved before they were knows none, and the audits it restores judge only the keys
+folded after it.
 """
 
 from __future__ import annotations
