@@ -56,7 +56,7 @@ _FIELDS = AuditState._fields
 log = structlog.get_logger("auditrec.checkpoints")
 
 # A partition's states, held decisions and keys, copied when a checkpoint of them is due.
-Snapshot = tuple[dict[str, AuditState], dict[str, AuditFailureHeld], dict[str, frozenset[int]]]
+Snapshot = tuple[dict[str, AuditState], dict[str, AuditFailureHeld], dict[str, bytes]]
 
 
 @dataclass
@@ -70,7 +70,7 @@ class Restored:
 def encode_states(
     states: Mapping[str, AuditState],
     holds: Mapping[str, AuditFailureHeld] | None = None,
-    keys: Mapping[str, frozenset[int] | set[int]] | None = None,
+    keys: Mapping[str, bytes | bytearray] | None = None,
 ) -> bytes:
     rows = []
     terminal = []  # compacted terminal audits (no audit id of their own): status and who
@@ -80,8 +80,8 @@ def encode_states(
         else:
             rows.append((key, tuple(getattr(state, name) for name in _FIELDS)))
     held = [h.model_dump_json() for h in (holds or {}).values()]
-    # each audit's event ids as one bytes of 16 per id (a pickled int costs about as much)
-    ids = {a: b"".join(n.to_bytes(16, "big") for n in ns) for a, ns in (keys or {}).items()}
+    # each audit's event ids as they are kept: one bytes of 16 per id
+    ids = {a: bytes(b) for a, b in (keys or {}).items()}
     return zlib.compress(pickle.dumps((FORMAT, _FIELDS, rows, terminal, held, ids), protocol=5), 1)
 
 
@@ -116,7 +116,7 @@ def decode_checkpoint(
             holds[event.audit_id] = event
     keys: Keys = {}
     for audit_id, ids in (rest[0] if rest else {}).items():
-        keys[audit_id] = {int.from_bytes(ids[i : i + 16], "big") for i in range(0, len(ids), 16)}
+        keys[audit_id] = bytearray(ids)
     return states, holds, keys
 
 
@@ -205,7 +205,7 @@ class Checkpoints:
         self._progress[tp] = 0
         self._saved_at[tp] = time.monotonic()
         # states are immutable: a shallow copy; each audit's keys are copied
-        return dict(states), dict(holds or {}), {a: frozenset(n) for a, n in (keys or {}).items()}
+        return dict(states), dict(holds or {}), {a: bytes(b) for a, b in (keys or {}).items()}
 
     def save(self, tp: TopicPartition, next_offset: int, snapshot: Snapshot) -> None:
         """Save ``snapshot``, the states of ``tp`` up to ``next_offset`` (committed), in the
@@ -218,7 +218,7 @@ class Checkpoints:
         next_offset: int,
         states: dict[str, AuditState],
         holds: dict[str, AuditFailureHeld],
-        keys: dict[str, frozenset[int]],
+        keys: dict[str, bytes],
     ) -> None:
         try:
             blob = await asyncio.to_thread(encode_states, states, holds, keys)

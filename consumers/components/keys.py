@@ -7,10 +7,12 @@ alike: the first content seen wins, as in the projection, which dead-letters the
 (``event_id_conflict``); passed over, a duplicate is folded once. Content is not compared here:
 whatever comes again under a folded key changes nothing.
 
-Only running audits are kept (memory grows with running audits, as the states do: about 75
-bytes an event id): once an audit ends its ids are forgotten, so an event that comes again
-after its audit ended (or before it started) is folded like any other (a terminal audit
-changes only for an overturn or a restore); a restored audit judges the keys folded since.
+Only running audits are kept (memory grows with running audits, as the states do): each
+audit's ids are one ``bytearray`` of 16 bytes an id (about 60 bytes an audit and 16 an id,
+where a set of ints costs 216 and 75), searched with ``find``. Once an audit ends its ids
+are forgotten, so an event that comes again after its audit ended (or before it started) is
+folded like any other (a terminal audit changes only for an overturn or a restore); a
+restored audit judges the keys folded since.
 
 The keys are checkpointed with the states (:mod:`consumers.components.checkpoints`); a
 checkpoint saved before they were knows none, and the audits it restores judge only the keys
@@ -21,21 +23,33 @@ from __future__ import annotations
 
 from statemachine.events import AuditEvent
 
-__all__ = ["Keys", "first_seen", "settled"]
+__all__ = ["Keys", "first_seen", "holds", "settled"]
 
-Keys = dict[str, set[int]]
-"""A partition's folded event ids (as integers) by audit, for audits not terminal."""
+Keys = dict[str, bytearray]
+"""A partition's folded event ids by audit, for audits not terminal: each audit's ids one
+after the other, 16 bytes each (``UUID.bytes``)."""
+
+
+def holds(ids: bytes | bytearray, event_id: bytes) -> bool:
+    """Whether ``ids`` (16 bytes an id) holds ``event_id`` (a match across two ids is not)."""
+    at = ids.find(event_id)
+    while at >= 0:
+        if at % 16 == 0:
+            return True
+        at = ids.find(event_id, at + 1)
+    return False
 
 
 def first_seen(keys: Keys, event: AuditEvent) -> bool:
     """Whether ``event``'s key is new to ``keys`` (it is then remembered)."""
+    event_id = event.event_id.bytes
     ids = keys.get(event.audit_id)
     if ids is None:
-        ids = keys[event.audit_id] = set()
-    n = event.event_id.int
-    if n in ids:
+        keys[event.audit_id] = bytearray(event_id)
+        return True
+    if holds(ids, event_id):
         return False
-    ids.add(n)
+    ids += event_id
     return True
 
 

@@ -141,7 +141,7 @@ async def test_a_crash_between_decisions_and_the_next_checkpoint_loses_and_doubl
 
 def test_keys_survive_encoding_and_a_checkpoint_saved_before_them_restores_none() -> None:
     state = AuditState(audit_id="a-1", status="running", started_at=at(0))
-    keys = {"a-1": {1, 2**127 + 5}}
+    keys = {"a-1": bytearray((1).to_bytes(16, "big") + (2**127 + 5).to_bytes(16, "big"))}
     assert decode_checkpoint(encode_states({"a-1": state}, None, keys))[2] == keys
     # a checkpoint of the same format without keys (saved before they were kept)
     _, names, rows, terminal, held_ = pickle.loads(zlib.decompress(encode_states({"a-1": state})))[
