@@ -106,8 +106,8 @@ async def append_raw(log: EventLog, records: Sequence[OutRecord]) -> None:
 
 async def read_topic(log: EventLog, topic: str) -> list[Record]:
     out: list[Record] = []
-    for partition in await log.partitions(topic):
-        async for batch in log.read(topic, partition, 0):
+    for partition in await log.inspection.partitions(topic):
+        async for batch in log.inspection.read(topic, partition, 0):
             out.extend(batch)
     return out
 

@@ -257,7 +257,7 @@ class LogConsumer(Component):
             return True
         assigned = self.consumer.assignment()
         for topic in self.topic_names:
-            for partition in await self.log.partitions(topic):
+            for partition in await self.log.inspection.partitions(topic):
                 if (topic, partition) not in assigned:
                     return False
         return await self.consumer.lag() == 0

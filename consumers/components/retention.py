@@ -61,20 +61,20 @@ class Retention:
         trimmed before, for the partitions trimmed."""
         topic = self.log.topics.lifecycle
         cutoff = self.clock() - self.keep
-        floor = await self.log.offsets_at(topic, int(cutoff.timestamp() * 1000))
+        floor = await self.log.inspection.offsets_at(topic, int(cutoff.timestamp() * 1000))
         projected = await self.store.writer.stored_offsets(self.projector)
         bounds = [floor, {p: o for (t, p), o in projected.items() if t == topic}]
         for group in self.checkpointing:  # a partition without a checkpoint: nothing trimmed
             bounds.append(await self.store.checkpoints.checkpoint_offsets(group, topic))
         for group in self.once_run:
             saved = await self.store.checkpoints.checkpoint_offsets(group, topic)
-            if saved or await self.log.group_offsets(group, topic):
+            if saved or await self.log.inspection.group_offsets(group, topic):
                 bounds.append(saved)
-        starts = await self.log.start_offsets(topic)
+        starts = await self.log.inspection.start_offsets(topic)
         before = {p: min(b.get(p, 0) for b in bounds) for p in floor}
         trims = {p: o for p, o in before.items() if o > starts.get(p, 0)}
         if trims:
-            await self.log.trim(topic, trims)
+            await self.log.retention.trim(topic, trims)
             log.info(
                 "lifecycle log trimmed",
                 older_than=cutoff.isoformat(),

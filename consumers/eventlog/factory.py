@@ -31,11 +31,11 @@ async def list_topics(url: str, *, timeout: float = 5.0, **options: Any) -> set[
     for Kafka's connection). Raises :class:`~statemachine.errors.EventLogError` when the log
     cannot be read."""
     if url.startswith("sqlite://"):
-        from consumers.eventlog.sqlite import inspection as sqlite_inspection
+        from consumers.eventlog.sqlite import survey as sqlite_survey
 
-        return await sqlite_inspection.list_topics(url)
+        return await sqlite_survey.list_topics(url)
     if url.startswith("kafka://"):
-        from consumers.eventlog.kafka import inspection as kafka_inspection
+        from consumers.eventlog.kafka import survey as kafka_survey
 
-        return await kafka_inspection.list_topics(url, options["settings"], timeout=timeout)
+        return await kafka_survey.list_topics(url, options["settings"], timeout=timeout)
     raise ConfigError(f"AUDITREC_EVENT_LOG_URL: unsupported scheme in {url.split('://')[0]!r}")

@@ -78,12 +78,12 @@ async def _newest(
     partition is read backwards; a replay mark follows its dead letter in the partition, so
     it is seen before it."""
     found: list[tuple[DeadLetter, ReplayMark | None]] = []
-    for partition in await log.partitions(topic):
+    for partition in await log.inspection.partitions(topic):
         marks: dict[Origin, ReplayMark] = {}
         mine: list[tuple[DeadLetter, ReplayMark | None]] = []
         before: int | None = None
         while len(mine) < limit:
-            batch = await log.read_before(topic, partition, before, max(limit, 100))
+            batch = await log.inspection.read_before(topic, partition, before, max(limit, 100))
             if not batch:
                 break
             for record in batch:
@@ -102,7 +102,7 @@ async def _newest(
 
 async def _partition(log: EventLog, topic: str, partition: int) -> list[Record]:
     out: list[Record] = []
-    async for batch in log.read(topic, partition, 0):
+    async for batch in log.inspection.read(topic, partition, 0):
         out.extend(batch)
     return out
 
@@ -113,7 +113,7 @@ async def _by_position(
     """The first ``limit`` dead letters by position (partition, then offset): every record
     is read, so that replay marks anywhere are known."""
     found: list[tuple[DeadLetter, ReplayMark | None]] = []
-    for partition in await log.partitions(topic):
+    for partition in await log.inspection.partitions(topic):
         records = await _partition(log, topic, partition)
         marks = _marks(records)
         for record in records:
@@ -161,7 +161,7 @@ async def _find(log: EventLog, position: str) -> tuple[DeadLetter, ReplayMark | 
     lie anywhere in it)."""
     partition, offset = parse_position(position)
     topic = log.topics.dead_letter
-    record = await log.record_at(topic, partition, offset)
+    record = await log.inspection.record_at(topic, partition, offset)
     letter = read_dead_letter(record) if record is not None else None
     if letter is None:
         raise NotFound(f"no dead letter at {position} (see `auditrec dead-letters list`)")

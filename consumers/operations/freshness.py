@@ -39,7 +39,7 @@ class Freshness:
         timeout."""
         deadline = time.monotonic() + timeout
         topic = self.log.topics.lifecycle
-        target = await self.log.end_offsets(topic)
+        target = await self.log.inspection.end_offsets(topic)
         while True:
             stored = await self.store.writer.stored_offsets(self.log.topics.group(Projector.name))
             starts = {p: stored.get((topic, p), 0) for p in target}
@@ -73,7 +73,9 @@ class Freshness:
         if known_to >= end:
             return True
         self.reads += 1
-        async for batch in self.log.read(self.log.topics.lifecycle, partition, known_to, end):
+        async for batch in self.log.inspection.read(
+            self.log.topics.lifecycle, partition, known_to, end
+        ):
             if batch:
                 return False
         self._empty[partition] = (start, end)

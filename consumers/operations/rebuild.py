@@ -58,9 +58,9 @@ async def rebuild_projection(backends: Backends, *, progress: bool = False) -> i
         )
     group = backends.topics.group(Projector.name)
     topic = backends.topics.lifecycle
-    starts = await backends.log.start_offsets(topic)
+    starts = await backends.log.inspection.start_offsets(topic)
     kept = await _set_aside(backends, group, {(topic, p): s for p, s in starts.items() if s > 0})
-    ends = await backends.log.end_offsets(topic)
+    ends = await backends.log.inspection.end_offsets(topic)
     total = kept + sum(end - starts.get(p, 0) for p, end in ends.items())
     queue: asyncio.Queue[_Chunk | None] = asyncio.Queue(maxsize=2)
 
@@ -83,7 +83,9 @@ async def rebuild_projection(backends: Backends, *, progress: bool = False) -> i
             bodies: list[bytes | None] = []
             dlq: list[OutRecord] = []
             last = -1
-            async for batch in backends.log.read(topic, partition, starts.get(partition, 0), end):
+            async for batch in backends.log.inspection.read(
+                topic, partition, starts.get(partition, 0), end
+            ):
                 for n, record in enumerate(batch, 1):
                     if not n % _YIELD_EVERY:  # the store's write of the chunk before
                         await asyncio.sleep(0)  # proceeds while this one is decoded

@@ -177,11 +177,11 @@ async def read_log(event_log_url: str, database_url: str, prefix: str) -> dict[s
     out: list[AuditEvent] = []
     dead = 0
     async with open_event_log(event_log_url, topics, settings=settings) as log:
-        for p in await log.partitions(topics.lifecycle):
-            async for batch in log.read(topics.lifecycle, p, 0, None):
+        for p in await log.inspection.partitions(topics.lifecycle):
+            async for batch in log.inspection.read(topics.lifecycle, p, 0, None):
                 out.extend(decode(r.value) for r in batch)
-        for p in await log.partitions(topics.dead_letter):
-            async for batch in log.read(topics.dead_letter, p, 0, None):
+        for p in await log.inspection.partitions(topics.dead_letter):
+            async for batch in log.inspection.read(topics.dead_letter, p, 0, None):
                 dead += len(batch)
     return {"events": out, "dead_letters": dead}
 
@@ -195,7 +195,7 @@ async def projector_lag(event_log_url: str, database_url: str, prefix: str) -> i
         open_event_log(event_log_url, topics, settings=settings) as log,
         open_store(database_url) as store,
     ):
-        ends = await log.end_offsets(topics.lifecycle)
+        ends = await log.inspection.end_offsets(topics.lifecycle)
         stored = await store.writer.stored_offsets(topics.group("projector"))
     return sum(end - stored.get((topics.lifecycle, p), 0) for p, end in ends.items())
 

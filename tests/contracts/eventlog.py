@@ -1,9 +1,14 @@
-"""The event log contract: every adapter of :class:`consumers.eventlog.port.EventLog` passes it.
+"""The event log's contracts: what they share (:class:`EventLogFixtures`, the helpers) and the
+handle's own, :class:`EventLogContract` (topics, appending, consumer groups, commits, records,
+starting and stopping). Each of the log's ports has a suite of its own beside this module:
+``eventlog_inspection.py`` (:class:`~consumers.eventlog.inspection.LogInspection`) and
+``eventlog_retention.py`` (:class:`~consumers.eventlog.retention.LogRetention`); every adapter
+passes every suite unchanged.
 
-Subclass :class:`EventLogContract` in a ``test_*.py`` module and override the ``make_log``
+A backend subclasses each suite in a ``test_*.py`` module and overrides the ``make_log``
 fixture with a factory ``async (topics) -> started EventLog``; every call within one test
 opens a new instance on the same backing store (a restart), and each test gets topics with a
-fresh prefix, so tests are independent. Assertions use only the port: partition counts,
+fresh prefix, so tests are independent. Assertions use only the ports: partition counts,
 offsets and keys come from the log itself.
 """
 
@@ -26,7 +31,14 @@ from statemachine.errors import DecodeError, EventLogError
 from statemachine.events import AuditStarted, AuditStartedData
 from tests.eventually import eventually
 
-__all__ = ["EventLogContract", "LogFactory", "drain", "next_offsets", "read_all"]
+__all__ = [
+    "EventLogContract",
+    "EventLogFixtures",
+    "LogFactory",
+    "drain",
+    "next_offsets",
+    "read_all",
+]
 
 LogFactory = Callable[[Topics], Awaitable[EventLog]]
 WAIT = 30.0  # upper bound for anything to arrive; tests finish as soon as it does
@@ -91,8 +103,8 @@ def next_offsets(batch: Iterable[Record]) -> dict[TopicPartition, int]:
 
 async def read_all(log: EventLog, topic: str) -> list[Record]:
     out: list[Record] = []
-    for partition in await log.partitions(topic):
-        async for batch in log.read(topic, partition, 0):
+    for partition in await log.inspection.partitions(topic):
+        async for batch in log.inspection.read(topic, partition, 0):
             out.extend(batch)
     return out
 
@@ -102,7 +114,7 @@ async def read_range(
 ) -> list[Record]:
     async def collect() -> list[Record]:
         out: list[Record] = []
-        async for batch in log.read(topic, partition, start, end):
+        async for batch in log.inspection.read(topic, partition, start, end):
             assert batch, "read() yields no empty batch"
             out.extend(batch)
         return out
@@ -121,10 +133,10 @@ def positions(batch: Iterable[Record]) -> list[tuple[str, int, int]]:
     return [(r.topic, r.partition, r.offset) for r in batch]
 
 
-# -- the suite --------------------------------------------------------------------------
+# -- the fixtures every suite shares -----------------------------------------------------
 
 
-class EventLogContract:
+class EventLogFixtures:
     @pytest.fixture
     def make_log(self) -> LogFactory:
         raise NotImplementedError("a backend's test class overrides the make_log fixture")
@@ -156,6 +168,11 @@ class EventLogContract:
         await log.init()
         return log
 
+
+# -- the handle's suite -------------------------------------------------------------------
+
+
+class EventLogContract(EventLogFixtures):
     # -- topics ---------------------------------------------------------------------------
 
     async def test_init_creates_the_three_topics_once(
@@ -166,22 +183,9 @@ class EventLogContract:
         assert await log.init() == []
         assert await (await open_log()).init() == []  # another instance, same store
         for topic in topics.all():
-            parts = await log.partitions(topic)
+            parts = await log.inspection.partitions(topic)
             assert parts and parts == sorted(set(parts)) and parts[0] == 0
-            assert set((await log.end_offsets(topic)).values()) == {0}
-
-    async def test_end_offsets_count_the_records_of_each_partition(
-        self, log: EventLog, topics: Topics
-    ) -> None:
-        keys = [f"audit-{i}" for i in range(8)]
-        await log.append(records(topics.lifecycle, keys, 3))
-        n = len(await log.partitions(topics.lifecycle))
-        ends = await log.end_offsets(topics.lifecycle)
-        expected: dict[int, int] = defaultdict(int)
-        for key in keys:
-            expected[log.partition_for(key, n)] += 3
-        assert ends == {p: expected.get(p, 0) for p in range(n)}
-        assert set((await log.end_offsets(topics.dead_letter)).values()) == {0}
+            assert set((await log.inspection.end_offsets(topic)).values()) == {0}
 
     # -- consuming ------------------------------------------------------------------------
 
@@ -192,7 +196,7 @@ class EventLogContract:
         sent = records(topics.lifecycle, keys, 20)
         await log.append(sent[:50])
         await log.append(sent[50:])
-        n = len(await log.partitions(topics.lifecycle))
+        n = len(await log.inspection.partitions(topics.lifecycle))
         async with log.consumer("readers", [topics.lifecycle]) as consumer:
             got = await drain(consumer, len(sent))
         assert len(got) == len(sent)
@@ -216,7 +220,7 @@ class EventLogContract:
             await first.commit(done)
             assert await first.committed() == done
         (tp, offset), *_ = done.items()
-        assert await log.group_offsets("resumer", topics.lifecycle) == {tp[1]: offset}
+        assert await log.inspection.group_offsets("resumer", topics.lifecycle) == {tp[1]: offset}
 
         restarted = await open_log()  # a new process on the same store
         async with restarted.consumer("resumer", [topics.lifecycle]) as second:
@@ -234,7 +238,7 @@ class EventLogContract:
             inputs = await drain(worker, 6)
             outputs = [OutRecord(topics.lifecycle, r.key or "", b"out:" + r.value) for r in inputs]
             await worker.commit(next_offsets(inputs), outputs)
-        offsets = await log.group_offsets("worker", topics.probe_requests)
+        offsets = await log.inspection.group_offsets("worker", topics.probe_requests)
         assert offsets == {p: o for (_, p), o in next_offsets(inputs).items()}
 
         async with log.consumer("auditor", [topics.lifecycle]) as auditor:
@@ -338,7 +342,7 @@ class EventLogContract:
         async with log.consumer("tidy", [topics.lifecycle], on_revoke=on_revoke) as consumer:
             finished.extend(await drain(consumer, 5))
         last = finished[-1]
-        assert await log.group_offsets("tidy", topics.lifecycle) == {
+        assert await log.inspection.group_offsets("tidy", topics.lifecycle) == {
             last.partition: last.offset + 1
         }
 
@@ -363,64 +367,6 @@ class EventLogContract:
                     interval=0,
                     message="poll() to raise the error of on_assign",
                 )
-
-    # -- reading outside a group ----------------------------------------------------------
-
-    async def test_read_returns_exactly_the_requested_range(
-        self, log: EventLog, topics: Topics
-    ) -> None:
-        await log.append(records(topics.lifecycle, ["ranged"], 10))
-        n = len(await log.partitions(topics.lifecycle))
-        p = log.partition_for("ranged", n)
-        whole = await read_range(log, topics.lifecycle, p, 0)
-        assert [r.value for r in whole] == [f"v:ranged:{i}".encode() for i in range(10)]
-        offs = [r.offset for r in whole]
-        assert await read_range(log, topics.lifecycle, p, offs[2], offs[7]) == whole[2:7]
-        assert await read_range(log, topics.lifecycle, p, offs[3]) == whole[3:]
-        assert await read_range(log, topics.lifecycle, p, offs[8], offs[9] + 100) == whole[8:]
-        assert await read_range(log, topics.lifecycle, p, offs[5], offs[5]) == []
-        assert await read_range(log, topics.lifecycle, p, offs[9] + 1) == []
-        assert await read_range(log, topics.dead_letter, 0, 0) == []  # an empty partition
-
-    async def test_read_without_end_stops_at_the_end_of_the_call(
-        self, log: EventLog, topics: Topics
-    ) -> None:
-        await log.append(records(topics.lifecycle, ["growing"], 3))
-        n = len(await log.partitions(topics.lifecycle))
-        p = log.partition_for("growing", n)
-        seen: list[Record] = []
-        async for batch in log.read(topics.lifecycle, p, 0):
-            seen.extend(batch)
-            if len(seen) == 3:
-                await log.append(records(topics.lifecycle, ["growing"], 1, tag="late"))
-        assert len(seen) == 3
-
-    async def test_trim_deletes_before_an_offset_but_never_the_last_record(
-        self, log: EventLog, topics: Topics
-    ) -> None:
-        await log.append(records(topics.lifecycle, ["old"], 4))
-        n = len(await log.partitions(topics.lifecycle))
-        p = log.partition_for("old", n)
-        await asyncio.sleep(0.05)
-        middle_ms = int(time.time() * 1000)
-        await asyncio.sleep(0.05)
-        await log.append(records(topics.lifecycle, ["old"], 2, tag="new"))
-        whole = await read_range(log, topics.lifecycle, p, 0)
-        offs = [r.offset for r in whole]
-        end = (await log.end_offsets(topics.lifecycle))[p]
-        assert (await log.start_offsets(topics.lifecycle))[p] == offs[0]
-        assert (await log.offsets_at(topics.lifecycle, middle_ms))[p] == offs[4]
-        assert (await log.offsets_at(topics.lifecycle, middle_ms + 60_000))[p] == end
-
-        await log.trim(topics.lifecycle, {p: offs[4]})
-
-        assert (await log.start_offsets(topics.lifecycle))[p] == offs[4]
-        assert await read_range(log, topics.lifecycle, p, 0) == whole[4:]
-        await log.trim(topics.lifecycle, {p: end + 10})  # past the end: all but the last
-        assert await read_range(log, topics.lifecycle, p, 0) == whole[5:]
-        await log.append(records(topics.lifecycle, ["old"], 1, tag="after"))
-        [*_, last] = await read_range(log, topics.lifecycle, p, 0)
-        assert last.offset >= end and last.value == b"after:old:0"  # offsets never reused
 
     # -- records --------------------------------------------------------------------------
 
@@ -476,7 +422,7 @@ class EventLogContract:
         assert base64.b64decode(body["original_base64"]) == b"\xffnot json"
         assert body["consumer"] == "strict"
         assert "JSON" in body["error"]
-        assert await log.group_offsets("strict", topics.lifecycle) == {
+        assert await log.inspection.group_offsets("strict", topics.lifecycle) == {
             bad.partition: bad.offset + 1
         }
 

@@ -207,8 +207,8 @@ async def read_log(backend: Backend) -> list[AuditEvent]:
     )
     out: list[AuditEvent] = []
     async with log:
-        for p in await log.partitions(topics.lifecycle):
-            async for batch in log.read(topics.lifecycle, p, 0, None):
+        for p in await log.inspection.partitions(topics.lifecycle):
+            async for batch in log.inspection.read(topics.lifecycle, p, 0, None):
                 out.extend(decode(r.value) for r in batch)
     return out
 

@@ -143,7 +143,7 @@ class Reconciler(LogConsumer):
                 kept.append(tp[1])
                 continue
             if tp[0] not in held:
-                held[tp[0]] = await self.log.start_offsets(tp[0])
+                held[tp[0]] = await self.log.inspection.start_offsets(tp[0])
             restored = await rebuild_partition(
                 self.log, self.checkpoints, tp, start, held[tp[0]].get(tp[1], 0)
             )

@@ -165,7 +165,7 @@ async def rebuild_partition(
             "AUDITREC_KAFKA_LIFECYCLE_RETENTION: auditrec then trims only past checkpoints",
         )
     count = 0
-    async for batch in event_log.read(tp[0], tp[1], begin, None):
+    async for batch in event_log.inspection.read(tp[0], tp[1], begin, None):
         count += len(batch)
         for record in batch:
             if record.offset >= start and not may_be_decision(record):

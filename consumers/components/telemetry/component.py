@@ -141,7 +141,7 @@ class Telemetry(LogConsumer):
             keys = restored.keys if restored is not None else {}
             begin = restored.next_offset if restored is not None else 0
             if start > begin:
-                async for batch in self.log.read(tp[0], tp[1], begin, start):
+                async for batch in self.log.inspection.read(tp[0], tp[1], begin, start):
                     for record in batch:
                         try:
                             self._fold(states, keys, read(record.value))

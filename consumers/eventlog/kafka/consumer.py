@@ -41,6 +41,7 @@ from aiokafka.structs import TopicPartition as KafkaTP
 
 from consumers.eventlog.kafka.errors import translate
 from consumers.eventlog.kafka.fetching import records
+from consumers.eventlog.kafka.inspection import KafkaInspection
 from consumers.eventlog.kafka.transactions import PartitionTransactions, ProducerSource
 from consumers.eventlog.port import AssignCallback, Consumer, OutRecord, Record, TopicPartition
 from statemachine.errors import EventLogError
@@ -50,8 +51,8 @@ __all__ = ["KafkaConnection", "KafkaConsumer"]
 
 class KafkaConnection(ProducerSource, Protocol):
     """What a consumer uses of the log that made it (:class:`~consumers.eventlog.kafka.log.
-    KafkaEventLog`): its clients' settings, producers, committed offsets, and its registry of
-    live consumers."""
+    KafkaEventLog`): its clients' settings, producers, committed offsets (its inspection
+    port), and its registry of live consumers."""
 
     instance_id: str | None
     _consumers: set[KafkaConsumer]
@@ -60,11 +61,10 @@ class KafkaConnection(ProducerSource, Protocol):
 
     def _new_consumer(self, group: str | None, **options: Any) -> AIOKafkaConsumer: ...
 
-    async def append(self, records: Sequence[OutRecord]) -> None: ...
+    @property
+    def inspection(self) -> KafkaInspection: ...
 
-    async def committed_offsets(
-        self, group: str, topic: str, partitions: Sequence[int], *, stable: bool = True
-    ) -> dict[int, int]: ...
+    async def append(self, records: Sequence[OutRecord]) -> None: ...
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -225,7 +225,7 @@ class KafkaConsumer(Consumer):
             # the assignment up. An offset read too old costs a re-read, never a duplicate:
             # the reconciler also applies its own decisions found past the committed offset.
             for partition, offset in (
-                await self.log.committed_offsets(self.group, topic, mine, stable=False)
+                await self.log.inspection.committed_offsets(self.group, topic, mine, stable=False)
             ).items():
                 out[(topic, partition)] = offset
         return out

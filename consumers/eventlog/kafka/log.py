@@ -2,12 +2,13 @@
 
 Deviations and choices (the port is documented in ``port.py``; consumers, rebalancing and
 transactional commits in ``consumer.py``; the topics :meth:`KafkaEventLog.init` makes in
-``topics.py``; how its clients connect and are made in ``clients.py``):
+``topics.py``; how its clients connect and are made in ``clients.py``; its ports, on this
+log's clients, in ``inspection.py`` and ``retention.py``):
 
 - A record's partition is Kafka's default: murmur2 of its key (the audit id), so all records
   of one audit share a partition and keep their order.
-- Everything is read ``read_committed``: consumers skip aborted transactions, and
-  :meth:`KafkaEventLog.end_offsets` returns last stable offsets. Transaction markers occupy
+- Everything is read ``read_committed``: consumers skip aborted transactions, and the end
+  offsets the inspection port gives are last stable offsets. Transaction markers occupy
   offsets, so offsets of consecutive records may have gaps.
 - :meth:`KafkaEventLog.append` builds one batch per partition instead of a ``send`` per
   record (~3x the throughput); the producer is idempotent (``acks=all``), so retries keep
@@ -21,16 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, OutOfOrderSequenceNumber, UnknownProducerId
-from aiokafka.structs import TopicPartition as KafkaTP
 
-from consumers.eventlog.kafka import retention
 from consumers.eventlog.kafka.clients import (
     bootstrap_servers,
     connection_options,
@@ -41,11 +40,11 @@ from consumers.eventlog.kafka.clients import (
 )
 from consumers.eventlog.kafka.consumer import KafkaConsumer
 from consumers.eventlog.kafka.errors import event_log_error, translate
-from consumers.eventlog.kafka.offsets import fetch_group_offsets
-from consumers.eventlog.kafka.reading import read_partition
+from consumers.eventlog.kafka.inspection import KafkaInspection
 from consumers.eventlog.kafka.records import key_hash, raise_failure, send_some
+from consumers.eventlog.kafka.retention import KafkaRetention
 from consumers.eventlog.kafka.topics import create_topics, new_topics, wait_for_leaders
-from consumers.eventlog.port import AssignCallback, EventLog, OutRecord, Record, Topics
+from consumers.eventlog.port import AssignCallback, EventLog, OutRecord, Topics
 from statemachine.errors import EventLogError
 
 if TYPE_CHECKING:
@@ -63,6 +62,9 @@ class KafkaEventLog(EventLog):
     """Security options come from ``settings`` (``AUDITREC_KAFKA_*``); explicit keyword
     arguments win. ``consumer_options`` / ``producer_options`` pass aiokafka settings through
     (e.g. ``heartbeat_interval_ms``)."""
+
+    inspection: KafkaInspection
+    retention: KafkaRetention
 
     def __init__(
         self,
@@ -124,6 +126,8 @@ class KafkaEventLog(EventLog):
         self._meta: AIOKafkaConsumer | None = None
         self._consumers: set[KafkaConsumer] = set()
         self._renewing = asyncio.Lock()
+        self.inspection = KafkaInspection(self)
+        self.retention = KafkaRetention(self, self.inspection)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -187,16 +191,6 @@ class KafkaEventLog(EventLog):
         described: list[dict[str, Any]] = await admin.describe_topics(topics)
         return described
 
-    async def partitions(self, topic: str) -> list[int]:
-        with translate(f"describe topic {topic}"):
-            described = await self._describe([topic])
-        for t in described:
-            if t["topic"] == topic and t["error_code"] == 0:
-                return sorted(p["partition"] for p in t["partitions"])
-        raise EventLogError(
-            f"Kafka: topic {topic} does not exist (run `auditrec init`)", retriable=False
-        )
-
     def partition_for(self, key: str, partitions: int) -> int:
         return key_hash(key.encode()) % partitions
 
@@ -232,55 +226,7 @@ class KafkaEventLog(EventLog):
         producer, _, _ = self._started()
         return producer
 
-    # -- reading ------------------------------------------------------------------------
-
-    async def end_offsets(self, topic: str) -> dict[int, int]:
-        _, _, meta = self._started()
-        tps = [KafkaTP(topic, p) for p in await self.partitions(topic)]
-        with translate(f"end offsets of {topic}"):
-            ends = await meta.end_offsets(tps)
-        return {tp.partition: offset for tp, offset in ends.items()}
-
-    async def start_offsets(self, topic: str) -> dict[int, int]:
-        _, _, meta = self._started()
-        return await retention.start_offsets(meta, topic, await self.partitions(topic))
-
-    async def offsets_at(self, topic: str, at_ms: int) -> dict[int, int]:
-        _, _, meta = self._started()
-        return await retention.offsets_at(meta, topic, await self.end_offsets(topic), at_ms)
-
-    async def trim(self, topic: str, before: Mapping[int, int]) -> None:
-        _, admin, _ = self._started()
-        await retention.delete_before(admin, topic, before, await self.end_offsets(topic))
-
-    async def group_offsets(self, group: str, topic: str) -> dict[int, int]:
-        return await self.committed_offsets(group, topic, await self.partitions(topic))
-
-    async def committed_offsets(
-        self, group: str, topic: str, partitions: Sequence[int], *, stable: bool = True
-    ) -> dict[int, int]:
-        """:meth:`group_offsets` of some partitions only (a stable read waits for the
-        transactions pending on the partitions asked about, and only on those)."""
-        _, admin, _ = self._started()
-        with translate(f"offsets of group {group} on {topic}"):
-            return await fetch_group_offsets(admin, group, topic, sorted(partitions), stable=stable)
-
-    async def read(
-        self, topic: str, partition: int, start: int, end: int | None = None
-    ) -> AsyncIterator[list[Record]]:
-        ends = await self.end_offsets(topic)
-        if partition not in ends:
-            raise EventLogError(f"Kafka: {topic}/{partition} does not exist", retriable=False)
-        end = ends[partition] if end is None else min(end, ends[partition])
-        if start >= end:
-            return
-        reader = self._new_consumer(None)
-        stall = self.request_timeout_ms / 1000
-        reading = read_partition(
-            reader, topic, partition, start, end, stall_after=stall, close=self._close
-        )
-        async for batch in reading:
-            yield batch
+    # -- pinging and consuming ------------------------------------------------------------
 
     async def ping(self) -> None:
         _, admin, _ = self._started()

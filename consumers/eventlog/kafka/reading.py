@@ -1,4 +1,4 @@
-"""Reading one partition of the Kafka log outside any consumer group (``EventLog.read``).
+"""Reading one partition of the Kafka log outside any consumer group (``KafkaInspection.read``).
 
 Each read starts a consumer of its own and closes it at the end. (A reader kept between reads
 and reassigned to the next partition costs more than it saves: the fetch in flight for the

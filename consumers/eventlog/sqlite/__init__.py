@@ -6,5 +6,6 @@ it polls; taken over when it expires or its owner process is gone on this host).
 processes may share the file: writers serialise on SQLite's write lock (WAL mode).
 
 ``log.py`` is the log, ``consumer.py`` a group member, ``leases.py`` the lease, ``records.py``
-the records table, ``schema.py`` the file's tables.
+the records table, ``schema.py`` the file's tables; ``inspection.py`` and ``retention.py`` the
+log's ports, ``survey.py`` what ``auditrec doctor`` reads of a file without opening the log.
 """

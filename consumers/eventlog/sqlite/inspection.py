@@ -1,36 +1,60 @@
-"""Which topics the embedded log's file holds, read without creating the file or its tables
-(``auditrec doctor``)."""
+"""What the embedded log holds, read outside any consumer group (the inspection port,
+documented in ``eventlog/inspection.py``), on the log's connection: every topic has the one
+partition 0; offsets and records come from the ``records`` table (``records.py``), a group's
+offsets from ``group_offsets``."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import sqlite3
+from collections.abc import AsyncIterator
 
-from projections.sqlite.connection import open_read_only, sqlite_file
-from statemachine.errors import EventLogError
+from consumers.eventlog.inspection import LogInspection
+from consumers.eventlog.sqlite.records import end_offset, fetch_records, offset_at, start_offset
+from consumers.eventlog.values import Record
+from projections.sqlite.connection import SQLiteDB
 
-__all__ = ["list_topics"]
+__all__ = ["SQLiteInspection"]
+
+_BATCH = 5000
 
 
-async def list_topics(url: str) -> set[str] | None:
-    """The topics in the file; ``None`` when there is no file; an empty set when it has no
-    ``topics`` table yet. An unreadable file raises :class:`EventLogError`."""
-    path = sqlite_file(url)
+class SQLiteInspection(LogInspection):
+    def __init__(self, db: SQLiteDB) -> None:
+        self.db = db
 
-    def read() -> set[str] | None:
-        conn = open_read_only(path)
-        if conn is None:
-            return None
-        with contextlib.closing(conn):
-            try:
-                return {row[0] for row in conn.execute("SELECT name FROM topics")}
-            except sqlite3.OperationalError as exc:
-                if "no such table" in str(exc):
-                    return set()
-                raise
+    async def partitions(self, topic: str) -> list[int]:
+        return [0]
 
-    try:
-        return await asyncio.to_thread(read)
-    except sqlite3.Error as exc:
-        raise EventLogError(f"SQLite event log {path}: {exc}", retriable=False) from exc
+    async def end_offsets(self, topic: str) -> dict[int, int]:
+        return await self.db.run(lambda: {0: end_offset(self.db.conn, topic)})
+
+    async def start_offsets(self, topic: str) -> dict[int, int]:
+        return await self.db.run(lambda: {0: start_offset(self.db.conn, topic)})
+
+    async def offsets_at(self, topic: str, at_ms: int) -> dict[int, int]:
+        return await self.db.run(lambda: {0: offset_at(self.db.conn, topic, at_ms)})
+
+    def _fetch(self, topic: str, start: int, end: int | None, limit: int) -> list[Record]:
+        return fetch_records(self.db.conn, topic, start, end, limit)
+
+    async def read(
+        self, topic: str, partition: int, start: int, end: int | None = None
+    ) -> AsyncIterator[list[Record]]:
+        if end is None:
+            end = (await self.end_offsets(topic))[0]
+        pos = start
+        while pos < end:
+            batch = await self.db.run(self._fetch, topic, pos, end, _BATCH)
+            if not batch:
+                return
+            yield batch
+            pos = batch[-1].offset + 1
+
+    async def group_offsets(self, group: str, topic: str) -> dict[int, int]:
+        def work() -> dict[int, int]:
+            row = self.db.conn.execute(
+                "SELECT next_offset FROM group_offsets WHERE group_id = ? AND topic = ?",
+                (group, topic),
+            ).fetchone()
+            return {0: row[0]} if row else {}
+
+        return await self.db.run(work)

@@ -1,24 +1,20 @@
-"""The embedded event log itself: the file, its topics, appending and reading records; its
-consumers are :class:`~consumers.eventlog.sqlite.consumer.SQLiteConsumer`."""
+"""The embedded event log itself: the file, its topics, appending records; its consumers are
+:class:`~consumers.eventlog.sqlite.consumer.SQLiteConsumer`, its ports (on the same connection)
+:class:`~consumers.eventlog.sqlite.inspection.SQLiteInspection` and
+:class:`~consumers.eventlog.sqlite.retention.SQLiteRetention`."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from consumers.eventlog.port import AssignCallback, Consumer, EventLog, OutRecord, Record, Topics
+from consumers.eventlog.port import AssignCallback, Consumer, EventLog, OutRecord, Topics
 from consumers.eventlog.sqlite.consumer import SQLiteConsumer
-from consumers.eventlog.sqlite.records import (
-    AppendSignal,
-    append_records,
-    delete_before,
-    end_offset,
-    fetch_records,
-    offset_at,
-    start_offset,
-)
+from consumers.eventlog.sqlite.inspection import SQLiteInspection
+from consumers.eventlog.sqlite.records import AppendSignal, append_records
+from consumers.eventlog.sqlite.retention import SQLiteRetention
 from consumers.eventlog.sqlite.schema import SCHEMA
 from projections.sqlite.connection import SQLiteDB, sqlite_path
 from statemachine.errors import EventLogError
@@ -35,6 +31,8 @@ class SQLiteEventLog(EventLog):
         path = sqlite_path(url)
         self.db = SQLiteDB(path, lambda msg, retriable: EventLogError(msg, retriable=retriable))
         self._appended = AppendSignal()
+        self.inspection = SQLiteInspection(self.db)
+        self.retention = SQLiteRetention(self.db)
 
     @property
     def path(self) -> Path:
@@ -79,56 +77,6 @@ class SQLiteEventLog(EventLog):
 
         await self._run(work)
         self._appended.set()
-
-    # -- reading ------------------------------------------------------------------------
-
-    async def partitions(self, topic: str) -> list[int]:
-        return [0]
-
-    async def end_offsets(self, topic: str) -> dict[int, int]:
-        return await self._run(lambda: {0: end_offset(self.conn, topic)})
-
-    async def start_offsets(self, topic: str) -> dict[int, int]:
-        return await self._run(lambda: {0: start_offset(self.conn, topic)})
-
-    async def offsets_at(self, topic: str, at_ms: int) -> dict[int, int]:
-        return await self._run(lambda: {0: offset_at(self.conn, topic, at_ms)})
-
-    async def trim(self, topic: str, before: Mapping[int, int]) -> None:
-        if before.get(0, 0) <= 0:
-            return
-
-        def work() -> None:
-            with self._transaction():
-                delete_before(self.conn, topic, before[0])
-
-        await self._run(work)
-
-    def _fetch(self, topic: str, start: int, end: int | None, limit: int) -> list[Record]:
-        return fetch_records(self.conn, topic, start, end, limit)
-
-    async def read(
-        self, topic: str, partition: int, start: int, end: int | None = None
-    ) -> AsyncIterator[list[Record]]:
-        if end is None:
-            end = (await self.end_offsets(topic))[0]
-        pos = start
-        while pos < end:
-            batch = await self._run(self._fetch, topic, pos, end, 5000)
-            if not batch:
-                return
-            yield batch
-            pos = batch[-1].offset + 1
-
-    async def group_offsets(self, group: str, topic: str) -> dict[int, int]:
-        def work() -> dict[int, int]:
-            row = self.conn.execute(
-                "SELECT next_offset FROM group_offsets WHERE group_id = ? AND topic = ?",
-                (group, topic),
-            ).fetchone()
-            return {0: row[0]} if row else {}
-
-        return await self._run(work)
 
     async def ping(self) -> None:
         await self._run(lambda: self.conn.execute("SELECT 1").fetchone())

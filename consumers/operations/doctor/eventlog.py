@@ -52,7 +52,7 @@ async def check_clock(settings: Settings, timeout: float = CHECK_TIMEOUT) -> Che
     name = "clock"
     if not _kafka(settings):
         return Check(name, True, "same machine as the embedded log: no skew possible")
-    from consumers.eventlog.kafka.inspection import first_stamped_after
+    from consumers.eventlog.kafka.survey import first_stamped_after
 
     topics = Topics(settings.topic_prefix, settings.group_prefix)
     now_ms = int(time.time() * 1000)

@@ -53,7 +53,7 @@ def client(live: LiveServer) -> Iterator[httpx.Client]:
 def lifecycle_end(live: LiveServer) -> int:
     assert live.backends is not None
     backends = live.backends
-    ends = live.call(lambda: backends.log.end_offsets(backends.topics.lifecycle))
+    ends = live.call(lambda: backends.log.inspection.end_offsets(backends.topics.lifecycle))
     return sum(ends.values())
 
 

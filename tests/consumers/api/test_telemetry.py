@@ -62,7 +62,7 @@ def telemetry_settled(live: LiveServer) -> None:
     backends = live.backends
 
     async def state() -> dict[str, Any]:
-        ends = await backends.log.end_offsets(backends.topics.lifecycle)
+        ends = await backends.log.inspection.end_offsets(backends.topics.lifecycle)
         return {
             "idle": await component.idle(),
             "pending": len(component.pending),
@@ -334,7 +334,7 @@ async def step_until(t: Telemetry, done: Callable[[], bool], timeout: float = 15
 
 
 async def committed(backends: Backends) -> int:
-    offsets = await backends.log.group_offsets(
+    offsets = await backends.log.inspection.group_offsets(
         backends.topics.group(Telemetry.name), backends.topics.lifecycle
     )
     return sum(offsets.values())
@@ -361,7 +361,7 @@ async def test_posthog_down_is_retried_then_delivered_once_and_counted(
     assert len({e["uuid"] for e in events}) == 2
     assert counted("sent") == sent + 2
     assert await committed(backends) == sum(
-        (await backends.log.end_offsets(backends.topics.lifecycle)).values()
+        (await backends.log.inspection.end_offsets(backends.topics.lifecycle)).values()
     )
 
 
@@ -420,7 +420,7 @@ async def test_an_event_is_given_up_after_max_attempts(
     assert capture.attempts == 3
     assert counted("failed") == failed + 1
     assert await committed(backends) == sum(
-        (await backends.log.end_offsets(backends.topics.lifecycle)).values()
+        (await backends.log.inspection.end_offsets(backends.topics.lifecycle)).values()
     )
 
 
@@ -468,5 +468,5 @@ async def test_an_event_telemetry_cannot_handle_is_dead_lettered_and_the_rest_ar
     assert all(d["consumer"] == group and "cannot take this one" in d["error"] for d in dead)
     assert {json.loads(d["original"])["audit_id"] for d in dead} == {"poison-1"}
     assert await committed(backends) == sum(
-        (await backends.log.end_offsets(backends.topics.lifecycle)).values()
+        (await backends.log.inspection.end_offsets(backends.topics.lifecycle)).values()
     )

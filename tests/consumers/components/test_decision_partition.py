@@ -18,7 +18,7 @@ async def test_a_decision_lands_in_its_audit_s_partition_and_is_made_once(
     pipeline: Pipeline,
 ) -> None:
     log, lifecycle = pipeline.log, pipeline.topics.lifecycle
-    partitions = await log.partitions(lifecycle)
+    partitions = await log.inspection.partitions(lifecycle)
     # given an audit whose publisher put its events in another partition than the key's
     keyed = log.partition_for("elsewhere", len(partitions))
     chosen = partitions[(partitions.index(keyed) + 1) % len(partitions)]

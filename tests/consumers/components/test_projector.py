@@ -72,7 +72,7 @@ async def test_a_batch_is_folded_into_rows_history_and_stored_offsets(pipeline: 
     assert [h.event for h in await pipeline.store.audits.history("a-done")] == events[0::2]
     assert projector.applied == 5
     # and the offsets kept with the rows are the log's end offsets
-    ends = await pipeline.log.end_offsets(pipeline.topics.lifecycle)
+    ends = await pipeline.log.inspection.end_offsets(pipeline.topics.lifecycle)
     stored = await pipeline.store.writer.stored_offsets(pipeline.topics.group(Projector.name))
     assert {p: stored.get((pipeline.topics.lifecycle, p), 0) for p in ends} == ends
 
@@ -185,7 +185,7 @@ async def test_an_event_the_store_refuses_is_set_aside_and_the_rest_of_its_batch
     assert "integer out of range" in body["error"]
     # and the offsets are past the whole batch: nothing is read again
     stored = await pipeline.store.writer.stored_offsets(pipeline.topics.group(Projector.name))
-    ends = await pipeline.log.end_offsets(topic)
+    ends = await pipeline.log.inspection.end_offsets(topic)
     assert all(stored.get((topic, p), 0) >= end for p, end in ends.items() if end)
 
 
@@ -284,7 +284,7 @@ async def test_a_large_batch_is_applied_in_parts_each_with_the_offsets_it_reache
     # and the rows and histories are those of one batch: each event applied once, in order
     await assert_applied_once(pipeline, events)
     assert projector.applied == len(events)
-    ends = await pipeline.log.end_offsets(topic)
+    ends = await pipeline.log.inspection.end_offsets(topic)
     stored = await pipeline.store.writer.stored_offsets(pipeline.topics.group(Projector.name))
     assert {p: stored.get((topic, p), 0) for p in ends} == ends
 
@@ -451,7 +451,7 @@ async def test_partitions_change_hands_and_the_projector_stops_only_after_the_wr
         # … whose rows and offsets are in the store once it is over
         assert store.done and projector.applied == 2
         stored = await pipeline.store.writer.stored_offsets(projector.group)
-        ends = await pipeline.log.end_offsets(topic)
+        ends = await pipeline.log.inspection.end_offsets(topic)
         assert {p: stored.get((topic, p), 0) for p in ends} == ends
         assert [h.event for h in await pipeline.store.audits.history("r")] == events
 

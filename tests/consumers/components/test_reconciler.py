@@ -55,7 +55,7 @@ def observed(hours: int) -> WorkflowStatusObserved:
 
 async def decisions(log: SQLiteEventLog) -> list[Any]:
     topic = log.topics.lifecycle
-    events = [decode(r.value) async for batch in log.read(topic, 0, 0) for r in batch]
+    events = [decode(r.value) async for batch in log.inspection.read(topic, 0, 0) for r in batch]
     return [e for e in events if e.type == "AuditFailed"]
 
 

@@ -44,7 +44,7 @@ def reconciler(pipeline: Pipeline) -> Reconciler:
 
 
 async def starts(pipeline: Pipeline) -> dict[int, int]:
-    return await pipeline.log.start_offsets(pipeline.topics.lifecycle)
+    return await pipeline.log.inspection.start_offsets(pipeline.topics.lifecycle)
 
 
 async def test_the_log_is_trimmed_only_past_what_every_consumer_has_kept(
@@ -74,7 +74,7 @@ async def test_the_log_is_trimmed_only_past_what_every_consumer_has_kept(
     assert trimmed == {p: o for p, o in saved.items() if o > before.get(p, 0)}
     assert trimmed
     after = await starts(pipeline)
-    ends = await pipeline.log.end_offsets(pipeline.topics.lifecycle)
+    ends = await pipeline.log.inspection.end_offsets(pipeline.topics.lifecycle)
     for p, offset in trimmed.items():
         assert after[p] == min(offset, ends[p] - 1)
 
@@ -119,8 +119,8 @@ async def test_a_log_trimmed_behind_the_checkpoints_is_reported_at_assignment(
     # given a log trimmed by hand (a topic retention set outside auditrec) before any checkpoint
     events: list[AuditEvent] = [started(f"r{i}", at(0), instance=f"wf-r{i}") for i in range(10)]
     await append(pipeline.log, pipeline.topics.lifecycle, events)
-    ends = await pipeline.log.end_offsets(pipeline.topics.lifecycle)
-    await pipeline.log.trim(pipeline.topics.lifecycle, ends)
+    ends = await pipeline.log.inspection.end_offsets(pipeline.topics.lifecycle)
+    await pipeline.log.retention.trim(pipeline.topics.lifecycle, ends)
 
     # when a reconciler is assigned the partitions
     with structlog.testing.capture_logs() as logs:
@@ -183,8 +183,9 @@ async def test_a_rebuild_refuses_when_neither_the_log_nor_the_projection_holds_t
     # given a log trimmed by hand before anything was projected
     events: list[AuditEvent] = [started(f"r{i}", at(0), instance=f"wf-r{i}") for i in range(10)]
     await append(pipeline.log, pipeline.topics.lifecycle, events)
-    await pipeline.log.trim(
-        pipeline.topics.lifecycle, await pipeline.log.end_offsets(pipeline.topics.lifecycle)
+    await pipeline.log.retention.trim(
+        pipeline.topics.lifecycle,
+        await pipeline.log.inspection.end_offsets(pipeline.topics.lifecycle),
     )
     backends = backends_of(pipeline)
 

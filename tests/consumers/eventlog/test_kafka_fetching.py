@@ -93,7 +93,7 @@ async def test_the_log_reads_records_made_as_the_port_s_equal_to_copies_of_aioka
         polled = await drain(group, len(SENT))
     finally:
         await group.stop()
-    read = [r async for batch in log.read(topic, 0, 0, None) for r in batch]
+    read = [r async for batch in log.inspection.read(topic, 0, 0, None) for r in batch]
     assert fetching.installed()
 
     plain = await plain_records(topic)
@@ -147,7 +147,7 @@ async def test_aborted_transactions_are_skipped_and_a_partition_drains_a_few_at_
         finally:
             await group.stop()
         assert polled == expected, max_records
-    read = [r async for batch in log.read(topic, 0, 0, None) for r in batch]
+    read = [r async for batch in log.inspection.read(topic, 0, 0, None) for r in batch]
     assert read == expected
     for position, last in await positions_two_at_a_time(topic, len(expected)):
         assert position == last.offset + 1

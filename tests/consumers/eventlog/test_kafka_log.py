@@ -1,5 +1,6 @@
-"""The Kafka event log against a real broker passes the contract; plus what only Kafka
-promises: partitions keyed by audit id, Kafka transactions, and groups that split work."""
+"""The Kafka event log against a real broker passes the contract of the log and of each of
+its ports; plus what only Kafka promises: partitions keyed by audit id, Kafka transactions,
+and groups that split work."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from statemachine.errors import ConfigError, EventLogError
 from tests.contracts.eventlog import (
     WAIT,
     EventLogContract,
+    EventLogFixtures,
     LogFactory,
     by_key,
     drain,
@@ -42,7 +44,8 @@ from tests.contracts.eventlog import (
     records,
     until_assigned,
 )
-from tests.contracts.eventlog_positions import PositionReadsContract
+from tests.contracts.eventlog_inspection import LogInspectionContract
+from tests.contracts.eventlog_retention import LogRetentionContract
 from tests.eventually import eventually
 from tests.services import kafka_bootstrap
 
@@ -87,10 +90,24 @@ async def make_log() -> AsyncIterator[LogFactory]:
         await admin.close()
 
 
-class TestKafkaEventLog(EventLogContract, PositionReadsContract):
+class Kafka(EventLogFixtures):
+    """Topics of a fresh prefix per test on the real broker, deleted afterwards."""
+
     @pytest.fixture
     def make_log(self, make_log: LogFactory) -> LogFactory:
         return make_log
+
+
+class TestKafkaEventLog(Kafka, EventLogContract):
+    pass
+
+
+class TestKafkaInspection(Kafka, LogInspectionContract):
+    pass
+
+
+class TestKafkaRetention(Kafka, LogRetentionContract):
+    pass
 
 
 @pytest.fixture
@@ -154,9 +171,9 @@ async def test_init_makes_the_lifecycle_topic_the_event_store(
 ) -> None:
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-    assert await log.partitions(topics.lifecycle) == list(range(12))
-    assert await log.partitions(topics.probe_requests) == list(range(12))
-    assert await log.partitions(topics.dead_letter) == [0, 1, 2]
+    assert await log.inspection.partitions(topics.lifecycle) == list(range(12))
+    assert await log.inspection.partitions(topics.probe_requests) == list(range(12))
+    assert await log.inspection.partitions(topics.dead_letter) == [0, 1, 2]
     admin = log._admin
     assert admin is not None
     (response,) = await admin.describe_configs(
@@ -166,7 +183,7 @@ async def test_init_makes_the_lifecycle_topic_the_event_store(
     assert configs["retention.ms"] == "-1"
     assert configs["retention.bytes"] == "-1"
     with pytest.raises(EventLogError, match="does not exist"):
-        await log.partitions(f"{topics.prefix}.missing")
+        await log.inspection.partitions(f"{topics.prefix}.missing")
 
 
 async def test_records_of_an_audit_share_a_partition_and_keep_their_order(
@@ -211,15 +228,15 @@ async def test_outputs_of_an_aborted_transaction_stay_invisible(
                 await worker.commit(done, outputs)
         assert err.value.retriable
         p = log.partition_for("p-1", 12)
-        assert (await log.end_offsets(topics.lifecycle))[p] >= 4  # written, then aborted
+        assert (await log.inspection.end_offsets(topics.lifecycle))[p] >= 4  # written, then aborted
         assert await read_all(log, topics.lifecycle) == []
-        assert await log.group_offsets("txn", topics.probe_requests) == {}
+        assert await log.inspection.group_offsets("txn", topics.probe_requests) == {}
 
         await worker.commit(done, outputs)  # the retry goes through, once
     assert [r.value for r in await read_settled(log, topics.lifecycle, 3)] == [
         o.value for o in outputs
     ]
-    assert await log.group_offsets("txn", topics.probe_requests) == {
+    assert await log.inspection.group_offsets("txn", topics.probe_requests) == {
         p: o for (_, p), o in done.items()
     }
     async with log.consumer("reader", [topics.lifecycle]) as reader:
@@ -243,9 +260,9 @@ async def test_group_offsets_wait_for_a_pending_transaction(
             await fetch_group_offsets(admin, "txn", tp[0], [tp[1]], timeout=0.3)
         assert err.value.retriable
         other = (tp[1] + 1) % 12  # asking about partitions without a pending transaction
-        assert await log.committed_offsets("txn", tp[0], [other]) == {}  # does not wait
+        assert await log.inspection.committed_offsets("txn", tp[0], [other]) == {}  # does not wait
 
-        reading = asyncio.create_task(log.group_offsets("txn", topics.probe_requests))
+        reading = asyncio.create_task(log.inspection.group_offsets("txn", topics.probe_requests))
         # A negative check: for half a second the read must not answer (with the old, empty
         # offsets); there is no event to await for "still waiting", so time passes on purpose.
         finished, _ = await asyncio.wait({reading}, timeout=0.5)
@@ -297,7 +314,7 @@ async def test_an_oversized_output_fails_the_commit_and_publishes_nothing(
         with pytest.raises(EventLogError, match="MessageSizeTooLarge"):
             await log.append([good, too_large])
         assert await read_all(log, topics.lifecycle) == []
-        assert await log.group_offsets("txn", topics.probe_requests) == {}
+        assert await log.inspection.group_offsets("txn", topics.probe_requests) == {}
         await worker.commit(next_offsets(inputs), [good])
     assert [r.value for r in await read_settled(log, topics.lifecycle, 1)] == [b"fine"]
 
@@ -305,7 +322,7 @@ async def test_an_oversized_output_fails_the_commit_and_publishes_nothing(
 async def test_an_output_for_a_partition_the_topic_lacks_is_refused_and_nothing_published(
     log: KafkaEventLog, topics: Topics
 ) -> None:
-    partitions = await log.partitions(topics.lifecycle)
+    partitions = await log.inspection.partitions(topics.lifecycle)
     placed = OutRecord(topics.lifecycle, "p-3", b"placed", partition=partitions[-1])
     nowhere = OutRecord(topics.lifecycle, "p-3", b"nowhere", partition=len(partitions))
     with pytest.raises(ValueError, match=f"has no partition {len(partitions)}"):
@@ -330,7 +347,7 @@ async def test_transactional_outputs_and_offsets_appear_together(
             await worker.commit(next_offsets(chunk), outputs)
             done += len(chunk)
             produced = len(await read_settled(log, topics.lifecycle, done))
-            committed = await log.group_offsets("txn", topics.probe_requests)
+            committed = await log.inspection.group_offsets("txn", topics.probe_requests)
             consumed = sum(
                 len([r for r in inputs if r.partition == p and r.offset < o])
                 for p, o in committed.items()

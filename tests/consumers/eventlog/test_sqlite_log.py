@@ -1,4 +1,4 @@
-"""The embedded event log passes the contract; plus what only SQLite promises: a group's
+"""The embedded event log passes the contract of the log and of each of its ports; plus what only SQLite promises: a group's
 partitions belong to one member at a time (a lease), and several processes share one file."""
 
 from __future__ import annotations
@@ -13,11 +13,21 @@ import pytest
 from consumers.eventlog.port import EventLog, Topics
 from consumers.eventlog.sqlite.log import SQLiteEventLog
 from statemachine.errors import EventLogError
-from tests.contracts.eventlog import EventLogContract, LogFactory, drain, next_offsets, records
-from tests.contracts.eventlog_positions import PositionReadsContract
+from tests.contracts.eventlog import (
+    EventLogContract,
+    EventLogFixtures,
+    LogFactory,
+    drain,
+    next_offsets,
+    records,
+)
+from tests.contracts.eventlog_inspection import LogInspectionContract
+from tests.contracts.eventlog_retention import LogRetentionContract
 
 
-class TestSQLiteEventLog(EventLogContract, PositionReadsContract):
+class SQLite(EventLogFixtures):
+    """A fresh file per test."""
+
     @pytest.fixture
     def make_log(self, tmp_path: Path) -> LogFactory:
         url = f"sqlite:///{tmp_path}/events.db"
@@ -28,6 +38,18 @@ class TestSQLiteEventLog(EventLogContract, PositionReadsContract):
             return log
 
         return make
+
+
+class TestSQLiteEventLog(SQLite, EventLogContract):
+    pass
+
+
+class TestSQLiteInspection(SQLite, LogInspectionContract):
+    pass
+
+
+class TestSQLiteRetention(SQLite, LogRetentionContract):
+    pass
 
 
 @pytest.fixture
@@ -120,4 +142,4 @@ async def test_a_commit_after_losing_the_lease_is_refused(log: SQLiteEventLog) -
         await consumer.start()
         with pytest.raises(EventLogError, match="lost its lease"):
             await consumer.commit(next_offsets(got))
-    assert await log.group_offsets("g", topic) == {}
+    assert await log.inspection.group_offsets("g", topic) == {}

@@ -72,7 +72,7 @@ async def test_transaction_markers_after_the_last_record_are_not_waited_for(
     row = await pipeline.store.audits.get("a-1")
     assert row is not None and row.status == "failed"
     topic = pipeline.topics.lifecycle
-    ends = await pipeline.log.end_offsets(topic)
+    ends = await pipeline.log.inspection.end_offsets(topic)
     stored = await pipeline.store.writer.stored_offsets(pipeline.topics.group(Projector.name))
     gap = sum(ends.values()) - sum(stored.get((topic, p), 0) for p in ends)
     assert gap == (1 if pipeline.backend.name == "kafka+postgres" else 0)

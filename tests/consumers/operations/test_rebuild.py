@@ -45,7 +45,7 @@ async def test_a_rebuild_reads_the_log_while_the_projection_is_emptied(
     before = await projected(pipeline)
     backends = backends_of(pipeline)
     read_while_emptying = []
-    reset, read = backends.store.writer.reset, backends.log.read
+    reset, read = backends.store.writer.reset, backends.log.inspection.read
 
     async def slow_reset(consumer: str) -> None:
         await asyncio.sleep(0.3)
@@ -60,7 +60,7 @@ async def test_a_rebuild_reads_the_log_while_the_projection_is_emptied(
             yield batch
 
     backends.store.writer.reset = slow_reset  # type: ignore[method-assign]
-    backends.log.read = counted_read  # type: ignore[method-assign]
+    backends.log.inspection.read = counted_read  # type: ignore[method-assign]
 
     # when the table is rebuilt
     applied = await rebuild_projection(backends)
@@ -113,7 +113,7 @@ async def test_a_rebuild_writes_chunks_of_different_partitions_at_once_never_of_
 
     # then (with more than one partition) two writes were under way at once, never two of one
     # partition, at most WRITERS, each partition's chunks in order, and the table is as it was
-    partitions = len(await backends.log.end_offsets(backends.topics.lifecycle))
+    partitions = len(await backends.log.inspection.end_offsets(backends.topics.lifecycle))
     assert writes.most_at_once() == min(partitions, rebuild.WRITERS)
     writes.assert_one_write_a_partition_in_order()
     assert applied == 42
