@@ -1,21 +1,26 @@
-"""Dead letters over HTTP: ``GET /dead-letters``, ``GET /dead-letters/{position}`` and
-``POST /dead-letters/{position}/replay`` (the same as ``auditrec dead-letters``)."""
+"""Dead letters over HTTP: ``GET /dead-letters``, ``GET /dead-letters/{position}``,
+``POST /dead-letters/{position}/replay`` and ``POST /dead-letters/purge`` (the same as
+``auditrec dead-letters``; the POSTs need scope ``operate``)."""
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
 
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
 
 from consumers.api.guards import actor_of, read_body
 from consumers.api.models import R422, R503, Message, Responses
 from consumers.operations.deadletters import (
     MAX_LIMIT,
     list_dead_letters,
+    purge_dead_letters,
     replay_dead_letter,
     show_dead_letter,
 )
 from consumers.operations.service import Operations
+from statemachine.errors import InvalidInput
+from statemachine.policy import parse_duration
 
 __all__ = ["add_dead_letter_routes"]
 
@@ -27,6 +32,19 @@ _Position = Annotated[
     ),
 ]
 R404: Responses = {404: {"model": Message, "description": "No dead letter at that position."}}
+
+
+class PurgeDeadLetters(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    older_than: str = Field(
+        min_length=1,
+        max_length=32,
+        description="Remove the dead letters written longer ago than this (`30d`, `12h`).",
+    )
+    dry_run: bool = Field(
+        default=True, description="Count what it would remove (the default); `false` removes."
+    )
 
 
 def add_dead_letter_routes(private: APIRouter, ops: Operations, max_body: int) -> None:
@@ -53,6 +71,27 @@ def add_dead_letter_routes(private: APIRouter, ops: Operations, max_body: int) -
     )
     async def dead_letter(position: _Position) -> dict[str, Any]:
         return await show_dead_letter(log, position)
+
+    @private.post(
+        "/dead-letters/purge",
+        tags=["dead letters"],
+        summary="Remove the dead letters older than a duration (a dry run unless dry_run=false)",
+        description=(
+            "Removes the records of the dead-letter topic written more than `older_than` ago "
+            "(per partition, a prefix), and records who purged what and when: a purge mark on "
+            "each partition purged, a `dead letters purged` log line, and "
+            "`auditrec_dead_letters_purged_total`. `older_than` out of range is a 422."
+        ),
+        responses={**R422, **R503},
+    )
+    async def purge(body: PurgeDeadLetters, request: Request) -> dict[str, Any]:
+        try:
+            older_than = parse_duration(body.older_than)
+        except ValueError as exc:
+            raise InvalidInput("invalid older_than", [f"body.older_than: {exc}"]) from None
+        return await purge_dead_letters(
+            log, older_than, actor=actor_of(request), dry_run=body.dry_run
+        )
 
     @private.post(
         "/dead-letters/{position}/replay",

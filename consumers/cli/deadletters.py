@@ -1,5 +1,5 @@
-"""``auditrec dead-letters``: the records the consumers set aside, and replaying one once it
-is valid (the same operations as ``/dead-letters``)."""
+"""``auditrec dead-letters``: the records the consumers set aside, replaying one once it is
+valid, and purging the old ones (the same operations as ``/dead-letters``)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,16 @@ import click
 
 from consumers.cli.braking import cli_actor
 from consumers.cli.context import handle_errors, run, settings_of, with_backends
-from consumers.cli.output import out, print_json
+from consumers.cli.output import err, out, print_json
 from consumers.operations.deadletters import (
     MAX_LIMIT,
     list_dead_letters,
+    purge_dead_letters,
     replay_dead_letter,
     show_dead_letter,
 )
+from statemachine.errors import InvalidInput
+from statemachine.policy import parse_duration
 
 __all__ = ["dead_letters"]
 
@@ -38,7 +41,8 @@ def _one_line(text: str, width: int = 160) -> str:
 @click.group("dead-letters")
 def dead_letters() -> None:
     """Records a consumer could not decode or apply, set aside on the dead-letter topic
-    with the reason: list them, show one, replay one to its original topic."""
+    with the reason (once per record, every consumer's reason): list them, show one, replay
+    one to its original topic, purge the old ones."""
 
 
 @dead_letters.command("list")
@@ -108,10 +112,10 @@ def show(ctx: click.Context, position: str, as_json: bool) -> None:
     lines = [
         f"position: {data['position']}",
         f"at:       {data['at']}",
-        f"consumer: {data['consumer']}",
+        f"consumer: {', '.join(dict.fromkeys(r['consumer'] for r in data['reasons']))}",
         f"origin:   {_origin(data)}",
         f"key:      {data['key']}",
-        f"reason:   {data['reason']}",
+        *(f"reason:   {r['reason']}  ({r['consumer']})" for r in data["reasons"]),
         f"original ({data['original']['encoding']}, {data['original_size']} bytes"
         f"{', truncated' if data['original_truncated'] else ''}):",
         f"  {data['original']['value']}",
@@ -177,3 +181,50 @@ def replay(
             " (nothing published)",
             markup=False,
         )
+
+
+@dead_letters.command()
+@click.option(
+    "--older-than",
+    required=True,
+    help="Remove the dead letters written longer ago than this (30d, 12h).",
+)
+@click.option("--yes", is_flag=True, help="Do it (without --yes: count only, exit 2).")
+@_json
+@click.pass_context
+@handle_errors
+def purge(ctx: click.Context, older_than: str, yes: bool, as_json: bool) -> None:
+    """Remove the dead letters (and the notes and marks among them) written longer ago than
+    --older-than. Recorded: a purge mark naming you on each partition purged, a log line and
+    a metric. Without --yes it only counts, and exits 2."""
+    try:
+        age = parse_duration(older_than)
+    except ValueError as exc:
+        raise InvalidInput(f"--older-than: {exc}") from None
+    data = run(
+        with_backends(
+            settings_of(ctx),
+            lambda backends: purge_dead_letters(
+                backends.log, age, actor=cli_actor(), dry_run=not yes
+            ),
+            store=False,
+        )
+    )
+    if as_json:
+        print_json(data)
+    else:
+        verb = "purged" if yes else "would purge"
+        out.print(
+            f"{verb} {data['dead_letters']} dead letter(s) ({data['records']} record(s)) "
+            f"written before {data['cutoff']}",
+            markup=False,
+        )
+        for part in data["partitions"]:
+            out.print(
+                f"  partition {part['partition']}: offsets {part['from']}..{part['to'] - 1}, "
+                f"{part['dead_letters']} dead letter(s)",
+                markup=False,
+            )
+    if not yes:
+        err.print("error: nothing purged: `auditrec dead-letters purge` needs --yes", markup=False)
+        sys.exit(2)

@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 import structlog
 
 from consumers.components.brake import Brake, SweepVerdict, sweep_deadline
+from consumers.components.deadletters import DeadLetterCount
 from consumers.components.retention import Retention
 from consumers.eventlog.codec import encode
 from consumers.eventlog.port import EventLog
@@ -49,6 +50,7 @@ from consumers.workflows.answers import ProbeFailure
 from consumers.workflows.discovery import Discovery, Listing
 from projections.row import AuditRow
 from projections.store import ProjectionStore
+from statemachine.errors import EventLogError
 from statemachine.events import Listed, ProbeRequested, ProbeRequestedData, Trigger
 from statemachine.machine import INITIAL, STATES
 from statemachine.vocabulary import LISTED_ALIVE_STATUSES
@@ -149,6 +151,7 @@ class Watchdog(Component):
         self.opened: set[str] = set()  # sweeps this watchdog opened and has not seen judged
         self._reported_at = -REPORT_EVERY
         self._audits_reported_at = -REPORT_EVERY
+        self.dead_letters = DeadLetterCount(event_log)
 
     async def candidates(self, now: datetime | None = None) -> list[AuditRow]:
         """The stale running audits a tick looks at: up to the discovery's limit when the
@@ -259,7 +262,8 @@ class Watchdog(Component):
             log.warning("lifecycle log not trimmed", error=str(exc)[:300])
 
     async def report(self) -> None:
-        """Refresh the gauges of the audits (by status, stale, the oldest running's age)."""
+        """Refresh the gauges of the audits (by status, stale, the oldest running's age) and
+        of the dead letters kept."""
         now = self.clock()
         counts = await self.store.audits.count_by_status()
         for status in (s for s in STATES if s != INITIAL):
@@ -267,6 +271,10 @@ class Watchdog(Component):
         stale, oldest = await self.store.audits.running_summary(now - self.stale_after)
         AUDITS_STALE_RUNNING.set(stale)
         OLDEST_RUNNING_AGE.set(max((now - oldest).total_seconds(), 0.0) if oldest else 0.0)
+        try:
+            await self.dead_letters.refresh()
+        except EventLogError as exc:  # the next refresh tries again; the audits' are set
+            log.warning("dead letters not counted", error=str(exc)[:300])
 
     async def step(self) -> int:
         judged = len(await self.judge())

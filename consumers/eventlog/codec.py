@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from consumers.eventlog.dead_letters import LETTER_HEADER
 from consumers.eventlog.port import OutRecord, Record, Topics
 from consumers.eventlog.wire import decode_view
 from statemachine.errors import DecodeError, InvalidInput
@@ -158,19 +159,28 @@ DEAD_LETTER_ORIGINAL_MAX = 256 * 1024
 def dead_letter(topics: Topics, record: Record, consumer: str, error: str) -> OutRecord:
     """The dead-letter record for ``record``: original bytes, where it came from, and why.
 
+    It is keyed by the source position (``topic:partition:offset``) and names it in the
+    ``dead-letter-of`` header, so that every record about one source record lands in one
+    partition of the dead-letter topic, where the log keeps it once however many consumers
+    set it aside (:mod:`consumers.eventlog.letters`; the records read back:
+    :mod:`consumers.eventlog.dead_letters`). ``consumer`` and ``error`` are the first
+    reason; ``reasons`` lists every consumer's (later ones are added by reason notes).
+
     The original is kept as text when it is UTF-8, else base64. Past
     :data:`DEAD_LETTER_ORIGINAL_MAX` bytes it is cut (``original_truncated``, with the full
     ``original_size``): the dead letter must always fit where the original did, or a large bad
     record could never be set aside. The source position leads back to the whole record.
     """
     original = record.value[:DEAD_LETTER_ORIGINAL_MAX]
+    error = error[:2000]
     body: dict[str, object] = {
         "source_topic": record.topic,
         "source_partition": record.partition,
         "source_offset": record.offset,
         "key": record.key,
         "consumer": consumer,
-        "error": error[:2000],
+        "error": error,
+        "reasons": [{"consumer": consumer, "error": error}],
         "original_size": len(record.value),
         "original_truncated": len(original) < len(record.value),
     }
@@ -178,9 +188,10 @@ def dead_letter(topics: Topics, record: Record, consumer: str, error: str) -> Ou
         body["original"] = original.decode()
     except UnicodeDecodeError:
         body["original_base64"] = base64.b64encode(original).decode()
+    origin = f"{record.topic}/{record.partition}@{record.offset}"
     return OutRecord(
         topic=topics.dead_letter,
-        key=record.key or f"{record.topic}:{record.partition}:{record.offset}",
+        key=f"{record.topic}:{record.partition}:{record.offset}",
         value=json.dumps(body).encode(),
-        headers=(("consumer", consumer.encode()),),
+        headers=(("consumer", consumer.encode()), (LETTER_HEADER, origin.encode())),
     )

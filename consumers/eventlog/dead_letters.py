@@ -1,37 +1,60 @@
-"""The dead-letter topic read back: dead letters (:func:`consumers.eventlog.codec.dead_letter`)
-and the replay marks that say one was replayed.
+"""The dead-letter topic read back: dead letters (:func:`consumers.eventlog.codec.dead_letter`),
+the reason notes that add another consumer's reason to one, the replay marks that say one was
+replayed and the purge marks that say which were purged; and :func:`settle`, what the log
+appends when a consumer sets a record aside.
 
 A dead letter's position (``partition:offset`` on the dead-letter topic) is how an operator
-names it. A replay is recorded on the same topic, under the same key (so in the same partition,
-after the dead letter) as a *replay mark*: a record with the ``replay-of`` header naming the
-original record's position, not the dead letter's. Several consumers may set aside the same
-record (projector, reconciler and telemetry all read the lifecycle topic); keyed by the
-original, a record is replayed once however many dead letters it left.
+names it. Every record about one source record shares its key (the source position,
+``topic:partition:offset``), so they sit in one partition, in the order they were written:
+
+- the *dead letter*, written once per source record by the first consumer that sets it aside
+  (header ``dead-letter-of``);
+- a *reason note* (header ``reason-for``) per other reason: a consumer that sets aside a record
+  already set aside, for a reason not yet recorded, adds a note rather than a second copy of
+  the original; the same reason adds nothing (:func:`settle`);
+- a *replay mark* (header ``replay-of``) naming the original record's position: a record is
+  replayed once.
+
+Dead letters written before they were kept once (keyed by the audit id, one per consumer) read
+back the same; the operations merge them by source position.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from consumers.eventlog.port import OutRecord, Record
+from consumers.eventlog.values import OutRecord, Record
 from statemachine.errors import InvalidInput
 
 __all__ = [
+    "LETTER_HEADER",
+    "NOTE_HEADER",
+    "PURGE_HEADER",
     "REPLAY_HEADER",
     "DeadLetter",
+    "ReasonNote",
     "ReplayMark",
     "format_position",
     "parse_position",
+    "purge_mark",
     "read_dead_letter",
+    "read_reason_note",
     "read_replay_mark",
+    "reason_note",
     "replay_mark",
+    "settle",
 ]
 
+LETTER_HEADER = "dead-letter-of"
+NOTE_HEADER = "reason-for"
 REPLAY_HEADER = "replay-of"
+PURGE_HEADER = "purge"
+_MARKS = (NOTE_HEADER, REPLAY_HEADER, PURGE_HEADER)
 
 Origin = tuple[str, int, int]  # the original record's topic, partition, offset
 
@@ -71,6 +94,8 @@ class DeadLetter:
     original: bytes
     original_size: int
     truncated: bool
+    reasons: tuple[tuple[str, str], ...] = ()  # (consumer, reason), the first one first
+    source_key: str | None = None  # the key of the record set aside (the audit id)
 
     @property
     def position(self) -> str:
@@ -93,6 +118,23 @@ class DeadLetter:
         except UnicodeDecodeError:
             return "base64", base64.b64encode(self.original).decode()
 
+    def with_reasons(self, more: Iterable[tuple[str, str]]) -> DeadLetter:
+        """This letter with ``more`` reasons (a reason already held is not added twice)."""
+        reasons = list(self.reasons)
+        for consumer, reason in more:
+            if all(reason != held for _, held in reasons):
+                reasons.append((consumer, reason))
+        return replace(self, reasons=tuple(reasons))
+
+
+@dataclass(frozen=True, slots=True)
+class ReasonNote:
+    """Another consumer's reason for a record already set aside."""
+
+    origin: Origin
+    consumer: str
+    reason: str
+
 
 @dataclass(frozen=True, slots=True)
 class ReplayMark:
@@ -109,7 +151,11 @@ class ReplayMark:
     mark_position: str = ""
 
 
-def _body(record: Record) -> dict[str, Any] | None:
+def _header(record: Record | OutRecord, name: str) -> bytes | None:
+    return next((value for key, value in record.headers if key == name), None)
+
+
+def _body(record: Record | OutRecord) -> dict[str, Any] | None:
     try:
         body = json.loads(record.value)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
@@ -129,7 +175,7 @@ def _origin(body: dict[str, Any]) -> Origin | None:
 def read_dead_letter(record: Record) -> DeadLetter | None:
     """The dead letter a record of the dead-letter topic holds; ``None`` for a replay mark or
     a record that is no dead letter (the topic is open to anyone who can write to it)."""
-    if any(name == REPLAY_HEADER for name, _ in record.headers):
+    if any(name in _MARKS for name, _ in record.headers):
         return None
     body = _body(record)
     if body is None or "error" not in body:
@@ -152,23 +198,106 @@ def read_dead_letter(record: Record) -> DeadLetter | None:
         }
     )
     size = body.get("original_size")
-    return DeadLetter(
+    consumer = str(body.get("consumer") or dict(record.headers).get("consumer", b"").decode())
+    reason = str(body.get("error"))
+    reasons = [(consumer, reason)]
+    for item in body.get("reasons") or ():
+        if isinstance(item, dict) and isinstance(item.get("error"), str):
+            reasons.append((str(item.get("consumer")), item["error"]))
+    source_key = body.get("key")
+    letter = DeadLetter(
         partition=record.partition,
         offset=record.offset,
         timestamp_ms=record.timestamp_ms,
         key=record.key,
-        consumer=str(body.get("consumer") or dict(record.headers).get("consumer", b"").decode()),
-        reason=str(body.get("error")),
+        consumer=consumer,
+        reason=reason,
         origin=origin,
         original=original,
         original_size=size if isinstance(size, int) else len(original),
         truncated=body.get("original_truncated") is True,
+        source_key=source_key if isinstance(source_key, str) else record.key,
     )
+    return letter.with_reasons(reasons)
+
+
+def reason_note(
+    letter: OutRecord | Record, origin: Origin, consumer: str, reason: str
+) -> OutRecord:
+    """The note that adds ``consumer``'s ``reason`` to the dead letter of ``origin`` (keyed as
+    the letter, so it lands in its partition, after it)."""
+    topic, partition, offset = origin
+    body = {
+        "origin": {"topic": topic, "partition": partition, "offset": offset},
+        "consumer": consumer,
+        "error": reason,
+    }
+    header = f"{topic}/{partition}@{offset}".encode()
+    return OutRecord(
+        letter.topic, letter.key or "", json.dumps(body).encode(), ((NOTE_HEADER, header),)
+    )
+
+
+def read_reason_note(record: Record | OutRecord) -> ReasonNote | None:
+    """The reason note a record holds, if it is one."""
+    if _header(record, NOTE_HEADER) is None:
+        return None
+    body = _body(record)
+    origin = _origin((body or {}).get("origin") or {})
+    if body is None or origin is None or not isinstance(body.get("error"), str):
+        return None
+    return ReasonNote(origin, str(body.get("consumer")), body["error"])
+
+
+def _letter_of(record: Record | OutRecord) -> tuple[Origin, list[tuple[str, str]]] | None:
+    """The source position and reasons of a dead letter (as written, or as read back)."""
+    if _header(record, LETTER_HEADER) is None and not isinstance(record, Record):
+        return None
+    as_read = (
+        record
+        if isinstance(record, Record)
+        else Record(record.topic, 0, 0, record.key, record.value, record.headers)
+    )
+    letter = read_dead_letter(as_read)
+    if letter is None or letter.origin is None:
+        return None
+    return letter.origin, list(letter.reasons)
+
+
+def settle(held: Iterable[Record | OutRecord], letter: OutRecord) -> OutRecord | None:
+    """What to append for ``letter`` (:func:`~consumers.eventlog.codec.dead_letter`), given
+    ``held``: the records already under its key (its partition's records of that key, and what
+    is about to be appended with it). ``letter`` itself when its source record has no dead
+    letter yet; nothing when one exists and already holds the reason; else a reason note.
+
+    A record that is no dead letter of ours (no ``dead-letter-of`` header) is appended as it
+    is."""
+    mine = _letter_of(letter)
+    if mine is None:
+        return letter
+    origin, [(consumer, reason), *_] = mine
+    lettered = False
+    reasons: set[str] = set()
+    for record in held:
+        note = read_reason_note(record)
+        if note is not None:
+            if note.origin == origin:
+                reasons.add(note.reason)
+            continue
+        found = _letter_of(record)
+        if found is not None and found[0] == origin:
+            lettered = True
+            reasons.update(r for _, r in found[1])
+    if not lettered:
+        return letter
+    if reason in reasons:
+        return None
+    return reason_note(letter, origin, consumer, reason)
 
 
 def read_replay_mark(record: Record) -> ReplayMark | None:
     """The replay mark a record holds, if it is one."""
-    if not any(name == REPLAY_HEADER for name, _ in record.headers):
+    if _header(record, REPLAY_HEADER) is None:
         return None
     body = _body(record)
     if body is None:
@@ -214,3 +343,31 @@ def replay_mark(
     key = letter.key or f"{topic}:{partition}:{offset}"
     header = f"{topic}/{partition}@{offset}".encode()
     return OutRecord(dead_letter_topic, key, json.dumps(body).encode(), ((REPLAY_HEADER, header),))
+
+
+def purge_mark(
+    dead_letter_topic: str,
+    partition: int,
+    actor: str,
+    at: datetime,
+    older_than: str,
+    cutoff: str,
+    purged: dict[str, Any],
+) -> OutRecord:
+    """The record that says who purged which records of ``partition`` (``purged``: the offsets
+    ``from``/``to``, the dead letters and records counted), when, and older than what:
+    appended to that partition before the purge, so it outlives it."""
+    body = {
+        "actor": actor,
+        "at": at.isoformat().replace("+00:00", "Z"),
+        "older_than": older_than,
+        "cutoff": cutoff,
+        **purged,
+    }
+    return OutRecord(
+        dead_letter_topic,
+        "purge",
+        json.dumps(body).encode(),
+        ((PURGE_HEADER, actor.encode()),),
+        partition=partition,
+    )

@@ -7,12 +7,15 @@ through its ports, given as attributes, so a caller names the concern it uses:
 
 - ``inspection`` (:mod:`consumers.eventlog.inspection`): partitions, offsets, reading records
   outside a consumer group, a group's committed offsets;
-- ``retention`` (:mod:`consumers.eventlog.retention`): trimming a partition's oldest records.
+- ``retention`` (:mod:`consumers.eventlog.retention`): trimming a partition's oldest records;
+- ``dead_letters`` (:mod:`consumers.eventlog.letters`): setting records aside, each bad source
+  record once (:meth:`EventLog.append` and :meth:`Consumer.commit` route the dead letters
+  among their records there first).
 
 Two adapters implement the handle and every port: ``sqlite/`` (one partition a topic, zero
 setup) and ``kafka/``, one module per port sharing the backend's connection. Both pass each
 suite in ``tests/contracts/`` (``eventlog.py`` for the handle, ``eventlog_inspection.py``,
-``eventlog_retention.py``).
+``eventlog_retention.py``, ``eventlog_dead_letters.py``).
 
 Delivery is at-least-once. :meth:`Consumer.commit` appends a consumer's outputs and moves its
 offsets *together* (a SQLite transaction; a Kafka transaction), so a consumer whose outputs
@@ -28,6 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from consumers.eventlog.inspection import LogInspection
+from consumers.eventlog.letters import DeadLetterBox
 from consumers.eventlog.retention import LogRetention
 from consumers.eventlog.values import OutRecord, Record, TopicPartition, Topics
 from statemachine.longlived import LongLived
@@ -35,6 +39,7 @@ from statemachine.longlived import LongLived
 __all__ = [
     "AssignCallback",
     "Consumer",
+    "DeadLetterBox",
     "EventLog",
     "LogInspection",
     "LogRetention",
@@ -72,7 +77,9 @@ class Consumer(LongLived, ABC):
     async def commit(
         self, offsets: Mapping[TopicPartition, int], outputs: Sequence[OutRecord] = ()
     ) -> None:
-        """Append ``outputs`` and set the group's next offsets, atomically."""
+        """Append ``outputs`` and set the group's next offsets, atomically. Dead letters among
+        ``outputs`` are set aside through the log's ``dead_letters`` port, before the offsets
+        move (atomically with them on SQLite; before the transaction on Kafka)."""
 
     @abstractmethod
     def seek(self, tp: TopicPartition, offset: int) -> None:
@@ -102,6 +109,7 @@ class EventLog(LongLived, ABC):
     topics: Topics
     inspection: LogInspection
     retention: LogRetention
+    dead_letters: DeadLetterBox
 
     @abstractmethod
     async def start(self) -> None: ...
@@ -119,7 +127,9 @@ class EventLog(LongLived, ABC):
 
     @abstractmethod
     async def append(self, records: Sequence[OutRecord]) -> None:
-        """Append durably (returns once acknowledged). Order is kept per key."""
+        """Append durably (returns once acknowledged). Order is kept per key. Dead letters
+        among ``records`` are set aside first, through :attr:`dead_letters` (kept once per
+        source record)."""
 
     def partition_for(self, key: str, partitions: int) -> int:
         """The partition :meth:`append` puts a key in, of ``partitions`` (the adapters agree

@@ -1,5 +1,9 @@
 """Dead letters as operators see them (``auditrec dead-letters``, ``/dead-letters``): list,
-show, and replay a set-aside record to its original topic once it is valid.
+show, replay a set-aside record to its original topic once it is valid, and purge the old ones.
+
+One dead letter per source record: the log keeps one (:mod:`consumers.eventlog.letters`), and
+what it holds besides (reason notes, and the one-per-consumer letters written before) is
+merged by source position here, every consumer's reason on the one letter.
 
 A replay validates with today's codec (upcasting applies): a record that now decodes is
 published again; one that still fails is refused with the reason. It happens once per
@@ -15,10 +19,13 @@ from __future__ import annotations
 
 import heapq
 import json
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+import structlog
 from pydantic import BaseModel
 
 from consumers.eventlog.codec import decode, decode_probe, encode
@@ -26,16 +33,28 @@ from consumers.eventlog.dead_letters import (
     DeadLetter,
     ReplayMark,
     parse_position,
+    purge_mark,
     read_dead_letter,
+    read_reason_note,
     read_replay_mark,
     replay_mark,
 )
 from consumers.eventlog.port import EventLog, Record, Topics
 from consumers.operations.publishing import complete_envelope
+from consumers.runtime.metrics import DEAD_LETTERS_PURGED
 from statemachine.errors import DecodeError, InvalidInput, NotFound
 from statemachine.events import derived_id
+from statemachine.policy import format_duration
 
-__all__ = ["MAX_LIMIT", "list_dead_letters", "replay_dead_letter", "show_dead_letter"]
+__all__ = [
+    "MAX_LIMIT",
+    "list_dead_letters",
+    "purge_dead_letters",
+    "replay_dead_letter",
+    "show_dead_letter",
+]
+
+_logger = structlog.get_logger("auditrec")
 
 MAX_LIMIT = 1000
 PRODUCER = "auditrec-dead-letters"  # of a corrected body that names no producer
@@ -60,7 +79,8 @@ def _summary(letter: DeadLetter, mark: ReplayMark | None) -> dict[str, Any]:
         "consumer": letter.consumer,
         "origin": {"topic": topic, "partition": partition, "offset": offset},
         "reason": letter.reason,
-        "key": letter.key,
+        "reasons": [{"consumer": c, "reason": r} for c, r in letter.reasons],
+        "key": letter.source_key,
         "original_size": letter.original_size,
         "original_truncated": letter.truncated,
         "replayed": _mark(mark),
@@ -71,32 +91,71 @@ def _sort_key(letter: DeadLetter) -> tuple[int, int, int]:
     return (-letter.timestamp_ms, -letter.partition, -letter.offset)
 
 
+class _Folded:
+    """Dead letters folded by source position: the first letter of each, with the reasons of
+    the reason notes and of later letters of the same record (written before letters were
+    kept once), and the replay mark of each."""
+
+    def __init__(self) -> None:
+        self.letters: dict[Origin | str, DeadLetter] = {}
+        self.reasons: defaultdict[Origin, list[tuple[str, str]]] = defaultdict(list)
+        self.marks: dict[Origin, ReplayMark] = {}
+
+    def add(self, record: Record) -> None:
+        mark = read_replay_mark(record)
+        if mark is not None:
+            self.marks.setdefault(mark.origin, mark)
+            return
+        note = read_reason_note(record)
+        if note is not None:
+            self.reasons[note.origin].append((note.consumer, note.reason))
+            return
+        letter = read_dead_letter(record)
+        if letter is None:
+            return
+        ident: Origin | str = letter.origin or letter.position
+        held = self.letters.get(ident)
+        if held is None:
+            self.letters[ident] = letter
+        elif letter.offset < held.offset:  # read backwards: the first letter comes last
+            self.letters[ident] = letter.with_reasons(held.reasons)
+        else:
+            self.letters[ident] = held.with_reasons(letter.reasons)
+
+    def merged(self, letter: DeadLetter) -> tuple[DeadLetter, ReplayMark | None]:
+        if letter.origin is None:
+            return letter, None
+        return letter.with_reasons(self.reasons.get(letter.origin, ())), self.marks.get(
+            letter.origin
+        )
+
+    def found(self, consumer: str | None) -> list[tuple[DeadLetter, ReplayMark | None]]:
+        pairs = [self.merged(letter) for letter in self.letters.values()]
+        return [p for p in pairs if consumer is None or _by(p[0], consumer)]
+
+
+def _by(letter: DeadLetter, consumer: str) -> bool:
+    return any(c == consumer for c, _ in letter.reasons)
+
+
 async def _newest(
     log: EventLog, topic: str, limit: int, consumer: str | None
 ) -> list[tuple[DeadLetter, ReplayMark | None]]:
     """The newest ``limit`` dead letters (of ``consumer``) over all partitions: each
-    partition is read backwards; a replay mark follows its dead letter in the partition, so
-    it is seen before it."""
+    partition is read backwards; the notes and the replay mark of a letter follow it in the
+    partition, so they are seen before it."""
     found: list[tuple[DeadLetter, ReplayMark | None]] = []
     for partition in await log.inspection.partitions(topic):
-        marks: dict[Origin, ReplayMark] = {}
-        mine: list[tuple[DeadLetter, ReplayMark | None]] = []
+        folded = _Folded()
         before: int | None = None
-        while len(mine) < limit:
+        while len(folded.found(consumer)) < limit:
             batch = await log.inspection.read_before(topic, partition, before, max(limit, 100))
             if not batch:
                 break
             for record in batch:
-                mark = read_replay_mark(record)
-                if mark is not None:
-                    marks.setdefault(mark.origin, mark)
-                    continue
-                letter = read_dead_letter(record)
-                if letter is None or (consumer is not None and letter.consumer != consumer):
-                    continue
-                mine.append((letter, marks.get(letter.origin) if letter.origin else None))
+                folded.add(record)
             before = batch[-1].offset
-        found.extend(mine[:limit])
+        found.extend(sorted(folded.found(consumer), key=lambda p: _sort_key(p[0]))[:limit])
     return heapq.nsmallest(limit, found, key=lambda pair: _sort_key(pair[0]))
 
 
@@ -107,32 +166,24 @@ async def _partition(log: EventLog, topic: str, partition: int) -> list[Record]:
     return out
 
 
+def _fold(records: Iterable[Record]) -> _Folded:
+    folded = _Folded()
+    for record in records:
+        folded.add(record)
+    return folded
+
+
 async def _by_position(
     log: EventLog, topic: str, limit: int, consumer: str | None
 ) -> list[tuple[DeadLetter, ReplayMark | None]]:
     """The first ``limit`` dead letters by position (partition, then offset): every record
-    is read, so that replay marks anywhere are known."""
+    is read, so that notes and replay marks anywhere are known."""
     found: list[tuple[DeadLetter, ReplayMark | None]] = []
     for partition in await log.inspection.partitions(topic):
-        records = await _partition(log, topic, partition)
-        marks = _marks(records)
-        for record in records:
-            letter = read_dead_letter(record)
-            if letter is None or (consumer is not None and letter.consumer != consumer):
-                continue
-            found.append((letter, marks.get(letter.origin) if letter.origin else None))
-            if len(found) >= limit:
-                return found
-    return found
-
-
-def _marks(records: list[Record]) -> dict[Origin, ReplayMark]:
-    marks: dict[Origin, ReplayMark] = {}
-    for record in records:
-        mark = read_replay_mark(record)
-        if mark is not None:
-            marks.setdefault(mark.origin, mark)
-    return marks
+        found.extend(_fold(await _partition(log, topic, partition)).found(consumer))
+        if len(found) >= limit:
+            break
+    return found[:limit]
 
 
 def _check_limit(limit: int) -> None:
@@ -156,19 +207,20 @@ async def list_dead_letters(
 
 
 async def _find(log: EventLog, position: str) -> tuple[DeadLetter, ReplayMark | None]:
-    """The dead letter at ``position`` and its original's replay mark, if any (the whole
-    partition is read: a mark left by replaying another dead letter of the same original may
-    lie anywhere in it)."""
+    """The dead letter at ``position``, with every reason for its original, and the
+    original's replay mark, if any (the whole partition is read: a mark left by replaying
+    another dead letter of the same original may lie anywhere in it)."""
     partition, offset = parse_position(position)
     topic = log.topics.dead_letter
     record = await log.inspection.record_at(topic, partition, offset)
     letter = read_dead_letter(record) if record is not None else None
     if letter is None:
         raise NotFound(f"no dead letter at {position} (see `auditrec dead-letters list`)")
-    mark = None
-    if letter.origin is not None:
-        mark = _marks(await _partition(log, topic, partition)).get(letter.origin)
-    return letter, mark
+    if letter.origin is None:
+        return letter, None
+    folded = _fold(await _partition(log, topic, partition))
+    first = folded.letters.get(letter.origin, letter)
+    return folded.merged(letter.with_reasons(first.reasons))
 
 
 def _decode_for(topics: Topics, origin: Origin | None, value: bytes) -> BaseModel:
@@ -273,3 +325,71 @@ async def replay_dead_letter(
         corrected=body is not None,
     )
     return {**result, "published": True, "replayed": _mark(record)}
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+async def purge_dead_letters(
+    log: EventLog,
+    older_than: timedelta,
+    *,
+    actor: str,
+    dry_run: bool = False,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Remove the records of the dead-letter topic written more than ``older_than`` ago: the
+    dead letters, and the notes and marks among them. Per partition, what is older is a
+    prefix (records are appended in time order), trimmed through the log's retention port.
+
+    Recorded three ways: a purge mark appended first to each partition purged (who, when,
+    older than what, which offsets, how many dead letters: it stays after the trim, as the
+    partition's newest record), the ``dead letters purged`` log line, and
+    ``auditrec_dead_letters_purged_total``. ``dry_run``: count only."""
+    at = now or datetime.now(UTC)
+    cutoff = at - older_than
+    topic = log.topics.dead_letter
+    cuts = await log.inspection.offsets_at(topic, int(cutoff.timestamp() * 1000))
+    starts = await log.inspection.start_offsets(topic)
+    parts: list[dict[str, Any]] = []
+    for partition, cut in sorted(cuts.items()):
+        start = starts.get(partition, 0)
+        if cut <= start:
+            continue
+        letters = records = 0
+        async for batch in log.inspection.read(topic, partition, start, cut):
+            records += len(batch)
+            letters += sum(1 for r in batch if read_dead_letter(r) is not None)
+        if records:
+            parts.append(
+                {
+                    "partition": partition,
+                    "from": start,
+                    "to": cut,
+                    "dead_letters": letters,
+                    "records": records,
+                }
+            )
+    result: dict[str, Any] = {
+        "older_than": format_duration(older_than),
+        "cutoff": _iso(cutoff),
+        "dry_run": dry_run,
+        "actor": actor,
+        "at": _iso(at),
+        "dead_letters": sum(p["dead_letters"] for p in parts),
+        "records": sum(p["records"] for p in parts),
+        "partitions": parts,
+    }
+    if dry_run or not parts:
+        return result
+    marks = [
+        purge_mark(topic, p["partition"], actor, at, result["older_than"], result["cutoff"], p)
+        for p in parts
+    ]
+    await log.append(marks)
+    await log.retention.trim(topic, {p["partition"]: p["to"] for p in parts})
+    DEAD_LETTERS_PURGED.inc(result["dead_letters"])
+    log_line = {k: result[k] for k in ("actor", "older_than", "cutoff", "dead_letters", "records")}
+    _logger.info("dead letters purged", topic=topic, partitions=parts, **log_line)
+    return result

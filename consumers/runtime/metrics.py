@@ -33,6 +33,8 @@ __all__ = [
     "CONSUMER_LAG",
     "CONSUMER_PROGRESS",
     "DEAD_LETTERED",
+    "DEAD_LETTERS_KEPT",
+    "DEAD_LETTERS_PURGED",
     "DECISIONS",
     "DECISIONS_HELD",
     "EVENTS_PROJECTED",
@@ -196,11 +198,25 @@ CONSUMER_PROGRESS = Gauge(
     ["component", "topic", "partition"],
     registry=REGISTRY,
 )
+DEAD_LETTERS_KEPT = Gauge(
+    "auditrec_dead_letters_kept",
+    "Dead letters the dead-letter topic holds, one per source record set aside, per "
+    "partition (refreshed every 30 s by each watchdog; shrinks when purged).",
+    ["topic", "partition"],
+    registry=REGISTRY,
+)
+DEAD_LETTERS_PURGED = Counter(
+    "auditrec_dead_letters_purged",
+    "Dead letters removed by `auditrec dead-letters purge` (or POST /dead-letters/purge) in "
+    "this process.",
+    registry=REGISTRY,
+)
 DEAD_LETTERED = Counter(
     "auditrec_dead_letters",
-    "Records sent to the dead-letter topic, by consumer group and reason (invalid: could not "
-    "be decoded; failed: could not be handled; conflict: its event_id already names other "
-    "content in its audit).",
+    "Records set aside by a consumer group, by reason (invalid: could not be decoded; failed: "
+    "could not be handled; conflict: its event_id already names other content in its audit); "
+    "the dead-letter topic keeps each source record once however many groups set it aside "
+    "(auditrec_dead_letters_kept).",
     ["consumer", "reason"],
     registry=REGISTRY,
 )

@@ -415,8 +415,11 @@ class EventLogContract(EventLogFixtures):
             await consumer.commit(next_offsets([bad]), [letter])
         (got,) = await read_all(log, topics.dead_letter)
         body = json.loads(got.value)
-        assert got.key == "a-9"
-        assert dict(got.headers) == {"consumer": b"strict"}
+        origin = f"{bad.topic}/{bad.partition}@{bad.offset}"
+        assert got.key == f"{bad.topic}:{bad.partition}:{bad.offset}"  # the source position
+        assert dict(got.headers) == {"consumer": b"strict", "dead-letter-of": origin.encode()}
+        assert body["key"] == "a-9"
+        assert body["reasons"] == [{"consumer": "strict", "error": body["error"]}]
         assert body["source_topic"] == topics.lifecycle
         assert (body["source_partition"], body["source_offset"]) == (bad.partition, bad.offset)
         assert base64.b64decode(body["original_base64"]) == b"\xffnot json"

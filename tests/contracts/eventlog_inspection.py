@@ -170,7 +170,9 @@ class LogInspectionContract(EventLogFixtures):
             (bad,) = await drain(consumer, 1)
             letter_out = dead_letter(topics, bad, "strict", "not valid JSON: cut short")
             await consumer.commit(next_offsets([bad]), [letter_out])
-        dlp = log.partition_for("a-dl", len(await log.inspection.partitions(topics.dead_letter)))
+        dlp = log.partition_for(
+            letter_out.key, len(await log.inspection.partitions(topics.dead_letter))
+        )
         (stored,) = await read_range(log, topics.dead_letter, dlp, 0)
         letter = read_dead_letter(stored)
         assert letter is not None
@@ -179,7 +181,8 @@ class LogInspectionContract(EventLogFixtures):
         assert (letter.consumer, letter.reason) == ("strict", "not valid JSON: cut short")
         assert letter.original == b'{"type": "AuditStarted"'
         assert letter.original_text() == ("text", '{"type": "AuditStarted"')
-        assert not letter.truncated and letter.key == "a-dl"
+        assert not letter.truncated and letter.source_key == "a-dl"
+        assert letter.reasons == (("strict", "not valid JSON: cut short"),)
         assert read_replay_mark(stored) is None
 
         at = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

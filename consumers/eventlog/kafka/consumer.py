@@ -43,6 +43,7 @@ from consumers.eventlog.kafka.errors import translate
 from consumers.eventlog.kafka.fetching import records
 from consumers.eventlog.kafka.inspection import KafkaInspection
 from consumers.eventlog.kafka.transactions import PartitionTransactions, ProducerSource
+from consumers.eventlog.letters import DeadLetterBox, is_dead_letter
 from consumers.eventlog.port import AssignCallback, Consumer, OutRecord, Record, TopicPartition
 from statemachine.errors import EventLogError
 
@@ -63,6 +64,9 @@ class KafkaConnection(ProducerSource, Protocol):
 
     @property
     def inspection(self) -> KafkaInspection: ...
+
+    @property
+    def dead_letters(self) -> DeadLetterBox: ...
 
     async def append(self, records: Sequence[OutRecord]) -> None: ...
 
@@ -187,6 +191,9 @@ class KafkaConsumer(Consumer):
         if lost:  # a transaction would not notice (pre-KIP-447): refuse here
             raise EventLogError(f"Kafka: {where}: {lost} no longer assigned", retriable=False)
         if self.transactional:  # offsets only ever through the partition's transactions
+            if any(is_dead_letter(o) for o in outputs):  # kept once, before the offsets move
+                await self.log.dead_letters.set_aside([o for o in outputs if is_dead_letter(o)])
+                outputs = [o for o in outputs if not is_dead_letter(o)]
             if not positions and not outputs:
                 return
             if len(offsets) != 1:

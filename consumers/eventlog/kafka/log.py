@@ -3,7 +3,7 @@
 Deviations and choices (the port is documented in ``port.py``; consumers, rebalancing and
 transactional commits in ``consumer.py``; the topics :meth:`KafkaEventLog.init` makes in
 ``topics.py``; how its clients connect and are made in ``clients.py``; its ports, on this
-log's clients, in ``inspection.py`` and ``retention.py``):
+log's clients, in ``inspection.py``, ``retention.py`` and ``letters.py``):
 
 - A record's partition is Kafka's default: murmur2 of its key (the audit id), so all records
   of one audit share a partition and keep their order.
@@ -41,9 +41,11 @@ from consumers.eventlog.kafka.clients import (
 from consumers.eventlog.kafka.consumer import KafkaConsumer
 from consumers.eventlog.kafka.errors import event_log_error, translate
 from consumers.eventlog.kafka.inspection import KafkaInspection
+from consumers.eventlog.kafka.letters import KafkaDeadLetters
 from consumers.eventlog.kafka.records import key_hash, raise_failure, send_some
 from consumers.eventlog.kafka.retention import KafkaRetention
 from consumers.eventlog.kafka.topics import create_topics, new_topics, wait_for_leaders
+from consumers.eventlog.letters import is_dead_letter
 from consumers.eventlog.port import AssignCallback, EventLog, OutRecord, Topics
 from statemachine.errors import EventLogError
 
@@ -65,6 +67,7 @@ class KafkaEventLog(EventLog):
 
     inspection: KafkaInspection
     retention: KafkaRetention
+    dead_letters: KafkaDeadLetters
 
     def __init__(
         self,
@@ -128,6 +131,7 @@ class KafkaEventLog(EventLog):
         self._renewing = asyncio.Lock()
         self.inspection = KafkaInspection(self)
         self.retention = KafkaRetention(self, self.inspection)
+        self.dead_letters = KafkaDeadLetters(self, self.inspection)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -199,6 +203,12 @@ class KafkaEventLog(EventLog):
     async def append(self, records: Sequence[OutRecord]) -> None:
         if not records:
             return
+        self._started()
+        if any(is_dead_letter(r) for r in records):  # kept once, before the rest
+            await self.dead_letters.set_aside([r for r in records if is_dead_letter(r)])
+            records = [r for r in records if not is_dead_letter(r)]
+            if not records:
+                return
         producer, _, _ = self._started()
         unsent, failure = await send_some(producer, records)
         if failure is not None and isinstance(failure[0], _PRODUCER_STATE_LOST):

@@ -1,7 +1,8 @@
 """The embedded event log itself: the file, its topics, appending records; its consumers are
 :class:`~consumers.eventlog.sqlite.consumer.SQLiteConsumer`, its ports (on the same connection)
-:class:`~consumers.eventlog.sqlite.inspection.SQLiteInspection` and
-:class:`~consumers.eventlog.sqlite.retention.SQLiteRetention`."""
+:class:`~consumers.eventlog.sqlite.inspection.SQLiteInspection`,
+:class:`~consumers.eventlog.sqlite.retention.SQLiteRetention` and
+:class:`~consumers.eventlog.sqlite.letters.SQLiteDeadLetters`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any, TypeVar
 from consumers.eventlog.port import AssignCallback, Consumer, EventLog, OutRecord, Topics
 from consumers.eventlog.sqlite.consumer import SQLiteConsumer
 from consumers.eventlog.sqlite.inspection import SQLiteInspection
+from consumers.eventlog.sqlite.letters import SQLiteDeadLetters
 from consumers.eventlog.sqlite.records import AppendSignal, append_records
 from consumers.eventlog.sqlite.retention import SQLiteRetention
 from consumers.eventlog.sqlite.schema import SCHEMA
@@ -33,6 +35,7 @@ class SQLiteEventLog(EventLog):
         self._appended = AppendSignal()
         self.inspection = SQLiteInspection(self.db)
         self.retention = SQLiteRetention(self.db)
+        self.dead_letters = SQLiteDeadLetters(self.db, self._appended)
 
     @property
     def path(self) -> Path:

@@ -16,6 +16,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from consumers.eventlog.dead_letters import settle
+from consumers.eventlog.letters import is_dead_letter
 from consumers.eventlog.port import OutRecord, Record
 
 __all__ = [
@@ -55,12 +57,40 @@ def delete_before(conn: sqlite3.Connection, topic: str, offset: int) -> None:
     conn.execute('DELETE FROM records WHERE topic = ? AND "offset" < ?', (topic, min(offset, keep)))
 
 
-def append_records(conn: sqlite3.Connection, records: Sequence[OutRecord]) -> None:
-    """Inside the caller's write transaction, which makes the offsets it assigns safe."""
+def _under_key(conn: sqlite3.Connection, topic: str, key: str) -> list[Record]:
+    rows = conn.execute(
+        'SELECT "offset", key, value, headers, ts FROM records WHERE topic = ? AND key = ? '
+        'ORDER BY "offset"',
+        (topic, key),
+    )
+    return [_record(topic, *row) for row in rows]
+
+
+def _record(topic: str, offset: int, key: str, value: bytes, headers: str, ts: int) -> Record:
+    hdrs = tuple((k, base64.b64decode(v)) for k, v in json.loads(headers))
+    return Record(topic, 0, offset, key, bytes(value), hdrs, ts)
+
+
+def append_records(conn: sqlite3.Connection, records: Sequence[OutRecord]) -> int:
+    """Inside the caller's write transaction, which makes the offsets it assigns safe, and
+    makes setting a dead letter aside (:func:`~consumers.eventlog.dead_letters.settle` against
+    what the topic holds under its key) one step with every other writer of the file. Returns
+    the records appended."""
     next_offsets: dict[str, int] = {}
     now = int(time.time() * 1000)
     rows = []
-    for rec in records:
+    pending: list[OutRecord] = []
+    for given in records:
+        if is_dead_letter(given):
+            held: list[Record | OutRecord] = [*_under_key(conn, given.topic, given.key)]
+            held.extend(r for r in pending if r.key == given.key)
+            settled = settle(held, given)
+            if settled is None:
+                continue
+            rec = settled
+            pending.append(rec)
+        else:
+            rec = given
         if rec.topic not in next_offsets:
             next_offsets[rec.topic] = end_offset(conn, rec.topic)
         offset = next_offsets[rec.topic]
@@ -68,6 +98,7 @@ def append_records(conn: sqlite3.Connection, records: Sequence[OutRecord]) -> No
         headers = json.dumps([[k, base64.b64encode(v).decode()] for k, v in rec.headers])
         rows.append((rec.topic, offset, rec.key, rec.value, headers, now))
     conn.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?)", rows)
+    return len(rows)
 
 
 def fetch_records(
@@ -80,11 +111,7 @@ def fetch_records(
         args.append(end)
     sql += ' ORDER BY "offset" LIMIT ?'
     args.append(limit)
-    out = []
-    for offset, key, value, headers, ts in conn.execute(sql, args):
-        hdrs = tuple((k, base64.b64decode(v)) for k, v in json.loads(headers))
-        out.append(Record(topic, 0, offset, key, bytes(value), hdrs, ts))
-    return out
+    return [_record(topic, *row) for row in conn.execute(sql, args)]
 
 
 class AppendSignal:

@@ -105,9 +105,13 @@ def _dead_letter(schemas: dict[str, Any]) -> dict[str, Any]:
         "contentType": "application/json",
         "headers": {
             "type": "object",
-            "required": ["consumer"],
+            "required": ["consumer", "dead-letter-of"],
             "properties": {
-                "consumer": {"type": "string", "description": "The consumer that set it aside."}
+                "consumer": {"type": "string", "description": "The consumer that set it aside."},
+                "dead-letter-of": {
+                    "type": "string",
+                    "description": "The source record's position, `topic/partition@offset`.",
+                },
             },
         },
         "payload": {"$ref": _REF.format(model="DeadLetter")},
@@ -115,7 +119,10 @@ def _dead_letter(schemas: dict[str, Any]) -> dict[str, Any]:
             "kafka": {
                 "key": {
                     "type": "string",
-                    "description": "The original record's key, else `topic:partition:offset`.",
+                    "description": (
+                        "The source record's position, `topic:partition:offset`: every "
+                        "record about one source record shares a partition."
+                    ),
                 },
                 "bindingVersion": _KAFKA_BINDING,
             }
@@ -123,7 +130,10 @@ def _dead_letter(schemas: dict[str, Any]) -> dict[str, Any]:
         "examples": [
             {
                 "name": "DeadLetterExample",
-                "headers": {"consumer": DEAD_LETTER_EXAMPLE["consumer"]},
+                "headers": {
+                    "consumer": DEAD_LETTER_EXAMPLE["consumer"],
+                    "dead-letter-of": "audit.lifecycle.v1/2@1042",
+                },
                 "payload": DEAD_LETTER_EXAMPLE,
             }
         ],

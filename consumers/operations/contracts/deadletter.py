@@ -11,7 +11,9 @@ __all__ = ["EXAMPLE", "DeadLetter"]
 
 class DeadLetter(BaseModel):
     """A record a consumer could not decode or apply, with where it came from and why. The
-    consumer moved on; the source position leads back to the whole record."""
+    consumer moved on; the source position leads back to the whole record. Kept once per
+    source record: a consumer that sets aside a record already set aside adds nothing, or,
+    for a new reason, a reason note (header `reason-for`) after it in its partition."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
@@ -28,6 +30,9 @@ class DeadLetter(BaseModel):
     error: str
     """Why: the decoding or validation problem, or the reason it could not be applied (at most
     2000 characters)."""
+    reasons: list[dict[str, str]] = []
+    """Every reason it was written with, as `{"consumer": …, "error": …}` (the first is
+    `consumer`, `error`); a reason found later comes as a reason note."""
     original_size: int
     """The original record's size in bytes."""
     original_truncated: bool
@@ -45,6 +50,7 @@ EXAMPLE = {
     "key": "a-123",
     "consumer": "audit-projector",
     "error": "data.project_id: Field required",
+    "reasons": [{"consumer": "audit-projector", "error": "data.project_id: Field required"}],
     "original_size": 58,
     "original_truncated": False,
     "original": '{"type": "AuditStarted", "audit_id": "a-123", "data": {}}',

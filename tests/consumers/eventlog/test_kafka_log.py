@@ -44,6 +44,7 @@ from tests.contracts.eventlog import (
     records,
     until_assigned,
 )
+from tests.contracts.eventlog_dead_letters import DeadLetterBoxContract
 from tests.contracts.eventlog_inspection import LogInspectionContract
 from tests.contracts.eventlog_retention import LogRetentionContract
 from tests.eventually import eventually
@@ -107,6 +108,10 @@ class TestKafkaInspection(Kafka, LogInspectionContract):
 
 
 class TestKafkaRetention(Kafka, LogRetentionContract):
+    pass
+
+
+class TestKafkaDeadLetters(Kafka, DeadLetterBoxContract):
     pass
 
 

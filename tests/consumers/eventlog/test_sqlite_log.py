@@ -21,6 +21,7 @@ from tests.contracts.eventlog import (
     next_offsets,
     records,
 )
+from tests.contracts.eventlog_dead_letters import DeadLetterBoxContract
 from tests.contracts.eventlog_inspection import LogInspectionContract
 from tests.contracts.eventlog_retention import LogRetentionContract
 
@@ -49,6 +50,10 @@ class TestSQLiteInspection(SQLite, LogInspectionContract):
 
 
 class TestSQLiteRetention(SQLite, LogRetentionContract):
+    pass
+
+
+class TestSQLiteDeadLetters(SQLite, DeadLetterBoxContract):
     pass
 
 

@@ -165,7 +165,11 @@ def test_the_dead_letter_schema_is_what_the_codec_writes() -> None:
         body = json.loads(out.value)
         assert list(check.iter_errors(body)) == []
         assert DeadLetter.model_validate(body).source_offset == 7
-        assert dict(out.headers) == {"consumer": b"shop-eu-projector"}
+        assert dict(out.headers) == {
+            "consumer": b"shop-eu-projector",
+            "dead-letter-of": f"{TOPICS.lifecycle}/1@7".encode(),
+        }
+        assert out.key == f"{TOPICS.lifecycle}:1:7"
 
 
 def test_every_message_has_a_sender_and_every_event_a_receiver() -> None:

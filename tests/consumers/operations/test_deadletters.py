@@ -1,25 +1,31 @@
 """Dead letters on each backend pair, with the real projector and reconciler: a hostile
-record is set aside, listed, shown, refused while it still fails, replayed once it is valid —
-and replayed once however often it is asked, a crash between publish and bookkeeping
-included."""
+record is set aside once, listed with every consumer's reason, shown, refused while it still
+fails, replayed once it is valid — and replayed once however often it is asked, a crash
+between publish and bookkeeping included; and purged once old, the purge recorded."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
+from consumers.components.deadletters import DeadLetterCount
 from consumers.components.projector import Projector
 from consumers.components.reconciler import Reconciler
 from consumers.eventlog.codec import dead_letter, decode, decode_probe, encode
-from consumers.eventlog.port import OutRecord, Record
+from consumers.eventlog.port import OutRecord, Record, Topics
 from consumers.operations.deadletters import (
     list_dead_letters,
+    purge_dead_letters,
     replay_dead_letter,
     show_dead_letter,
 )
+from consumers.runtime.metrics import DEAD_LETTERS_KEPT, DEAD_LETTERS_PURGED
 from statemachine.errors import InvalidInput, NotFound
 from statemachine.policy import Policy
 from tests.contracts.projection_store import at, started
@@ -64,19 +70,17 @@ async def test_a_hostile_record_is_listed_shown_refused_then_replayed_once(
     await log.append([OutRecord(topics.lifecycle, "a-dl", HOSTILE)])
     await project(pipeline, reconciler=True)
 
-    # then both set it aside, and the list names each, newest first
+    # then both set it aside, and the log keeps it once, with the reason (the same for both)
     listed = (await list_dead_letters(log))["dead_letters"]
-    assert sorted(item["consumer"] for item in listed) == [
-        topics.group("projector"),
-        topics.group("reconciler"),
-    ]
-    assert all(item["origin"]["topic"] == topics.lifecycle for item in listed)
-    assert all(item["reason"].startswith("not valid JSON") for item in listed)
-    assert listed[0]["at"] >= listed[1]["at"] and listed[0]["replayed"] is None
-    mine = await list_dead_letters(log, consumer=topics.group("projector"))
-    (letter,) = mine["dead_letters"]
+    (letter,) = listed
+    assert letter["consumer"] in (topics.group("projector"), topics.group("reconciler"))
+    assert letter["origin"]["topic"] == topics.lifecycle and letter["key"] == "a-dl"
+    assert letter["reason"].startswith("not valid JSON") and letter["replayed"] is None
+    assert [r["reason"] for r in letter["reasons"]] == [letter["reason"]]
+    mine = await list_dead_letters(log, consumer=letter["consumer"])
+    assert mine["dead_letters"] == listed
     by_position = await list_dead_letters(log, order="position", limit=1)
-    assert len(by_position["dead_letters"]) == 1
+    assert by_position["dead_letters"] == listed
 
     # and show gives the reason and the original as text, which still does not decode
     shown = await show_dead_letter(log, letter["position"])
@@ -104,16 +108,14 @@ async def test_a_hostile_record_is_listed_shown_refused_then_replayed_once(
     assert row is not None and row.status == "running"
     assert str(row.last_event_id) == done["event_id"]
 
-    # then replaying it again — from either dead letter of that record — publishes nothing
-    for item in listed:
-        again = await replay_dead_letter(log, item["position"], actor="test", body=corrected())
-        assert again["published"] is False
-        assert again["replayed"]["event_id"] == done["event_id"]
-        assert again["replayed"]["dead_letter"] == letter["position"]
+    # then replaying it again publishes nothing
+    again = await replay_dead_letter(log, letter["position"], actor="test", body=corrected())
+    assert again["published"] is False
+    assert again["replayed"]["event_id"] == done["event_id"]
+    assert again["replayed"]["dead_letter"] == letter["position"]
     assert len(await lifecycle(pipeline)) == before + 1
-    listed_after = (await list_dead_letters(log))["dead_letters"]
-    assert len(listed_after) == 2  # replay marks are no dead letters
-    assert all(item["replayed"] is not None for item in listed_after)
+    (listed_after,) = (await list_dead_letters(log))["dead_letters"]  # marks are no letters
+    assert listed_after["replayed"] is not None
 
 
 async def test_a_record_set_aside_that_now_decodes_is_replayed_as_it_is(
@@ -208,3 +210,109 @@ async def test_a_probe_request_set_aside_is_replayed_to_the_probe_requests_topic
     (replayed,) = await read_topic(log, topics.probe_requests)
     assert decode_probe(replayed.value) == request
     assert await read_topic(log, topics.lifecycle) == []
+
+
+def legacy_letter(topics: Topics, record: Record, consumer: str, error: str) -> OutRecord:
+    """A dead letter as written before they were kept once: keyed by the audit id, with no
+    ``dead-letter-of`` header and no ``reasons`` (one per consumer)."""
+    letter = dead_letter(topics, record, consumer, error)
+    body = json.loads(letter.value)
+    del body["reasons"]
+    return OutRecord(
+        topics.dead_letter, record.key or "", json.dumps(body).encode(), letter.headers[:1]
+    )
+
+
+async def test_every_consumers_reason_is_on_the_one_dead_letter(pipeline: Pipeline) -> None:
+    log, topics = pipeline.log, pipeline.topics
+    # given a record the projector could not decode and telemetry could not handle
+    await log.append([OutRecord(topics.lifecycle, "a-two", HOSTILE)])
+    (bad,) = await lifecycle(pipeline)
+    projector, telemetry = topics.group("projector"), topics.group("telemetry")
+    await log.append([dead_letter(topics, bad, projector, "not valid JSON")])
+    await log.append([dead_letter(topics, bad, telemetry, "cannot be handled: boom")])
+
+    # then it is listed once, with both reasons, and found by either consumer
+    (item,) = (await list_dead_letters(log))["dead_letters"]
+    assert item["reasons"] == [
+        {"consumer": projector, "reason": "not valid JSON"},
+        {"consumer": telemetry, "reason": "cannot be handled: boom"},
+    ]
+    assert (item["consumer"], item["reason"]) == (projector, "not valid JSON")
+    for group in (projector, telemetry):
+        assert (await list_dead_letters(log, consumer=group))["dead_letters"] == [item]
+    by_position = (await list_dead_letters(log, order="position"))["dead_letters"]
+    assert by_position == [item]
+    shown = await show_dead_letter(log, item["position"])
+    assert shown["reasons"] == item["reasons"]
+
+
+async def test_dead_letters_written_once_per_consumer_before_are_merged(
+    pipeline: Pipeline,
+) -> None:
+    log, topics = pipeline.log, pipeline.topics
+    await log.append([OutRecord(topics.lifecycle, "a-old", HOSTILE)])
+    (bad,) = await lifecycle(pipeline)
+    projector, reconciler = topics.group("projector"), topics.group("reconciler")
+    await log.append([legacy_letter(topics, bad, projector, "not valid JSON")])
+    await log.append([legacy_letter(topics, bad, reconciler, "not valid JSON")])
+    await log.append([legacy_letter(topics, bad, reconciler, "cannot be handled: boom")])
+    assert len(await read_topic(log, topics.dead_letter)) == 3
+
+    (item,) = (await list_dead_letters(log))["dead_letters"]
+    assert item["key"] == "a-old" and item["consumer"] == projector
+    assert [r["reason"] for r in item["reasons"]] == ["not valid JSON", "cannot be handled: boom"]
+    assert (await list_dead_letters(log, order="position"))["dead_letters"] == [item]
+
+
+async def test_purge_removes_the_dead_letters_older_than_a_duration_and_records_it(
+    pipeline: Pipeline,
+) -> None:
+    log, topics = pipeline.log, pipeline.topics
+    # given an old dead letter (with a note), then, later, a new one
+    await log.append(
+        [
+            OutRecord(topics.lifecycle, "a-old", HOSTILE),
+            OutRecord(topics.lifecycle, "a-new", HOSTILE),
+        ]
+    )
+    old, new = sorted(await lifecycle(pipeline), key=lambda r: r.key or "")[1::-1]
+    assert (old.key, new.key) == ("a-old", "a-new")
+    await log.append([dead_letter(topics, old, "p", "one"), dead_letter(topics, old, "t", "two")])
+    await asyncio.sleep(0.05)  # apart in time: the purge cuts between the two
+    between = datetime.now(UTC)
+    await asyncio.sleep(0.05)
+    await log.append([dead_letter(topics, new, "p", "one")])
+    counted = DeadLetterCount(log)
+    assert sum((await counted.refresh()).values()) == 2
+    held = await read_topic(log, topics.dead_letter)
+
+    # when a dry run, then a purge, of what is older than an hour, an hour after ``between``
+    later = between + timedelta(hours=1)
+    dry = await purge_dead_letters(log, timedelta(hours=1), actor="ops", dry_run=True, now=later)
+    assert (dry["dead_letters"], dry["records"], dry["dry_run"]) == (1, 2, True)
+    assert await read_topic(log, topics.dead_letter) == held
+    before = DEAD_LETTERS_PURGED._value.get()
+    with capture_logs() as logs:
+        done = await purge_dead_letters(log, timedelta(hours=1), actor="ops", now=later)
+
+    # then the old one is gone, the new one is kept, and the purge is recorded
+    assert (done["dead_letters"], done["actor"], done["older_than"]) == (1, "ops", "1h")
+    (item,) = (await list_dead_letters(log))["dead_letters"]
+    assert item["key"] == "a-new"
+    marks = [r for r in await read_topic(log, topics.dead_letter) if dict(r.headers).get("purge")]
+    (mark,) = marks
+    recorded = json.loads(mark.value)
+    assert (recorded["actor"], recorded["dead_letters"], recorded["older_than"]) == ("ops", 1, "1h")
+    assert recorded["records"] == 2 and recorded["partition"] == mark.partition
+    assert DEAD_LETTERS_PURGED._value.get() == before + 1
+    (line,) = [e for e in logs if e["event"] == "dead letters purged"]
+    assert (line["actor"], line["dead_letters"], line["older_than"]) == ("ops", 1, "1h")
+    counts = await counted.refresh()  # the gauge follows the purge
+    assert sum(counts.values()) == 1
+    for partition, count in counts.items():
+        assert DEAD_LETTERS_KEPT.labels(topics.dead_letter, str(partition))._value.get() == count
+
+    # and purging again finds nothing older
+    again = await purge_dead_letters(log, timedelta(hours=1), actor="ops", now=later)
+    assert again["dead_letters"] == 0 and again["partitions"] == []
