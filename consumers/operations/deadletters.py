@@ -391,5 +391,5 @@ async def purge_dead_letters(
     await log.retention.trim(topic, {p["partition"]: p["to"] for p in parts})
     DEAD_LETTERS_PURGED.inc(result["dead_letters"])
     log_line = {k: result[k] for k in ("actor", "older_than", "cutoff", "dead_letters", "records")}
-    _logger.info("dead letters purged", topic=topic, partitions=parts, **log_line)
+    _logger.warning("dead letters purged", topic=topic, partitions=parts, **log_line)
     return result

@@ -74,6 +74,7 @@ def test_the_expected_alerts_are_defined() -> None:
         "AuditrecProbeRateLimited",
         "AuditrecBrakeEngaged",
         "AuditrecDeadLetters",
+        "AuditrecDeadLettersKept",
         "AuditrecComponentUnhealthy",
     }
 

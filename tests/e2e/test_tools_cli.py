@@ -1,5 +1,6 @@
 """``auditrec dead-letters`` and ``auditrec backtest`` as an operator runs them, through the
-real entry point, on the embedded pair (both pairs: tests/consumers/operations and tests/consumers/api)."""
+real entry point, on the embedded pair (both pairs: tests/consumers/operations and tests/consumers/api);
+``dead-letters purge`` on both pairs."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from consumers.eventlog.codec import dead_letter
 from consumers.eventlog.factory import open_event_log
-from consumers.eventlog.port import OutRecord, Topics
+from consumers.eventlog.port import OutRecord, Record, Topics
 from tests.conftest import Backend
 from tests.e2e.test_cli_e2e import envelope, run
 
@@ -148,3 +150,37 @@ def test_backtest_reports_the_audits_a_shorter_grace_would_have_failed(
     assert unknown.returncode == 2 and "LOST_GRACE: not a policy setting" in unknown.stderr
     bad = run(backend, "backtest", "--set", "FINALIZE_GRACE=soon", env=env)
     assert bad.returncode == 2 and "FINALIZE_GRACE=soon: not a duration" in bad.stderr
+
+
+def test_dead_letters_are_purged_only_with_yes_and_the_purge_is_logged(
+    backend: Backend, env: dict[str, str]
+) -> None:
+    assert run(backend, "init", env=env).returncode == 0
+    lifecycle = f"{backend.topic_prefix}.lifecycle.v1"
+    topics = Topics(backend.topic_prefix)
+    source = Record(lifecycle, 0, 3, "a-dl", HOSTILE)
+    write_raw(backend, dead_letter(topics, source, "projector", "not valid JSON"))
+
+    # without --yes: counted, nothing purged, exit 2 naming the flag
+    preview = run(backend, "dead-letters", "purge", "--older-than", "0s", env=env)
+    assert preview.returncode == 2, preview.stderr
+    assert "needs --yes" in preview.stderr and "would purge 1 dead letter(s)" in preview.stdout
+    listed = run(backend, "dead-letters", "list", "--json", env=env)
+    assert len(json.loads(listed.stdout)["dead_letters"]) == 1
+
+    # a duration that is none, or out of range, is refused naming the flag
+    for bad in ("soon", "36526d", "-1d"):
+        refused = run(backend, "dead-letters", "purge", "--older-than", bad, "--yes", env=env)
+        assert refused.returncode == 2 and "--older-than" in refused.stderr, refused.stderr
+
+    # with --yes it is purged, and the purge is logged with who did it
+    done = run(backend, "dead-letters", "purge", "--older-than", "0s", "--yes", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert (data["dead_letters"], data["dry_run"]) == (1, False)
+    assert data["actor"].startswith("cli:")
+    lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    (logged,) = [line for line in lines if line.get("event") == "dead letters purged"]
+    assert (logged["actor"], logged["dead_letters"]) == (data["actor"], 1)
+    listed = run(backend, "dead-letters", "list", "--json", env=env)
+    assert json.loads(listed.stdout)["dead_letters"] == []

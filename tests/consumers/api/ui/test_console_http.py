@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 
 from consumers.api.ui.pages import PAGE_SIZE
-from consumers.eventlog.codec import encode
+from consumers.eventlog.codec import dead_letter, encode
+from consumers.eventlog.port import Record
 from consumers.workflows.simulator.server import SimulatorServer
 from tests.consumers.api.conftest import (
     API_AND_PIPELINE,
@@ -251,3 +252,24 @@ def test_the_console_refuses_with_the_json_apis_statuses(
         "unknown audit": (404, 404),
         "bad input": (422, 422),
     }
+
+
+def test_a_dead_letter_page_gives_every_consumers_reason(
+    tmp_path: Path, simulator: SimulatorServer
+) -> None:
+    with (
+        LiveServer(["api"], **server_settings(tmp_path, simulator)) as live,
+        httpx.Client(base_url=live.url) as client,
+    ):
+        assert live.backends is not None
+        log = live.backends.log
+        source = Record(log.topics.lifecycle, 0, 5, "a-twice", b"\xffnot json")
+        first = dead_letter(log.topics, source, "audit-projector", "not valid JSON")
+        second = dead_letter(log.topics, source, "audit-telemetry", "cannot be handled: boom")
+        live.call(lambda: log.append([first, second, first]))
+        listing = client.get("/ui/dead-letters")
+        assert listing.text.count("data-position=") == 1  # kept once
+        (position,) = re.findall(r'data-position="([^"]+)"', listing.text)
+        page = client.get(f"/ui/dead-letters/{position}").text
+        assert '<td id="reason">not valid JSON</td>' in page
+        assert "audit-telemetry: cannot be handled: boom" in page
