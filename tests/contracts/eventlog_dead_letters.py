@@ -134,6 +134,36 @@ class DeadLetterBoxContract(EventLogFixtures):
         found = await kept(restarted, topics)
         assert list(found.values()) == [(1, ["not valid JSON"])] * 2
 
+    async def test_a_consumer_that_dies_between_setting_aside_and_committing_keeps_one(
+        self, log: EventLog, topics: Topics, open_log: Callable[[], Awaitable[EventLog]]
+    ) -> None:
+        (bad,) = await bad_records(log, topics, 1)
+        # given a consumer that set the record aside (what its commit does first) and died
+        # before its offsets moved
+        async with log.consumer("dying", [topics.lifecycle], transactional=True) as consumer:
+            (got,) = await drain(consumer, 1)
+            letter = dead_letter(topics, got, "dying", "not valid JSON")
+            assert await log.dead_letters.set_aside([letter]) == 1
+        await log.stop()
+        assert await (await open_log()).inspection.group_offsets("dying", topics.lifecycle) == {}
+
+        # when it restarts: the record comes again, and is set aside again with the commit
+        restarted = await open_log()
+        async with restarted.consumer("dying", [topics.lifecycle], transactional=True) as again:
+            (same,) = await drain(again, 1)
+            assert (same.partition, same.offset) == (bad.partition, bad.offset)
+            await again.commit(
+                next_offsets([same]), [dead_letter(topics, same, "dying", "not valid JSON")]
+            )
+
+        # then it is kept once, and the consumer moved on
+        assert await kept(restarted, topics) == {
+            (bad.topic, bad.partition, bad.offset): (1, ["not valid JSON"])
+        }
+        assert await restarted.inspection.group_offsets("dying", topics.lifecycle) == {
+            bad.partition: bad.offset + 1
+        }
+
     async def test_two_processes_setting_the_same_records_aside_at_once_keep_one_each(
         self, log: EventLog, topics: Topics, open_log: Callable[[], Awaitable[EventLog]]
     ) -> None:

@@ -139,18 +139,24 @@ class KafkaDeadLetters(DeadLetterBox):
                 if _fenced(exc):
                     raise _Fenced(str(exc)) from exc
                 raise
-            held: dict[tuple[str, int], list[Record]] = {}
+            held: dict[tuple[str, int], dict[str, list[Record | OutRecord]]] = {}
             out: list[OutRecord] = []
+            partitions: dict[str, list[int]] = {}
             for letter in letters:
-                ids = await self.inspection.partitions(letter.topic)
+                if letter.topic not in partitions:
+                    partitions[letter.topic] = await self.inspection.partitions(letter.topic)
+                ids = partitions[letter.topic]
                 at = (letter.topic, ids[key_hash(letter.key.encode()) % len(ids)])
                 if at not in held:
-                    held[at] = await self._held(*at)
-                under_key: list[Record | OutRecord] = [r for r in held[at] if r.key == letter.key]
-                under_key.extend(o for o in out if o.key == letter.key)
+                    held[at] = defaultdict(list)
+                    for record in await self._held(*at):
+                        if record.key is not None:
+                            held[at][record.key].append(record)
+                under_key = held[at][letter.key]
                 settled = settle(under_key, letter)
                 if settled is not None:
                     out.append(settled)
+                    under_key.append(settled)
             if not out:
                 return 0
             try:

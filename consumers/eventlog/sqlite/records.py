@@ -57,13 +57,26 @@ def delete_before(conn: sqlite3.Connection, topic: str, offset: int) -> None:
     conn.execute('DELETE FROM records WHERE topic = ? AND "offset" < ?', (topic, min(offset, keep)))
 
 
-def _under_key(conn: sqlite3.Connection, topic: str, key: str) -> list[Record]:
-    rows = conn.execute(
-        'SELECT "offset", key, value, headers, ts FROM records WHERE topic = ? AND key = ? '
-        'ORDER BY "offset"',
-        (topic, key),
-    )
-    return [_record(topic, *row) for row in rows]
+def _under_keys(
+    conn: sqlite3.Connection, records: Sequence[OutRecord]
+) -> dict[tuple[str, str], list[Record | OutRecord]]:
+    """What each topic holds under the keys of ``records``, by (topic, key)."""
+    wanted: dict[str, set[str]] = {}
+    for rec in records:
+        wanted.setdefault(rec.topic, set()).add(rec.key)
+    found: dict[tuple[str, str], list[Record | OutRecord]] = {}
+    for topic, keys in wanted.items():
+        listed = sorted(keys)
+        for i in range(0, len(listed), 500):
+            chunk = listed[i : i + 500]
+            rows = conn.execute(
+                'SELECT "offset", key, value, headers, ts FROM records WHERE topic = ? AND key '
+                f'IN ({", ".join("?" * len(chunk))}) ORDER BY "offset"',
+                (topic, *chunk),
+            )
+            for row in rows:
+                found.setdefault((topic, row[1]), []).append(_record(topic, *row))
+    return found
 
 
 def _record(topic: str, offset: int, key: str, value: bytes, headers: str, ts: int) -> Record:
@@ -79,16 +92,16 @@ def append_records(conn: sqlite3.Connection, records: Sequence[OutRecord]) -> in
     next_offsets: dict[str, int] = {}
     now = int(time.time() * 1000)
     rows = []
-    pending: list[OutRecord] = []
+    letters = [r for r in records if is_dead_letter(r)]
+    held = _under_keys(conn, letters) if letters else {}
     for given in records:
         if is_dead_letter(given):
-            held: list[Record | OutRecord] = [*_under_key(conn, given.topic, given.key)]
-            held.extend(r for r in pending if r.key == given.key)
-            settled = settle(held, given)
+            under_key = held.setdefault((given.topic, given.key), [])
+            settled = settle(under_key, given)
             if settled is None:
                 continue
             rec = settled
-            pending.append(rec)
+            under_key.append(rec)
         else:
             rec = given
         if rec.topic not in next_offsets:
