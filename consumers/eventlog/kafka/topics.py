@@ -4,7 +4,9 @@ them (existing topics are never altered):
 - lifecycle: ``lifecycle_partitions`` partitions, kept forever (``retention.ms=-1``,
   ``retention.bytes=-1``: it is the event store);
 - probe requests: the same partition count, kept one day;
-- dead letter: 3 partitions, kept 90 days.
+- dead letter: 3 partitions, kept forever too: dead letters are removed only by
+  ``auditrec dead-letters purge``, which records who removed what (a topic made by an earlier
+  version keeps the 90 days it was given).
 
 A new topic takes a moment to have a leader for every partition: ``init`` waits for them.
 """
@@ -37,12 +39,8 @@ def new_topics(topics: Topics, partitions: int, replication_factor: int) -> list
     return [
         NewTopic(topics.lifecycle, n, rf, topic_configs=forever),
         NewTopic(topics.probe_requests, n, rf, topic_configs={"retention.ms": str(DAY_MS)}),
-        NewTopic(
-            topics.dead_letter,
-            DEAD_LETTER_PARTITIONS,
-            rf,
-            topic_configs={"retention.ms": str(90 * DAY_MS)},
-        ),
+        # dead letters are removed only by `auditrec dead-letters purge`, which records it
+        NewTopic(topics.dead_letter, DEAD_LETTER_PARTITIONS, rf, topic_configs=forever),
     ]
 
 

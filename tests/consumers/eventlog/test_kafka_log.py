@@ -181,12 +181,11 @@ async def test_init_makes_the_lifecycle_topic_the_event_store(
     assert await log.inspection.partitions(topics.dead_letter) == [0, 1, 2]
     admin = log._admin
     assert admin is not None
-    (response,) = await admin.describe_configs(
-        [ConfigResource(ConfigResourceType.TOPIC, topics.lifecycle)]
-    )
-    configs = {entry[0]: entry[1] for entry in response.resources[0][4]}
-    assert configs["retention.ms"] == "-1"
-    assert configs["retention.bytes"] == "-1"
+    for kept in (topics.lifecycle, topics.dead_letter):  # dead letters go only when purged
+        (response,) = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, kept)])
+        configs = {entry[0]: entry[1] for entry in response.resources[0][4]}
+        assert configs["retention.ms"] == "-1", kept
+        assert configs["retention.bytes"] == "-1", kept
     with pytest.raises(EventLogError, match="does not exist"):
         await log.inspection.partitions(f"{topics.prefix}.missing")
 
