@@ -74,6 +74,7 @@ OPERATIONS = [
     ("POST", "/audits/{audit_id}/probe"),
     ("POST", "/audits/fail"),
     ("POST", "/audits/restore"),
+    ("POST", "/dead-letters/purge"),
 ]
 # The others have nothing a negative case could break.
 WITH_INPUT = [
@@ -81,7 +82,7 @@ WITH_INPUT = [
     ("POST", "/brake/release"),
     ("POST", "/brake/discard"),
     *OPERATIONS[11:15],
-    *OPERATIONS[-5:],
+    *OPERATIONS[-6:],
 ]
 WITHOUT_BODY = {
     "/sweep",
