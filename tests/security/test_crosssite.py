@@ -32,7 +32,14 @@ def test_a_text_plain_post_of_events_is_refused_and_publishes_nothing(
 
 
 @pytest.mark.parametrize(
-    "path", ["/sweep", "/brake/release", "/brake/discard", "/dead-letters/0:0/replay"]
+    "path",
+    [
+        "/sweep",
+        "/brake/release",
+        "/brake/discard",
+        "/dead-letters/0:0/replay",
+        "/dead-letters/purge",
+    ],
 )
 @pytest.mark.parametrize(
     "content_type", [None, "application/x-www-form-urlencoded", "multipart/form-data; b=x"]

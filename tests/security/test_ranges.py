@@ -1,5 +1,5 @@
 """Out-of-range input is refused naming what is wrong, never a 500 or a traceback: a duration
-past 100 years over HTTP (a listing, a bulk action, the console, a backtest: 422), on the
+past 100 years over HTTP (a listing, a bulk action, a purge, the console, a backtest: 422), on the
 command line and in a setting (exit 2)."""
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ CODE = ERROR_CODES[0]
             "older_than",
         ),
         ("POST", "/audits/restore", None, {"reason": "r", "older_than": HUGE}, "older_than"),
+        ("POST", "/dead-letters/purge", None, {"older_than": HUGE}, "older_than"),
+        ("POST", "/dead-letters/purge", None, {"older_than": "nan"}, "older_than"),
         ("GET", "/backtest", {"since": HUGE}, None, "since"),
         ("GET", "/backtest", {"set": f"INSTANCE_LOST_GRACE={HUGE}"}, None, "INSTANCE_LOST_GRACE"),
     ],
@@ -61,6 +63,7 @@ def test_the_console_answers_a_huge_duration_with_422(open_api: LiveServer) -> N
         ("audits", "--older-than", HUGE),
         ("fail", "--older-than", HUGE, "--code", CODE, "--reason", "r"),
         ("restore", "--older-than", HUGE, "--reason", "r"),
+        ("dead-letters", "purge", "--older-than", HUGE, "--yes"),
     ],
 )
 def test_a_huge_duration_flag_exits_2_naming_it(env: dict[str, str], args: tuple[str, ...]) -> None:
