@@ -14,10 +14,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+import pytest
+
 from consumers.eventlog.codec import dead_letter
 from consumers.eventlog.dead_letters import read_dead_letter, read_reason_note
 from consumers.eventlog.letters import DeadLetterBox
 from consumers.eventlog.port import EventLog, OutRecord, Record, Topics
+from statemachine.errors import EventLogError
 from tests.contracts.eventlog import (
     EventLogFixtures,
     drain,
@@ -183,6 +186,13 @@ class DeadLetterBoxContract(EventLogFixtures):
         for copies, reasons in found.values():
             assert copies == 1
             assert sorted(reasons) == ["not valid JSON", "telemetry: boom"]
+
+    async def test_a_stopped_log_refuses_to_set_aside(self, log: EventLog, topics: Topics) -> None:
+        (bad,) = await bad_records(log, topics, 1)
+        await log.stop()
+        with pytest.raises(EventLogError) as err:
+            await log.dead_letters.set_aside([dead_letter(topics, bad, "p", "not valid JSON")])
+        assert not err.value.retriable
 
     async def test_ordinary_records_beside_dead_letters_are_appended_as_ever(
         self, log: EventLog, topics: Topics

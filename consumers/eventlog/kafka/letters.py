@@ -47,6 +47,8 @@ class LetterClients(Protocol):
     client_id: str
     transaction_timeout_ms: int
 
+    def _started(self) -> tuple[Any, ...]: ...
+
     def _new_producer(self, **options: Any) -> AIOKafkaProducer: ...
 
     async def _close(self, *clients: Any) -> None: ...
@@ -96,6 +98,7 @@ class KafkaDeadLetters(DeadLetterBox):
         self._turns: defaultdict[TopicPartition, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     async def set_aside(self, letters: Sequence[OutRecord]) -> int:
+        self.log._started()  # a stopped log refuses, as its other ports do
         by_source: dict[TopicPartition, list[OutRecord]] = defaultdict(list)
         for letter in letters:
             by_source[_source(letter)].append(letter)
