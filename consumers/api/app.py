@@ -59,6 +59,7 @@ from consumers.api.health import add_health_routes
 from consumers.api.measure import RequestMetrics
 from consumers.api.models import R401, R403, event_input_schemas
 from consumers.api.shutdown import Closing, Draining
+from consumers.api.throttle import FailedAuthThrottle
 from consumers.api.ui import add_console
 from consumers.operations.contracts.asyncapi import asyncapi_for
 from consumers.operations.service import Operations
@@ -103,6 +104,8 @@ def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
     if not tokens:  # DNS rebinding: only an API without tokens answers a page's requests
         app.add_middleware(HostCheck, allowed=settings.allowed_hosts())
     app.add_middleware(Draining, state=closing or Closing())
+    # Failed authentications (401s, the console's sign-in's too) cost time: 429 past a rate.
+    app.add_middleware(FailedAuthThrottle, per_minute=settings.api_auth_failures_per_minute)
     app.add_middleware(RequestMetrics)
     app.add_middleware(SecurityHeaders)  # outermost: every answer carries them
 

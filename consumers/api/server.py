@@ -13,6 +13,7 @@ import structlog
 import uvicorn
 
 from consumers.api.app import build_app
+from consumers.api.bounded import Limits, bounded_protocol
 from consumers.api.shutdown import Closing
 from consumers.operations.service import Operations
 from consumers.runtime.component import Component
@@ -22,6 +23,7 @@ __all__ = ["ApiServer"]
 
 log = structlog.get_logger("auditrec")
 GRACE = 8  # seconds in-flight requests get once shutdown begins
+KEEP_ALIVE = 5  # seconds an idle keep-alive connection stays open (uvicorn's default)
 
 
 class _Server(uvicorn.Server):
@@ -60,6 +62,22 @@ class ApiServer(Component):
             # In-flight requests get this long once shutdown begins (the supervisor drains
             # for 10 s); then they are cut, answered 503.
             timeout_graceful_shutdown=GRACE,
+            # Bounded connections (consumers.api.bounded): header and body deadlines, the
+            # header cap (431), the connection cap (503); idle keep-alive closed after 5 s.
+            http=bounded_protocol(
+                Limits(
+                    header_timeout=s.api_header_timeout.total_seconds(),
+                    body_timeout=s.api_body_timeout.total_seconds(),
+                    max_header_bytes=s.api_max_header_bytes,
+                    max_connections=s.api_max_connections,
+                )
+            ),
+            h11_max_incomplete_event_size=s.api_max_header_bytes,
+            timeout_keep_alive=KEEP_ALIVE,
+            # X-Forwarded-For/-Proto believed from these proxies only: the real client for the
+            # failed-authentication throttle, https for the console cookie's Secure.
+            proxy_headers=True,
+            forwarded_allow_ips=[a.strip() for a in s.api_forwarded_allow_ips.split(",")],
         )
         self._socket = _bind(s.api_host, s.api_port)
         server = _Server(config)

@@ -183,6 +183,32 @@ class Settings(BaseSettings):
     (Swagger UI's files are served by the API itself, never from a CDN)."""
     api_public_readyz: bool = False
     """With tokens set: `/readyz` answers without one (Kubernetes probes send none)."""
+    api_header_timeout: Duration = Field(
+        default=timedelta(seconds=10), ge=timedelta(seconds=1), le=timedelta(minutes=10)
+    )
+    """How long a client has to send a request's line and headers, from its connection or
+    its request's first byte (1 s to 10 min); then the API answers 408 and closes the
+    connection. A connection that sends nothing is closed as soon."""
+    api_body_timeout: Duration = Field(
+        default=timedelta(seconds=30), ge=timedelta(seconds=1), le=timedelta(hours=1)
+    )
+    """How long a client has to send a request's whole body once its headers are in (1 s to
+    1 h); then the API answers 408 and closes the connection."""
+    api_max_header_bytes: int = Field(default=16_384, ge=1024, le=1_048_576)
+    """The largest request line and headers the API reads (1 KiB to 1 MiB): 431 beyond."""
+    api_max_connections: int = Field(default=1000, ge=1, le=100_000)
+    """Open connections the API keeps at once (1 to 100,000); one more is answered 503 and
+    closed at once."""
+    api_auth_failures_per_minute: int = Field(default=10, ge=1, le=100_000)
+    """Failed authentications a client (an address) may make: a burst of this many, then one
+    every 60/N seconds (1 to 100,000). Past it every request of that client but `/healthz`,
+    `/readyz` and `/metrics` is answered 429 with `Retry-After`, its right token included.
+    Each API process counts alone."""
+    api_forwarded_allow_ips: str = Field(default="127.0.0.1,::1", min_length=1)
+    """The comma-separated addresses or networks (`10.0.0.0/8`; `*`: any) of the proxies whose
+    `X-Forwarded-For` and `X-Forwarded-Proto` the API believes: behind a TLS proxy, the
+    console's cookie is then `Secure`, and failed authentications are counted per real
+    client. Never list addresses a client reaches the API from directly."""
     metrics_port: int = Field(default=9464, ge=0, le=65535)
     """Where a `serve` without the API serves `/metrics` (on the API host); `0`: nowhere."""
     log_format: Literal["auto", "json", "console"] = "auto"
@@ -216,6 +242,20 @@ class Settings(BaseSettings):
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value.rstrip("/") if value else value
+
+    @field_validator("api_forwarded_allow_ips")
+    @classmethod
+    def _proxy_addresses(cls, value: str) -> str:
+        for entry in (e.strip() for e in value.split(",")):
+            if entry == "*":
+                continue
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"{entry!r} is no address or network (e.g. 10.0.0.5, 10.0.0.0/8, or *)"
+                ) from None
+        return value
 
     @field_validator("database_url")
     @classmethod

@@ -4,14 +4,20 @@ without tokens on loopback, as a default ``serve`` runs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from consumers.workflows.simulator.server import SimulatorServer
-from tests.consumers.api.conftest import LiveServer, server_settings
+from tests.consumers.api.conftest import LiveServer, free_port, server_settings
+from tests.e2e.serving import AUDITREC
+from tests.eventually import eventually_sync
 
 
 @pytest.fixture
@@ -34,3 +40,40 @@ def open_api(
     settings = server_settings(tmp_path_factory.mktemp("open"), _simulator_server)
     with LiveServer(["api"], **settings) as server:
         yield server
+
+
+@contextlib.contextmanager
+def serving(env: dict[str, str], log: Path, *args: str, token: str | None = None) -> Iterator[str]:
+    """``auditrec serve ARGS`` as a real process on a free port until the block ends (SIGTERM,
+    then it must exit 0); yields the API's URL once it answers ``GET /audits`` (with
+    ``token``)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with log.open("w") as sink:
+        process = subprocess.Popen(
+            [AUDITREC, "serve", *args],
+            env={**env, "AUDITREC_API_PORT": str(port)},
+            stdout=sink,
+            stderr=sink,
+        )
+
+    def ready() -> int | None:
+        if process.poll() is not None:
+            raise AssertionError(f"serve exited: {log.read_text()[-3000:]}")
+        try:
+            return httpx.get(f"{url}/audits", headers=headers, timeout=5).status_code
+        except httpx.TransportError:
+            return None
+
+    try:
+        eventually_sync(ready, until=lambda s: s == 200, timeout=90, message="serve answers")
+        yield url
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            code = process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+    assert code == 0, log.read_text()[-3000:]
