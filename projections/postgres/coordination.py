@@ -99,3 +99,21 @@ class PostgresCoordination(Coordination):
                     "DELETE FROM ticks WHERE name = $1 AND slot < $2", name, slot - KEEP_TICKS
                 )
         return bool(claimed)
+
+    async def session_generation(self, name: str) -> int:
+        with self.db.errors("read a console session generation"):
+            found = await self.db.pool.fetchval(
+                "SELECT generation FROM console_sessions WHERE name = $1", name
+            )
+        return int(found) if found is not None else 0
+
+    async def end_sessions(self, name: str, now: datetime) -> int:
+        with self.db.errors("end console sessions"):
+            generation = await self.db.pool.fetchval(
+                "INSERT INTO console_sessions (name, generation, ended_at) VALUES ($1, 1, $2) "
+                "ON CONFLICT (name) DO UPDATE SET generation = console_sessions.generation + 1, "
+                "ended_at = excluded.ended_at RETURNING generation",
+                name,
+                now,
+            )
+        return int(generation)

@@ -174,6 +174,16 @@ ALTER TABLE audit_events REPLICA IDENTITY USING INDEX audit_events_event_audit_k
 ALTER TABLE audit_events DROP CONSTRAINT audit_events_event_id_key;
 """,
     ),
+    (
+        8,
+        """
+-- The console's session generation per token name: a logout moves it on, and every replica
+-- refuses the sessions of an older one.
+CREATE TABLE console_sessions (
+    name text PRIMARY KEY, generation bigint NOT NULL, ended_at timestamptz NOT NULL
+);
+""",
+    ),
 )
 # What a rebuild runs once it has emptied audit_events (kept as jsonb by migration 4).
 BODY_AS_JSON = (

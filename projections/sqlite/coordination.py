@@ -98,3 +98,25 @@ class SQLiteCoordination(Coordination):
                 return cur.rowcount == 1
 
         return await self.db.run(work)
+
+    async def session_generation(self, name: str) -> int:
+        def work() -> int:
+            row = self.db.conn.execute(
+                "SELECT generation FROM console_sessions WHERE name = ?", (name,)
+            ).fetchone()
+            return int(row[0]) if row is not None else 0
+
+        return await self.db.run(work)
+
+    async def end_sessions(self, name: str, now: datetime) -> int:
+        def work() -> int:
+            with self.db.transaction() as conn:
+                row = conn.execute(
+                    "INSERT INTO console_sessions VALUES (?, 1, ?) ON CONFLICT (name) DO UPDATE "
+                    "SET generation = generation + 1, ended_at = excluded.ended_at "
+                    "RETURNING generation",
+                    (name, to_micros(now)),
+                ).fetchone()
+                return int(row[0])
+
+        return await self.db.run(work)

@@ -78,6 +78,9 @@ CREATE TABLE IF NOT EXISTS brake (
     name TEXT PRIMARY KEY, engaged INTEGER NOT NULL, since INTEGER, sweep_id TEXT,
     lost INTEGER NOT NULL DEFAULT 0, observations INTEGER NOT NULL DEFAULT 0,
     ended_at INTEGER, ended_by TEXT, how TEXT
+);
+CREATE TABLE IF NOT EXISTS console_sessions (
+    name TEXT PRIMARY KEY, generation INTEGER NOT NULL, ended_at INTEGER NOT NULL
 )
 """
 # The history is keyed by the idempotency key (statemachine/idempotency.py): an event id names

@@ -111,3 +111,24 @@ class CoordinationContract(StoreFixtures):
             "watchdog": ["host-b:2"],
         }
         await store.coordination.forget_process("host-unknown")  # no error
+
+    async def test_ending_a_tokens_sessions_moves_its_generation_on_for_every_store(
+        self, store: ProjectionStore, make_store: MakeStore
+    ) -> None:
+        async with make_store() as other:
+            assert await store.coordination.session_generation("ops") == 0
+            assert await store.coordination.end_sessions("ops", at(0)) == 1
+            assert await other.coordination.session_generation("ops") == 1  # another replica
+            assert await other.coordination.session_generation("viewer") == 0  # its own
+            assert await other.coordination.end_sessions("ops", at(1)) == 2
+            assert await store.coordination.session_generation("ops") == 2
+
+    async def test_concurrent_logouts_each_move_the_generation_once(
+        self, store: ProjectionStore, make_store: MakeStore
+    ) -> None:
+        async with make_store() as other:
+            ended = await asyncio.gather(
+                *(s.coordination.end_sessions("ops", at(0)) for s in (store, other) * 5)
+            )
+            assert sorted(ended) == list(range(1, 11))
+            assert await store.coordination.session_generation("ops") == 10

@@ -8,10 +8,18 @@ is then open too.
 The session cookie is *signed*, not stored: ``payload.signature`` where the payload names the
 token, an expiry and a random nonce, and the signature is an HMAC keyed by a hash of that
 token's secret. It holds no token, so a leaked cookie does not leak a token; any number of API
-processes accept it without sharing state; and removing (or changing) a token in the
-configuration ends every session made with it. The CSRF token of a form is an HMAC of the nonce
-under the same key: bound to that session, useless with another. The open console signs with a
-key drawn when the process starts (its sessions end with the process).
+processes accept it; and removing (or changing) a token in the configuration ends every session
+made with it. The payload also names the token's session *generation*, kept in the projection
+store (:meth:`~projections.coordination.Coordination.session_generation`) and shared by every
+replica: logging out moves it on, so every cookie of that token, copied or not, is refused from
+then on. The CSRF token of a form is an HMAC of the nonce under the same key: bound to that
+session, useless with another. The open console signs with a key drawn when the process starts
+(its sessions end with the process).
+
+The sign-in form has a CSRF token of its own before any session exists: a random value in a
+short-lived ``SameSite=Strict`` cookie of the form's path, repeated in the form
+(:func:`login_token`), so a page of another site cannot sign the operator's browser in under a
+token of its choosing.
 """
 
 from __future__ import annotations
@@ -27,10 +35,20 @@ from dataclasses import dataclass, field
 
 from consumers.runtime.tokens import ApiToken, Scope, match
 
-__all__ = ["OPEN", "SESSION_SECONDS", "Credential", "Credentials", "Session"]
+__all__ = [
+    "LOGIN_SECONDS",
+    "OPEN",
+    "SESSION_SECONDS",
+    "Credential",
+    "Credentials",
+    "Session",
+    "login_token",
+    "login_token_ok",
+]
 
 _KEY_TAG = b"auditrec-console-session:"
 SESSION_SECONDS = 8 * 3600  # a working day; then the console asks for the token again
+LOGIN_SECONDS = 3600  # how long a sign-in form may wait to be sent
 OPEN = "console"  # the anonymous credential's name (the actor) when no token is configured
 
 
@@ -52,7 +70,7 @@ class Session:
     credential: Credential
     nonce: str
     expires: int
-
+    generation: int = 0  # the token's session generation when it was made
     @property
     def name(self) -> str:
         return self.credential.name
@@ -91,11 +109,16 @@ class Credentials:
         token = match(self._tokens, given)
         return self._by_name[token.name] if token is not None else None
 
-    def open_session(self, credential: Credential, now: float | None = None) -> tuple[str, Session]:
-        """A new session for ``credential``: the cookie's value and the session."""
+    def open_session(
+        self, credential: Credential, now: float | None = None, generation: int = 0
+    ) -> tuple[str, Session]:
+        """A new session for ``credential`` in the token's ``generation``: the cookie's value
+        and the session."""
         expires = int((now if now is not None else time.time()) + SESSION_SECONDS)
-        session = Session(credential, secrets.token_urlsafe(16), expires)
-        payload = json.dumps([credential.name, expires, session.nonce], separators=(",", ":"))
+        session = Session(credential, secrets.token_urlsafe(16), expires, generation)
+        payload = json.dumps(
+            [credential.name, expires, session.nonce, generation], separators=(",", ":")
+        )
         body = base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
         return f"{body}.{_sign(credential.key, body)}", session
 
@@ -104,20 +127,32 @@ class Credentials:
 
     def session(self, cookie: str | None, now: float | None = None) -> Session | None:
         """The session of a cookie, or ``None`` when it is missing, forged, expired, or made
-        with a token no longer configured."""
+        with a token no longer configured (its generation is the caller's to check)."""
         if not cookie or cookie.count(".") != 1:
             return None
         body, signature = cookie.split(".")
         try:
             raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
-            name, expires, nonce = json.loads(raw)
+            name, expires, nonce, generation = json.loads(raw)
         except (ValueError, TypeError, UnicodeError):
             return None
         credential = self._by_name.get(name) if isinstance(name, str) else None
         if credential is None or not isinstance(expires, int) or not isinstance(nonce, str):
             return None
+        if not isinstance(generation, int):
+            return None
         if not hmac.compare_digest(signature.encode(), _sign(credential.key, body).encode()):
             return None
         if expires < (now if now is not None else time.time()):
             return None
-        return Session(credential, nonce, expires)
+        return Session(credential, nonce, expires, generation)
+
+
+def login_token() -> str:
+    """A fresh sign-in form's CSRF token (its cookie and its hidden field alike)."""
+    return secrets.token_urlsafe(24)
+
+
+def login_token_ok(cookie: str | None, given: str) -> bool:
+    """Whether a sign-in form came back with the token its own cookie holds."""
+    return bool(cookie) and hmac.compare_digest((cookie or "").encode(), given.encode())

@@ -4,20 +4,34 @@ A page needs a session with ``read``: without one the browser is sent to the log
 which comes back to the page after. A form that changes anything (POST) needs the session
 cookie, a CSRF token bound to that session, and ``operate``; otherwise it is refused with a 403
 page and nothing happens. The cookie is HTTP-only and ``SameSite=Strict`` (``Secure`` over
-HTTPS). With no token configured the console is open: the first page sets an anonymous session,
-so forms carry a CSRF token all the same.
+HTTPS, a TLS proxy's too: ``AUDITREC_API_FORWARDED_ALLOW_IPS``). With no token configured the
+console is open: the first page sets an anonymous session, so forms carry a CSRF token all the
+same.
+
+The sign-in form carries a CSRF token of its own (its cookie and its field must agree), and a
+form post a browser marks ``Sec-Fetch-Site: cross-site`` is refused outright. Logging out ends
+every session of the token, on every replica: the token's session generation (in the store)
+moves on, and a session of an older generation is sent back to the login form.
 """
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
 
+from datetime import UTC, datetime
 from urllib.parse import parse_qs, quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from consumers.api.guards import read_body
-from consumers.api.ui.access import Credentials, Session
+from consumers.api.ui.access import (
+    LOGIN_SECONDS,
+    Credentials,
+    Session,
+    login_token,
+    login_token_ok,
+)
 from consumers.api.ui.render import COOKIE, page, set_cookie
+from projections.coordination import Coordination
 
 __all__ = [
     "Forbidden",
@@ -30,6 +44,8 @@ __all__ = [
 ]
 
 FORM_LIMIT = 64 * 1024  # a console form is a few fields
+LOGIN_COOKIE = "auditrec_login"  # the sign-in form's CSRF token, for the form's path only
+LOGIN_PATH = "/ui/login"
 
 
 class LoginRequired(Exception):
@@ -51,17 +67,31 @@ def _credentials(request: Request) -> Credentials:
     return found
 
 
+def _coordination(request: Request) -> Coordination:
+    found: Coordination = request.app.state.backends.store.coordination
+    return found
+
+
+async def _current(request: Request, session: Session | None) -> Session | None:
+    """``session`` while its token's generation is still the one it was made in."""
+    if session is None:
+        return None
+    generation = await _coordination(request).session_generation(session.name)
+    return session if session.generation == generation else None
+
+
 async def viewer(request: Request) -> Session:
     """The session of a page (``read``); the open console makes one on the first visit."""
     credentials = _credentials(request)
-    session = credentials.session(request.cookies.get(COOKIE))
+    session = await _current(request, credentials.session(request.cookies.get(COOKIE)))
     request.state.open_console = credentials.open
     if session is None:
         anonymous = credentials.anonymous()
         if anonymous is None:
             back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             raise LoginRequired(back)
-        value, session = credentials.open_session(anonymous)
+        generation = await _coordination(request).session_generation(anonymous.name)
+        value, session = credentials.open_session(anonymous, generation=generation)
         request.state.new_cookie = value
     request.state.session = session
     if not session.can("read"):
@@ -70,7 +100,10 @@ async def viewer(request: Request) -> Session:
 
 
 async def form(request: Request) -> dict[str, str]:
-    """The fields of a URL-encoded form (the last value of each)."""
+    """The fields of a URL-encoded form (the last value of each); a form a page of another
+    site sent (``Sec-Fetch-Site: cross-site``, as browsers mark it) is refused unread."""
+    if request.headers.get("sec-fetch-site", "").lower() == "cross-site":
+        raise Forbidden("a page of another site sent this form: send it from the console")
     raw = await read_body(request, FORM_LIMIT)
     fields = parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True)
     return {name: values[-1] for name, values in fields.items()}
@@ -80,7 +113,7 @@ async def operator(request: Request, fields: dict[str, str]) -> Session:
     """The session behind a form that changes something: cookie, CSRF token, ``operate``."""
     credentials = _credentials(request)
     request.state.open_console = credentials.open
-    session = credentials.session(request.cookies.get(COOKIE))
+    session = await _current(request, credentials.session(request.cookies.get(COOKIE)))
     if session is None:
         raise Forbidden("no valid session: sign in, then send the form from the console")
     request.state.session = session
@@ -98,23 +131,47 @@ def _safe_next(target: str | None) -> str:
     return "/ui"
 
 
+def _login_page(request: Request, target: str, status_code: int, error: str | None) -> Response:
+    """The sign-in form with its CSRF token, in its field and its cookie (the cookie's own
+    while it has one: a page of another site can neither read nor set it)."""
+    token = request.cookies.get(LOGIN_COOKIE) or login_token()
+    response = page(
+        request, "login.html", status_code=status_code, next=target, error=error, login=token
+    )
+    response.set_cookie(
+        LOGIN_COOKIE,
+        token,
+        max_age=LOGIN_SECONDS,
+        path=LOGIN_PATH,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
 def add_session_routes(router: APIRouter) -> None:
-    @router.get("/ui/login", response_class=HTMLResponse, include_in_schema=False)
+    @router.get(LOGIN_PATH, response_class=HTMLResponse, include_in_schema=False)
     async def login_form(request: Request, next: str = "/ui") -> Response:
         if _credentials(request).open:
             return RedirectResponse(_safe_next(next), status_code=303)
-        return page(request, "login.html", next=_safe_next(next), error=None)
+        return _login_page(request, _safe_next(next), 200, None)
 
-    @router.post("/ui/login", response_class=HTMLResponse, include_in_schema=False)
+    @router.post(LOGIN_PATH, response_class=HTMLResponse, include_in_schema=False)
     async def login(request: Request) -> Response:
         fields = await form(request)
         target = _safe_next(fields.get("next"))
+        if not login_token_ok(request.cookies.get(LOGIN_COOKIE), fields.get("csrf", "")):
+            why = "the sign-in form expired or came from elsewhere: sign in again from here"
+            return _login_page(request, target, 403, why)
         credential = _credentials(request).match(fields.get("token", "").strip())
         if credential is None:
-            return page(request, "login.html", status_code=401, next=target, error="unknown token")
-        value, _ = _credentials(request).open_session(credential)
+            return _login_page(request, target, 401, "unknown token")
+        generation = await _coordination(request).session_generation(credential.name)
+        value, _ = _credentials(request).open_session(credential, generation=generation)
         response = RedirectResponse(target, status_code=303)
         set_cookie(response, request, value)
+        response.delete_cookie(LOGIN_COOKIE, path=LOGIN_PATH, httponly=True, samesite="strict")
         return response
 
     @router.post("/ui/logout", include_in_schema=False)
@@ -123,7 +180,9 @@ def add_session_routes(router: APIRouter) -> None:
         session = _credentials(request).session(request.cookies.get(COOKIE))
         if session is None or not session.csrf_ok(fields.get("csrf", "")):
             raise Forbidden("the form's CSRF token is missing or not this session's")
-        response = RedirectResponse("/ui/login", status_code=303)
+        # Every session of the token ends, on every replica, copies of the cookie included.
+        await _coordination(request).end_sessions(session.name, datetime.now(UTC))
+        response = RedirectResponse(LOGIN_PATH, status_code=303)
         response.delete_cookie(COOKIE, path="/ui", httponly=True, samesite="strict")
         return response
 

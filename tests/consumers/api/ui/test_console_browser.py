@@ -240,7 +240,9 @@ def test_the_console_end_to_end_in_chromium(
     with httpx.Client(base_url=serve.url) as client:
         bare = client.post("/ui/brake/discard", data={"csrf": csrf_of_admin, "confirm": "yes"})
         assert bare.status_code == 403 and "no valid session" in bare.text
-        viewer = client.post("/ui/login", data={"token": "viewer-secret-0002"})
+        login = client.get("/ui/login").text
+        csrf = login.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+        viewer = client.post("/ui/login", data={"token": "viewer-secret-0002", "csrf": csrf})
         assert viewer.status_code == 303
         assert "viewer-secret-0002" not in viewer.headers["set-cookie"]
         crossed = client.post("/ui/brake/discard", data={"csrf": csrf_of_admin, "confirm": "yes"})

@@ -72,8 +72,19 @@ def test_pages_answer_bad_input_naming_it_and_login_never_leaves_the_console(
         assert client.get("/ui/audits").headers["location"] == "/ui/login?next=%2Fui%2Faudits"
         login = client.get("/ui/login", params={"next": "//evil.example/x"})
         assert 'name="next" value="/ui"' in login.text
+        forged = client.post(
+            "/ui/login", data={"token": "op-secret-0123456789", "next": "/ui", "csrf": "x"}
+        )
+        assert forged.status_code == 403 and "auditrec_console" not in forged.headers.get(
+            "set-cookie", ""
+        )
         signed = client.post(
-            "/ui/login", data={"token": "op-secret-0123456789", "next": "https://evil.example/"}
+            "/ui/login",
+            data={
+                "token": "op-secret-0123456789",
+                "next": "https://evil.example/",
+                "csrf": csrf_of(login.text),
+            },
         )
         assert signed.status_code == 303 and signed.headers["location"] == "/ui"
         assert "op-secret-0123456789" not in signed.headers["set-cookie"]
