@@ -13,7 +13,8 @@ visits (DESIGN §10):
   ``/metrics`` answer any ``Host``: kubelets and scrapers send the pod's address.
 - :class:`SecurityHeaders`: no answer may be framed, sniffed into another type or leak its
   address in a ``Referer``; the console's pages also carry a Content-Security-Policy that
-  allows only this origin's own styles, scripts, images and form targets (no inline script).
+  allows only this origin's own styles, scripts, reads (the overview's live refresh), images and
+  form targets (no inline script).
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ UNCHECKED_HOST_PATHS: Final = frozenset({"/healthz", "/readyz", "/metrics"})
 ANY_HOST: Final = "*"
 _CONSOLE: Final = "/ui"
 CONSOLE_POLICY: Final = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; "
+    "img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 _EVERY_ANSWER: Final = (
     (b"x-content-type-options", b"nosniff"),

@@ -1,6 +1,8 @@
 """What the attack tests share: an environment for a real ``auditrec`` process on the
-embedded backends (nothing of this process's ``AUDITREC_*`` leaks in), and an API served
-without tokens on loopback, as a default ``serve`` runs."""
+embedded backends (nothing of this process's ``AUDITREC_*`` leaks in), an API served without
+tokens on loopback, as a default ``serve`` runs, a real ``serve`` process (:func:`serving`;
+the console's ``serve`` on both backend pairs and its headless Chromium ``browser``), and a web
+site of another origin (:class:`OtherSite`)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -16,6 +20,7 @@ import pytest
 
 from consumers.workflows.simulator.server import SimulatorServer
 from tests.consumers.api.conftest import LiveServer, free_port, server_settings
+from tests.consumers.api.ui.conftest import browser, console_env, serve  # noqa: F401
 from tests.e2e.serving import AUDITREC
 from tests.eventually import eventually_sync
 
@@ -77,3 +82,40 @@ def serving(env: dict[str, str], log: Path, *args: str, token: str | None = None
             process.kill()
             raise
     assert code == 0, log.read_text()[-3000:]
+
+
+class OtherSite:
+    """A second web server, of another origin than the API's: it serves the given pages
+    (path → HTML) as an attacker's site would, from ``host`` on a port of its own."""
+
+    def __init__(self, host: str, pages: dict[str, str]) -> None:
+        self.pages = pages
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = site.pages.get(self.path.split("?", 1)[0])
+                if body is None:
+                    self.send_error(404)
+                    return
+                data = body.encode()
+                self.send_response(200)
+                self.send_header("content-type", "text/html; charset=utf-8")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.url = f"http://{host}:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> OtherSite:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

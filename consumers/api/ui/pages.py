@@ -29,6 +29,7 @@ from statemachine.vocabulary import AUDIT_ID_PATTERN, ERROR_CODES
 __all__ = ["PAGE_SIZE", "add_read_pages", "audit_filter"]
 
 PAGE_SIZE = 50
+REFRESH_SECONDS = 5  # the overview reads itself again this often (static/console.js)
 AUDIT_ID = re.compile(AUDIT_ID_PATTERN)
 Viewer = Annotated[Session, Depends(viewer)]
 
@@ -45,6 +46,7 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
             view=view,
             windows=[w for w, _ in WINDOWS],
             statuses=AUDIT_STATUSES,
+            refresh_seconds=REFRESH_SECONDS,
         )
 
     @router.get("/ui/audits", response_class=HTMLResponse, include_in_schema=False)
