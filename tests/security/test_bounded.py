@@ -22,6 +22,7 @@ BODY_TIMEOUT = 2.0
 MAX_HEADER_BYTES = 4096
 MAX_CONNECTIONS = 20
 FAILURES = 5
+PROXY = "127.0.0.5"  # the one address whose X-Forwarded-* headers are believed
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +41,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
         AUDITREC_API_MAX_HEADER_BYTES=str(MAX_HEADER_BYTES),
         AUDITREC_API_MAX_CONNECTIONS=str(MAX_CONNECTIONS),
         AUDITREC_API_AUTH_FAILURES_PER_MINUTE=str(FAILURES),
+        AUDITREC_API_FORWARDED_ALLOW_IPS=PROXY,
         AUDITREC_LOG_FORMAT="json",
     )
     with serving(env, tmp / "serve.log", "--only", "api", token=TOKEN) as url:
@@ -221,3 +223,44 @@ def _field(html: str, name: str) -> str:
     marker = f'name="{name}" value="'
     start = html.index(marker) + len(marker)
     return html[start : html.index('"', start)]
+
+
+def test_failures_through_a_listed_proxy_count_per_forwarded_client_and_only_then(
+    api: tuple[str, int],
+) -> None:
+    wrong = {"Authorization": "Bearer guess-00000000000000000000"}
+
+    def guess(client: httpx.Client, forwarded_for: str) -> int:
+        headers = {**wrong, "X-Forwarded-For": forwarded_for}
+        return client.get("/audits", headers=headers).status_code
+
+    with client_from(api, PROXY) as proxy, client_from(api, "127.0.0.6") as direct:
+        through = [guess(proxy, "198.51.100.1") for _ in range(FAILURES + 1)]
+        neighbour = guess(proxy, "198.51.100.2")
+        # a client that is no listed proxy cannot pose as many clients
+        posing = [guess(direct, f"198.51.100.{10 + n}") for n in range(FAILURES + 1)]
+
+    assert through == [401] * FAILURES + [429]
+    assert neighbour == 401
+    assert posing == [401] * FAILURES + [429]
+
+
+def test_the_console_cookie_is_secure_behind_a_listed_tls_proxy_only(
+    api: tuple[str, int],
+) -> None:
+    https = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.7"}
+    with client_from(api, PROXY) as proxy, client_from(api, "127.0.0.7") as direct:
+        proxied = proxy.get("/ui/login", headers=https)
+        faked = direct.get("/ui/login", headers=https)
+        token = proxied.headers["set-cookie"].split("auditrec_login=", 1)[1].split(";", 1)[0]
+        signed = proxy.post(
+            "/ui/login",
+            data={"token": TOKEN, "csrf": token, "next": "/ui"},
+            headers={**https, "Cookie": f"auditrec_login={token}"},
+        )
+
+    assert "secure" in proxied.headers["set-cookie"].lower()
+    assert "secure" not in faked.headers["set-cookie"].lower()
+    assert signed.status_code == 303, signed.text[:300]
+    session = [c for c in signed.headers.get_list("set-cookie") if "auditrec_console=" in c]
+    assert session and "secure" in session[0].lower()

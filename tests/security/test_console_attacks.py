@@ -233,4 +233,3 @@ def test_no_console_page_violates_its_csp_and_the_overview_refreshes_live(
     assert driver.execute_script("return document.querySelector('main').dataset.refreshed")
     assert driver.execute_script("return window.__violations") == []
     sign_out(driver)
-

@@ -71,6 +71,7 @@ class Session:
     nonce: str
     expires: int
     generation: int = 0  # the token's session generation when it was made
+
     @property
     def name(self) -> str:
         return self.credential.name
