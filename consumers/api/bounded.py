@@ -20,10 +20,12 @@ h11 is the parser (uvicorn's ``httptools`` protocol has no header cap and its in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
 import h11
+from starlette.requests import ClientDisconnect
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 __all__ = ["Limits", "bounded_protocol", "header_bytes"]
@@ -98,7 +100,9 @@ def bounded_protocol(limits: Limits) -> type[H11Protocol]:
                     )
                     await send({"type": "http.response.body", "body": too_large_text.encode()})
                     return
-                await inner(scope, receive, send)
+                # The client left, or its body was cut at the deadline: no one to answer.
+                with contextlib.suppress(ClientDisconnect):
+                    await inner(scope, receive, send)
 
             self.app = capped
             self._deadline: asyncio.TimerHandle | None = None
@@ -149,7 +153,23 @@ def bounded_protocol(limits: Limits) -> type[H11Protocol]:
             if self._phase == "idle":  # a new request's first bytes
                 self._phase = "headers"
                 self._arm(limits.header_timeout, headers_late)
+            if self._phase == "headers" and self._over_cap(data):
+                self._too_large()
+                return
             super().data_received(data)
+
+        def _over_cap(self, data: bytes) -> bool:
+            """Whether the headers so far and ``data`` pass the cap with no end in sight."""
+            buffered, _ = self.conn.trailing_data
+            if len(buffered) + len(data) <= limits.max_header_bytes:
+                return False
+            return b"\r\n\r\n" not in (buffered + data)[: limits.max_header_bytes + 4]
+
+        def _too_large(self) -> None:
+            self._disarm()
+            self._phase = "refused"
+            self.transport.write(too_large)
+            self.transport.close()
 
         def handle_events(self) -> None:
             super().handle_events()
@@ -178,9 +198,7 @@ def bounded_protocol(limits: Limits) -> type[H11Protocol]:
         def send_400_response(self, msg: str) -> None:
             buffered, _ = self.conn.trailing_data
             if self._phase == "headers" and len(buffered) > limits.max_header_bytes:
-                self._disarm()
-                self.transport.write(too_large)
-                self.transport.close()
+                self._too_large()
                 return
             super().send_400_response(msg)
 
