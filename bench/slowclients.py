@@ -71,6 +71,13 @@ async def many(port: int, count: int, header: bytes, pid: int) -> tuple[float, i
             refused += 1
             return
         writers.append(writer)
+        try:  # one past the cap is answered 503 at once, before it sends anything
+            first = await asyncio.wait_for(reader.read(64), 0.2)
+        except TimeoutError:
+            pass
+        else:
+            refused += first.startswith(b"HTTP/1.1 503")
+            return
         try:
             writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
             for start in range(0, len(header), 65536):
