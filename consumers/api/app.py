@@ -51,7 +51,7 @@ from consumers.api.audits import add_audit_routes
 from consumers.api.backtest import add_backtest_routes
 from consumers.api.brake import add_brake_routes
 from consumers.api.commands import add_command_routes
-from consumers.api.crosssite import HostCheck, JsonPosts, SecurityHeaders
+from consumers.api.crosssite import UNCHECKED_HOST_PATHS, HostCheck, JsonPosts, SecurityHeaders
 from consumers.api.deadletters import add_dead_letter_routes
 from consumers.api.errors import install_error_handlers
 from consumers.api.guards import BodyLimit, token_check
@@ -67,6 +67,16 @@ from consumers.operations.service import Operations
 __all__ = ["ASSETS", "build_app"]
 
 ASSETS = "/docs/assets"  # Swagger UI's files, from the swagger-ui-bundle package
+HEADERS_TOO_LARGE = {
+    "description": "The request line and headers are larger than AUDITREC_API_MAX_HEADER_BYTES.",
+    "content": {"text/plain": {"schema": {"type": "string"}}},
+}
+THROTTLED = {
+    "description": "Too many failed authentications from this client: retry after the "
+    "seconds of the Retry-After header.",
+    "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Message"}}},
+}
 UNSUPPORTED = {
     "description": "Not a JSON content type (every POST needs one, a POST without a body too).",
     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Message"}}},
@@ -162,9 +172,14 @@ def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
             schemas = schema.setdefault("components", {}).setdefault("schemas", {})
             for name, value in event_input_schemas().items():
                 schemas.setdefault(name, value)
-            for item in schema.get("paths", {}).values():  # every POST answers 415 (crosssite)
-                if "post" in item:
+            for path, item in schema.get("paths", {}).items():
+                if "post" in item:  # every POST answers 415 (crosssite)
                     item["post"].setdefault("responses", {}).setdefault("415", UNSUPPORTED)
+                for operation in item.values():  # every request (consumers.api.bounded)
+                    responses = operation.setdefault("responses", {})
+                    responses.setdefault("431", HEADERS_TOO_LARGE)
+                    if path not in UNCHECKED_HOST_PATHS:  # consumers.api.throttle
+                        responses.setdefault("429", THROTTLED)
         return app.openapi_schema  # type: ignore[return-value]
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -155,6 +155,8 @@ def server_settings(tmp: Path, simulator: SimulatorServer, **extra: Any) -> dict
         "on_demand_wait": "10s",
         "probe_timeout": "0.5s",
         "posthog_api_key": None,
+        # Tests here refuse tokens by the dozen from one address; tests/security/ throttles.
+        "api_auth_failures_per_minute": 100_000,
         **extra,
     }
 
