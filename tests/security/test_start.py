@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.cli import run, run_process
 
 # Were the refusal missing, serve would run until the timeout (and the test fail with it).
@@ -51,3 +53,25 @@ def test_doctor_fails_the_api_check_with_the_same_refusal(env: dict[str, str]) -
     assert not api["short"]["ok"] and "'token-1'" in api["short"]["fix"]
     assert "hunter2" not in short.stdout + short.stderr
     assert api["fine"]["ok"] and "open (no tokens) on 127.0.0.1" in api["fine"]["detail"]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("AUDITREC_API_HEADER_TIMEOUT", "0s"),
+        ("AUDITREC_API_HEADER_TIMEOUT", "11m"),
+        ("AUDITREC_API_BODY_TIMEOUT", "2h"),
+        ("AUDITREC_API_MAX_HEADER_BYTES", "100"),
+        ("AUDITREC_API_MAX_CONNECTIONS", "0"),
+        ("AUDITREC_API_AUTH_FAILURES_PER_MINUTE", "0"),
+        ("AUDITREC_API_FORWARDED_ALLOW_IPS", "proxy.internal"),
+    ],
+)
+def test_a_connection_limit_out_of_range_stops_serve_naming_it(
+    env: dict[str, str], variable: str, value: str
+) -> None:
+    refused = run_process("serve", "--only", "api", env={**env, variable: value}, timeout=START)
+
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert variable in refused.stderr
+    assert "Traceback" not in refused.stderr
