@@ -4,7 +4,9 @@
     ├── ConfigError            a setting is missing or invalid (names the variable)
     ├── InvalidInput           an event, file or request failed validation (exit code 2)
     │   ├── DecodeError        a record read from the log is not a valid event
-    │   └── EventIdConflict    an event id already names other content in its audit (HTTP 409)
+    │   ├── EventIdConflict    an event id already names other content in its audit (HTTP 409)
+    │   └── Refused            not the sender's to send: an event type only auditrec writes, an
+    │                          actor other than who authenticated (HTTP 403)
     ├── NotFound               an audit id the projection does not know
     ├── WrongState             an action the audit's state does not allow (HTTP 409)
     ├── NoServer               no `auditrec serve` is running the needed components
@@ -29,6 +31,7 @@ __all__ = [
     "InvalidInput",
     "NoServer",
     "NotFound",
+    "Refused",
     "StoreError",
     "WorkflowsApiError",
     "WrongState",
@@ -60,6 +63,12 @@ class EventIdConflict(InvalidInput):
     """Events whose ``(audit_id, event_id)`` already names other content (a ``type`` or
     ``data`` of its own), earlier in the submission or in the history
     (:mod:`statemachine.idempotency`); each problem names the event id and audit."""
+
+
+class Refused(InvalidInput):
+    """Well-formed, but not the sender's to send (HTTP 403, exit code 2): an event only
+    auditrec writes (:func:`statemachine.admission.refusal`), or a body naming an actor other
+    than the one who authenticated. The message names what was refused."""
 
 
 class NotFound(AuditrecError):

@@ -93,7 +93,7 @@ def explain_one(
         rule, reason = verdict.rule, verdict.reason
         asked_by = getattr(event.data, "actor", None)
         if asked_by is not None:
-            reason += f" (manual probe by {asked_by})"
+            reason += f" (manual probe by {_who(event.data)})"
         if verdict.failure is not None and decision is None and current.status == "running":
             reason += " (under today's policy; no decision was recorded)"
         elif isinstance(decision, AuditFailureHeld):
@@ -120,7 +120,7 @@ def explain_one(
             d = event.data
             rule = d.rule or rule
             done = "would fail" if isinstance(event, AuditFailureSimulated) else "failed"
-            by = f"{d.failed_by.value} {d.actor}" if d.actor else d.failed_by.value
+            by = f"{d.failed_by.value} {_who(d)}" if d.actor else d.failed_by.value
             reason = f"{done} {d.error_code} by {by}: {d.error_detail}"
             if d.failed_by.value == "operator":
                 rule = "operator_failed"
@@ -146,12 +146,19 @@ def explain_one(
             rule = "restored"
             reason = (
                 f"failure {undone.error_code} by {undone.failed_by.value} undone by "
-                f"{undone.actor}: {undone.reason} → running again [{row.guard}]"
+                f"{_who(undone)}: {undone.reason} → running again [{row.guard}]"
             )
         elif row.guard:
             reason = f"{row.note} [{row.guard}]"
     before = current.status if current.exists else INITIAL
     return Step(event, before, after.status, rule, reason), after
+
+
+def _who(data: object) -> str:
+    """Who acted, as recorded: the actor, and the person they acted for when named."""
+    actor = getattr(data, "actor", None)
+    behalf = getattr(data, "on_behalf_of", None)
+    return f"{actor} on behalf of {behalf}" if behalf else str(actor)
 
 
 def explain(events: Iterable[AuditEvent], policy: Policy) -> list[Step]:

@@ -158,7 +158,11 @@ class AuditFailedData(_Frozen):
     rule: FailureRule | None = None
     """For a reconciler decision: the rule that fired."""
     actor: Name | None = None
-    """Who failed it, for an operator's failure: an API token's name, or `cli:<os user>`."""
+    """Who failed it, for an operator's failure: who authenticated, `token:<name>` (an API
+    token), `anonymous` (an API without tokens) or `cli:<os user>`."""
+    on_behalf_of: Name | None = None
+    """The person the actor acted for, as the operator named them (`--operator NAME`, a
+    body's `on_behalf_of`): recorded beside the actor, never instead of it."""
 
 
 class WorkflowStatusObservedData(_Frozen):
@@ -182,7 +186,11 @@ class WorkflowStatusObservedData(_Frozen):
     """Where the status was read: the instance itself, or the workflow's instance listing (never a
     reason to fail)."""
     actor: Name | None = None
-    """Who asked, for an operator's (manual) probe: an API token's name, or `cli:<os user>`."""
+    """Who asked, for an operator's (manual) probe: who authenticated, `token:<name>`,
+    `anonymous` or `cli:<os user>`."""
+    on_behalf_of: Name | None = None
+    """The person the actor acted for, as the operator named them (`--operator NAME`, a
+    body's `on_behalf_of`): recorded beside the actor, never instead of it."""
 
 
 class WorkflowProbeFailedData(_Frozen):
@@ -203,7 +211,11 @@ class WorkflowProbeFailedData(_Frozen):
     sweep_size: NonNegative | None = None
     """How many audits that tick asked about."""
     actor: Name | None = None
-    """Who asked, for an operator's (manual) probe: an API token's name, or `cli:<os user>`."""
+    """Who asked, for an operator's (manual) probe: who authenticated, `token:<name>`,
+    `anonymous` or `cli:<os user>`."""
+    on_behalf_of: Name | None = None
+    """The person the actor acted for, as the operator named them (`--operator NAME`, a
+    body's `on_behalf_of`): recorded beside the actor, never instead of it."""
 
 
 class Listed(_Frozen):
@@ -230,7 +242,11 @@ class ProbeRequestedData(_Frozen):
     """Set when the instance was listed alive: the probe records that without asking for it
     alone."""
     actor: Name | None = None
-    """Who asked, for an operator's (manual) probe: an API token's name, or `cli:<os user>`."""
+    """Who asked, for an operator's (manual) probe: who authenticated, `token:<name>`,
+    `anonymous` or `cli:<os user>`."""
+    on_behalf_of: Name | None = None
+    """The person the actor acted for, as the operator named them (`--operator NAME`, a
+    body's `on_behalf_of`): recorded beside the actor, never instead of it."""
 
 
 class AuditFailureHeldData(_Frozen):
@@ -264,7 +280,8 @@ class AuditRestoredData(_Frozen):
     reason: ShortText
     """Why the failure is undone, in the operator's words."""
     actor: Name
-    """Who restored it: an API token's name, or `cli:<os user>`."""
+    """Who restored it: who authenticated, `token:<name>` (an API token), `anonymous` (an API
+    without tokens) or `cli:<os user>`."""
     failure_id: uuid.UUID
     """The event id of the `AuditFailed` this undoes."""
     failed_by: FailedBy
@@ -276,3 +293,6 @@ class AuditRestoredData(_Frozen):
     report it again."""
     pages_crawled: NonNegative | None = None
     """Pages crawled when it failed, if known."""
+    on_behalf_of: Name | None = None
+    """The person the actor acted for, as the operator named them (`--operator NAME`, a
+    body's `on_behalf_of`): recorded beside the actor, never instead of it."""

@@ -24,6 +24,21 @@ _Reason = Field(min_length=1, max_length=REASON_LIMIT, description="Why (recorde
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    actor: str | None = Field(
+        default=None,
+        max_length=200,
+        description=(
+            "Optional, and only ever who authenticated (`token:<name>`, `anonymous` on an API "
+            "without tokens): any other value is refused (403) naming both."
+        ),
+    )
+    on_behalf_of: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="The person you act for; recorded as `on_behalf_of` beside the actor.",
+    )
+
 
 class FailAudit(_Body):
     code: ErrorCode = Field(description="The error code the audit fails with.")
@@ -64,7 +79,12 @@ class ActionOutcome(BaseModel):
     before: str = Field(description="Status before the action.")
     after: str = Field(description="Status after it (or that it would have).")
     event_id: str | None = Field(description="The event published (null: dry run, probe).")
-    actor: str = Field(description="Who acted: the API token's name (`api` without tokens).")
+    actor: str = Field(
+        description="Who acted: `token:<name>` of the API token (`anonymous` without tokens)."
+    )
+    on_behalf_of: str | None = Field(
+        default=None, description="The person the actor acted for, when the body named one."
+    )
     message: str
     outcome: dict[str, Any] | None = Field(
         default=None, description="A probe's outcome (as `reconciliation` of GET /audits/{id})."

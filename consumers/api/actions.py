@@ -1,5 +1,7 @@
 """Operator actions over HTTP (scope ``operate``): fail, restore and probe one audit, and fail
-or restore over a filter. Each records the acting token's name; the work is
+or restore over a filter. Each records who authenticated (``token:<name>``, ``anonymous``)
+and, when the body names one, the person acted for (``on_behalf_of``); a body whose
+``actor`` is anyone else is refused (403). The work is
 :class:`~consumers.operations.actions.Actions`, the same as ``auditrec fail|restore|probe``.
 
 Errors: 404 unknown audit, 409 an action the audit's state does not allow, 422 bad input;
@@ -22,8 +24,8 @@ from consumers.api.action_models import (
     RestoreAudit,
 )
 from consumers.api.audits import AuditIdPath
-from consumers.api.guards import actor_of
-from consumers.api.models import R404, R422, R503, Message, Responses
+from consumers.api.guards import actor_of, claimed_actor
+from consumers.api.models import R403, R404, R422, R503, Message, Responses
 from consumers.operations.actions import Actions
 from consumers.operations.listing import AuditFilter
 from consumers.operations.service import Operations
@@ -38,18 +40,23 @@ R409: Responses = {
 
 
 def add_action_routes(private: APIRouter, ops: Operations) -> None:
-    def actions(request: Request) -> Actions:
-        return Actions(ops, actor_of(request))
+    def actions(
+        request: Request, body: FailAudit | RestoreAudit | BulkFail | BulkRestore | None = None
+    ) -> Actions:
+        actor = actor_of(request)
+        if body is None:
+            return Actions(ops, actor)
+        return Actions(ops, claimed_actor(actor, body.actor), body.on_behalf_of)
 
     @private.post(
         "/audits/fail",
         response_model=BulkOutcome,
         tags=["operator actions"],
         summary="Fail every running audit a filter selects (a dry run unless dry_run=false)",
-        responses={**R422, **R503},
+        responses={**R403, **R422, **R503},
     )
     async def fail_many(body: BulkFail, request: Request) -> dict[str, Any]:
-        result = await actions(request).fail_many(
+        result = await actions(request, body).fail_many(
             _filter(body), body.code, body.reason, dry_run=body.dry_run
         )
         return result.as_dict()
@@ -59,10 +66,10 @@ def add_action_routes(private: APIRouter, ops: Operations) -> None:
         response_model=BulkOutcome,
         tags=["operator actions"],
         summary="Restore every failure auditrec made among the audits a filter selects",
-        responses={**R422, **R503},
+        responses={**R403, **R422, **R503},
     )
     async def restore_many(body: BulkRestore, request: Request) -> dict[str, Any]:
-        result = await actions(request).restore_many(
+        result = await actions(request, body).restore_many(
             _filter(body), body.reason, dry_run=body.dry_run
         )
         return result.as_dict()
@@ -72,10 +79,12 @@ def add_action_routes(private: APIRouter, ops: Operations) -> None:
         response_model=ActionOutcome,
         tags=["operator actions"],
         summary="Fail a running audit with an error code (AuditFailed by operator)",
-        responses={**R404, **R409, **R422, **R503},
+        responses={**R403, **R404, **R409, **R422, **R503},
     )
     async def fail(audit_id: AuditIdPath, body: FailAudit, request: Request) -> dict[str, Any]:
-        result = await actions(request).fail(audit_id, body.code, body.reason, dry_run=body.dry_run)
+        result = await actions(request, body).fail(
+            audit_id, body.code, body.reason, dry_run=body.dry_run
+        )
         return result.as_dict()
 
     @private.post(
@@ -83,12 +92,12 @@ def add_action_routes(private: APIRouter, ops: Operations) -> None:
         response_model=ActionOutcome,
         tags=["operator actions"],
         summary="Undo a failure by the reconciler or an operator: the audit runs again",
-        responses={**R404, **R409, **R422, **R503},
+        responses={**R403, **R404, **R409, **R422, **R503},
     )
     async def restore(
         audit_id: AuditIdPath, body: RestoreAudit, request: Request
     ) -> dict[str, Any]:
-        result = await actions(request).restore(audit_id, body.reason, dry_run=body.dry_run)
+        result = await actions(request, body).restore(audit_id, body.reason, dry_run=body.dry_run)
         return result.as_dict()
 
     @private.post(

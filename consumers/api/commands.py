@@ -8,11 +8,12 @@ import json
 from typing import Annotated, Any
 
 import structlog
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Query, Request
 
-from consumers.api.guards import acting_token, read_body
+from consumers.api.guards import actor_of, claimed_actor, read_body
 from consumers.api.models import (
     EVENTS_BODY,
+    R403,
     R422,
     R503,
     Accepted,
@@ -20,7 +21,6 @@ from consumers.api.models import (
     Problems,
     SweepSummary,
 )
-from consumers.operations.contracts.catalog import PUBLIC_TYPES
 from consumers.operations.contracts.cloudevents import (
     BATCH,
     STRUCTURED,
@@ -31,7 +31,7 @@ from consumers.operations.contracts.cloudevents import (
 from consumers.operations.publishing import validate_items
 from consumers.operations.service import Operations
 from statemachine.errors import InvalidInput
-from statemachine.events import AuditEvent, AuditFailed, FailedBy
+from statemachine.events import AuditEvent
 
 __all__ = ["add_command_routes"]
 
@@ -46,23 +46,13 @@ def _json(body: bytes) -> Any:
         raise InvalidInput("body is not JSON", [f"body: not valid JSON ({reason})"]) from None
 
 
-def _publishable(request: Request, events: list[AuditEvent]) -> None:
-    """A token below ``operate`` publishes what services report, nothing an operator or
-    auditrec itself decides: the public types, and failures only as the workflow's (403
-    otherwise, naming the item). Without tokens, the API is open as before."""
-    token = acting_token(request)
-    if token is None or token.allows("operate"):
-        return
+def _claims(request: Request, events: list[AuditEvent]) -> None:
+    """An item naming an actor names who authenticated, or is refused (403 naming both):
+    what comes in over HTTP never speaks for someone else. Which types may come in at all is
+    the publishing validation's (:func:`statemachine.admission.refusal`, every scope alike)."""
+    actor = actor_of(request)
     for index, event in enumerate(events):
-        if event.type not in PUBLIC_TYPES or (
-            isinstance(event, AuditFailed) and event.data.failed_by != FailedBy.WORKFLOW
-        ):
-            what = event.type if event.type not in PUBLIC_TYPES else "AuditFailed not by workflow"
-            raise HTTPException(
-                403,
-                f"item {index}: {what} needs scope operate; token {token.name!r} has scope "
-                f"{token.scope} (it may publish {', '.join(PUBLIC_TYPES)}, failures by workflow)",
-            )
+        claimed_actor(actor, getattr(event.data, "actor", None), f"item {index}: data.actor")
 
 
 def _events_of(request: Request, body: bytes) -> list[AuditEvent]:
@@ -108,9 +98,16 @@ def add_command_routes(private: APIRouter, ops: Operations, max_body: int) -> No
             "`schema_version`) is accepted and published once; one that gives a key another "
             "`type` or `data` than an earlier item or the history is refused (409, naming the "
             "event id and audit); the same `event_id` under another audit is another event. "
+            "Only what other services report is accepted, whatever the token's scope: "
+            "`AuditStarted`, `WorkflowInstanceAttached`, `AuditProgressed`, `AuditCompleted`, "
+            "and `AuditFailed` with `failed_by: workflow`; anything auditrec writes itself "
+            "(observations, decisions, holds, releases, restorations) is refused with 403 "
+            "naming the item and its type, and so is an item whose `data.actor` is not who "
+            "authenticated. "
             f"Bodies above {max_body} bytes are refused (413)."
         ),
         responses={
+            **R403,
             409: {
                 "model": Problems,
                 "description": "An event id already names an event with another `type` or "
@@ -125,10 +122,10 @@ def add_command_routes(private: APIRouter, ops: Operations, max_body: int) -> No
     async def post_events(request: Request) -> Accepted:
         body = await read_body(request, max_body)
         events = _events_of(request, body)
-        _publishable(request, events)
+        _claims(request, events)
         await ops.refuse_conflicts(events)
         ids = await ops.publish(events)
-        log.info("events published", count=len(ids))
+        log.info("events published", count=len(ids), actor=actor_of(request))
         return Accepted(accepted=len(ids), event_ids=ids)
 
     @private.post(

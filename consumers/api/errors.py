@@ -1,8 +1,8 @@
-"""How errors become HTTP answers: 422 naming each problem, 404, 409 (wrong state, an event id
-that already names other content), 503 for what may pass (the event log, the database, no
-serve running), 413, and never a credential in a message. :data:`STATUS_OF` is the one map
-from the core's errors to HTTP statuses: the JSON API answers with it, the console's pages
-too (:func:`http_status`)."""
+"""How errors become HTTP answers: 422 naming each problem, 403 for what is not the sender's
+to send, 404, 409 (wrong state, an event id that already names other content), 503 for what
+may pass (the event log, the database, no serve running), 413, and never a credential in a
+message. :data:`STATUS_OF` is the one map from the core's errors to HTTP statuses: the JSON
+API answers with it, the console's pages too (:func:`http_status`)."""
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
 
@@ -24,6 +24,7 @@ from statemachine.errors import (
     InvalidInput,
     NoServer,
     NotFound,
+    Refused,
     StoreError,
     WrongState,
 )
@@ -38,6 +39,7 @@ _CREDENTIALS_IN_URL = re.compile(r"(\w+://)[^/\s@]+@")
 # other error is a 500.
 STATUS_OF: Final[dict[type[AuditrecError], int]] = {
     EventIdConflict: 409,
+    Refused: 403,
     InvalidInput: 422,
     NotFound: 404,
     WrongState: 409,

@@ -5,7 +5,9 @@ Tokens are compared in constant time against every configured token and never lo
 (:func:`needed_scope`): ``read`` for GET, ``publish`` for ``POST /events``, ``operate`` for
 every other change. No token or an unknown one is a 401; a token whose scope is too small a
 403 naming the scope needed. The token that matched is kept on the request
-(:func:`acting_token`), so a handler records who acted (:func:`actor_of`). A body
+(:func:`acting_token`), so a handler records who acted (:func:`actor_of`: ``token:<name>``,
+or ``anonymous`` on an API without tokens); a body naming another actor is refused with 403
+naming both (:func:`claimed_actor`). A body
 larger than the limit is refused with 413: by ``Content-Length`` before anything is read
 (:class:`BodyLimit`), and while streaming otherwise (:func:`read_body`).
 """
@@ -20,22 +22,21 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from consumers.runtime.tokens import ApiToken, match
+from consumers.runtime.tokens import ApiToken, actor_name, match
 from consumers.runtime.tokens import Scope as TokenScope
+from statemachine.errors import Refused
 
 __all__ = [
-    "API_ACTOR",
     "BodyLimit",
     "BodyTooLarge",
     "acting_token",
     "actor_of",
+    "claimed_actor",
     "needed_scope",
     "read_body",
     "token_check",
     "too_large",
 ]
-
-API_ACTOR = "api"  # who acts over HTTP when no tokens are configured
 
 
 class BodyTooLarge(Exception):
@@ -99,9 +100,21 @@ def acting_token(request: Request) -> ApiToken | None:
 
 
 def actor_of(request: Request) -> str:
-    """Who acts: the token's name, or ``api`` when the API has no tokens."""
-    token = acting_token(request)
-    return token.name if token is not None else API_ACTOR
+    """Who acts: ``token:<name>`` of the token that authenticated, or ``anonymous`` when the
+    API has no tokens. Never what a body says."""
+    return actor_name(acting_token(request))
+
+
+def claimed_actor(actor: str, claimed: str | None, where: str = "body.actor") -> str:
+    """``actor``, when a body's ``claimed`` actor is absent or the same; otherwise
+    :class:`Refused` (403) naming both: the actor is who authenticated, and a person acted
+    for is named as ``on_behalf_of``."""
+    if claimed is not None and claimed != actor:
+        raise Refused(
+            f"{where}: {claimed!r} is not who authenticated ({actor!r}); the actor is the "
+            "token's, never the body's (name a person you act for in on_behalf_of)"
+        )
+    return actor
 
 
 def token_check(tokens: Sequence[ApiToken]) -> Callable[..., Awaitable[None]]:

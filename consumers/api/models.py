@@ -257,7 +257,13 @@ EVENTS_BODY = {
 
 R401: Responses = {401: {"model": Message, "description": "Missing or invalid bearer token."}}
 R403: Responses = {
-    403: {"model": Message, "description": "The token's scope does not allow this route."}
+    403: {
+        "model": Message,
+        "description": (
+            "The token's scope does not allow this route, or the body is not the sender's to "
+            "send: another actor than who authenticated, an event type only auditrec writes."
+        ),
+    }
 }
 R404: Responses = {404: {"model": Message, "description": "Unknown audit."}}
 R422: Responses = {422: {"model": Problems, "description": "Invalid input; each problem is named."}}

@@ -1,6 +1,8 @@
 """Operator actions from the command line: ``auditrec fail``, ``auditrec restore``,
 ``auditrec probe`` (:mod:`consumers.operations.actions` does the work; the HTTP API calls the
-same). Each records the operator: ``--operator NAME``, by default ``cli:<os user>``.
+same). Each records who runs it, ``cli:<os user>``, as the actor; ``--operator NAME`` names the
+person acted for, recorded beside it as ``on_behalf_of`` (never as the actor: a name given on
+the command line proves nothing).
 
 ``fail`` and ``restore`` take one audit id, or a filter (``--status``, ``--code``,
 ``--project``, ``--older-than``) for the bulk form: without ``--yes`` a bulk form only lists
@@ -31,8 +33,12 @@ def _act(ctx: click.Context, operator: str | None, work: Callable[[Any], Any]) -
     from consumers.operations.actions import Actions
 
     settings = settings_of(ctx)
-    actor = operator or cli_actor()
-    return run(with_backends(settings, lambda backends: work(Actions(operations(backends), actor))))
+    actor = cli_actor()
+    return run(
+        with_backends(
+            settings, lambda backends: work(Actions(operations(backends), actor, operator))
+        )
+    )
 
 
 def _filter(
@@ -85,7 +91,9 @@ def _show_bulk(data: dict[str, Any], as_json: bool, command: str) -> None:
 
 
 _operator = click.option(
-    "--operator", help="Who acts (recorded with the event); default cli:<os user>."
+    "--operator",
+    metavar="NAME",
+    help="The person you act for, recorded as on_behalf_of beside the actor (cli:<os user>).",
 )
 _json = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 _bulk = [

@@ -243,6 +243,7 @@ class Probe(LogConsumer):
                     sweep_size=request.data.sweep_size,
                     source=source,
                     actor=request.data.actor,
+                    on_behalf_of=request.data.on_behalf_of,
                 ),
             )
         return WorkflowProbeFailed(
@@ -257,5 +258,6 @@ class Probe(LogConsumer):
                 sweep_id=request.data.sweep_id,
                 sweep_size=request.data.sweep_size,
                 actor=request.data.actor,
+                on_behalf_of=request.data.on_behalf_of,
             ),
         )

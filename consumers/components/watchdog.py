@@ -80,6 +80,7 @@ def probe_requests(
     answer_by: datetime | None = None,
     listing: Listing | None = None,
     actor: str | None = None,
+    on_behalf_of: str | None = None,
 ) -> list[ProbeRequested]:
     size = len(rows) if sweep_id is not None else None
 
@@ -102,6 +103,7 @@ def probe_requests(
                 answer_by=answer_by,
                 listed=listed(row.state.workflow_instance_id),
                 actor=actor,
+                on_behalf_of=on_behalf_of,
             ),
         )
         for row in rows

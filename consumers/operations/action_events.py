@@ -59,9 +59,15 @@ def can_restore(row: AuditRow) -> bool:
 
 
 def operator_failure(
-    row: AuditRow, code: str, reason: str, actor: str, at: datetime
+    row: AuditRow,
+    code: str,
+    reason: str,
+    actor: str,
+    at: datetime,
+    on_behalf_of: str | None = None,
 ) -> AuditFailed:
-    """``row``'s audit failed by ``actor`` with ``code`` (an error code) for ``reason``."""
+    """``row``'s audit failed by ``actor`` (for ``on_behalf_of``, when named) with ``code``
+    (an error code) for ``reason``."""
     code, reason = check_code(code), check_reason(reason)
     if not can_fail(row):
         raise WrongState(
@@ -75,6 +81,7 @@ def operator_failure(
             failed_phase=row.state.current_phase,
             failed_by=FailedBy.OPERATOR,
             actor=actor,
+            on_behalf_of=on_behalf_of,
         ),
     )
 
@@ -93,7 +100,12 @@ def check_restorable(row: AuditRow) -> None:
 
 
 def restoration(
-    row: AuditRow, history: Sequence[AuditEvent], reason: str, actor: str, at: datetime
+    row: AuditRow,
+    history: Sequence[AuditEvent],
+    reason: str,
+    actor: str,
+    at: datetime,
+    on_behalf_of: str | None = None,
 ) -> AuditRestored:
     """``row``'s audit restored by ``actor`` for ``reason``, undoing the last failure in its
     ``history`` (the audit is one :func:`check_restorable` lets through)."""
@@ -122,6 +134,7 @@ def restoration(
                 pages_total=s.pages_total,
             ),
             pages_crawled=s.pages_crawled,
+            on_behalf_of=on_behalf_of,
         ),
     )
 

@@ -3,9 +3,12 @@
 (``POST /audits/{id}/fail|restore|probe``, ``POST /audits/fail|restore``) and the console all
 call :class:`Actions`.
 
-Every action is an event in the lifecycle log that names the operator (``actor``): an API
-token's name, or ``cli:<os user>``. Whether an action applies is the transition table's call
-on the audit as the projection has it (the events and their rules: ``action_events.py``):
+Every action is an event in the lifecycle log that names who authenticated (``actor``):
+``token:<name>`` over HTTP, ``anonymous`` on an API without tokens, ``cli:<os user>`` on the
+command line; the person they acted for, when named (``--operator``, a body's
+``on_behalf_of``), is recorded beside it as ``on_behalf_of``, never instead of it. Whether an
+action applies is the transition table's call on the audit as the projection has it (the events
+and their rules: ``action_events.py``):
 
 - **fail** appends ``AuditFailed`` to a ``running`` audit;
 - **restore** appends ``AuditRestored`` to a ``failed`` audit whose failure the reconciler or
@@ -67,6 +70,7 @@ class ActionResult:
     actor: str
     message: str
     outcome: dict[str, Any] | None = None  # a probe's outcome
+    on_behalf_of: str | None = None  # the person the actor acted for, when named
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,12 +100,16 @@ class BulkResult:
 
 
 class Actions:
-    """Operator actions on behalf of ``actor`` (an API token's name, ``cli:<user>``)."""
+    """Operator actions by ``actor`` (who authenticated: ``token:<name>``, ``anonymous``,
+    ``cli:<user>``), for ``on_behalf_of`` when a person is named."""
 
-    def __init__(self, ops: Operations, actor: str) -> None:
+    def __init__(self, ops: Operations, actor: str, on_behalf_of: str | None = None) -> None:
         self.ops = ops
         self.backends = ops.backends
         self.actor = check_reason(actor, "actor", 200)
+        self.on_behalf_of = (
+            check_reason(on_behalf_of, "on_behalf_of", 200) if on_behalf_of is not None else None
+        )
 
     # -- one audit ----------------------------------------------------------------------------
 
@@ -123,7 +131,9 @@ class Actions:
         row = await self._row(audit_id)
         if row.status != RUNNING:
             raise WrongState(f"audit {audit_id!r} is {row.status}: only a running audit is probed")
-        result = await self.ops.probe(row, actor=self.actor, inline=inline)
+        result = await self.ops.probe(
+            row, actor=self.actor, on_behalf_of=self.on_behalf_of, inline=inline
+        )
         OPERATOR_ACTIONS.labels("probe").inc()
         if not result.probed:
             raise NoServer(result.note or "not probed: no running `auditrec serve`")
@@ -139,6 +149,7 @@ class Actions:
             self.actor,
             message,
             outcome,
+            self.on_behalf_of,
         )
 
     # -- over a filter ------------------------------------------------------------------------
@@ -178,12 +189,16 @@ class Actions:
     # -- the events ---------------------------------------------------------------------------
 
     def _failure(self, row: AuditRow, code: str, reason: str) -> AuditFailed:
-        return operator_failure(row, code, reason, self.actor, self.backends.now())
+        return operator_failure(
+            row, code, reason, self.actor, self.backends.now(), self.on_behalf_of
+        )
 
     async def _restoration(self, row: AuditRow, reason: str) -> AuditRestored:
         check_restorable(row)  # before its history is read
         history = await self.backends.store.audits.history(row.audit_id)
-        return restoration(row, [h.event for h in history], reason, self.actor, self.backends.now())
+        events = [h.event for h in history]
+        now = self.backends.now()
+        return restoration(row, events, reason, self.actor, now, self.on_behalf_of)
 
     # -- reading and publishing ---------------------------------------------------------------
 
@@ -220,6 +235,7 @@ class Actions:
                     audit_id=row.audit_id,
                     rule=f"operator_{action}",
                     actor=self.actor,
+                    on_behalf_of=self.on_behalf_of,
                     event_id=str(event.event_id),
                 )
         results = []
@@ -236,11 +252,20 @@ class Actions:
                     None if dry_run else str(event.event_id),
                     self.actor,
                     f"{verb} {row.audit_id}: {row.status} → {after}",
+                    on_behalf_of=self.on_behalf_of,
                 )
             )
         return results
 
     def _skip(self, action: Action, row: AuditRow, why: str, dry_run: bool) -> ActionResult:
         return ActionResult(
-            row.audit_id, action, dry_run, row.status, row.status, None, self.actor, why
+            row.audit_id,
+            action,
+            dry_run,
+            row.status,
+            row.status,
+            None,
+            self.actor,
+            why,
+            on_behalf_of=self.on_behalf_of,
         )

@@ -12,7 +12,8 @@ original record, recorded as a replay mark on the dead-letter topic
 the two leaves no mark, and the next replay publishes again — the same event, with the same
 ``event_id`` (the original's, or one derived from the original's position when a corrected
 body has none), which the projector's ``event_id`` dedupe and the reconciler's derived decision
-ids absorb.
+ids absorb. A corrected body is a door like ``POST /events``: only what other services publish
+is accepted (:func:`statemachine.admission.refusal`; :class:`Refused` otherwise, HTTP 403).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ from consumers.eventlog.dead_letters import (
 from consumers.eventlog.port import EventLog, Record, Topics
 from consumers.operations.publishing import complete_envelope
 from consumers.runtime.metrics import DEAD_LETTERS_PURGED
-from statemachine.errors import DecodeError, InvalidInput, NotFound
+from statemachine.admission import refusal
+from statemachine.errors import DecodeError, InvalidInput, NotFound, Refused
 from statemachine.events import derived_id
 from statemachine.policy import format_duration
 
@@ -262,6 +264,9 @@ def _corrected(body: bytes, origin: Origin) -> bytes:
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise InvalidInput(f"the corrected body is not valid JSON: {exc}") from None
     if isinstance(raw, dict):
+        refused = refusal(raw)
+        if refused is not None:
+            raise Refused(f"the corrected body: {refused}")
         derived = derived_id("/".join(map(str, origin)), "dead-letter-replay")
         raw = complete_envelope(raw, new_id=lambda: derived, producer=PRODUCER)
     return json.dumps(raw).encode()

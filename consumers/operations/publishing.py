@@ -3,7 +3,8 @@
 Everything is validated before anything is published: one invalid item rejects the whole
 submission with a reason per item. ``event_id``, ``occurred_at``, ``schema_version`` and
 ``producer`` may be omitted and are filled in here, at the edge, where the clock and random ids
-belong.
+belong. What only auditrec writes is refused (:class:`~statemachine.errors.Refused`, HTTP 403)
+by :func:`statemachine.admission.refusal`, the rule every door applies.
 
 ``(audit_id, event_id)`` is an idempotency key (:mod:`statemachine.idempotency`): an item that
 repeats an earlier one's key and content is accepted and published once; one that gives the key
@@ -25,7 +26,8 @@ from pydantic import ValidationError
 
 from consumers.eventlog.codec import describe
 from projections.audits import AuditReads
-from statemachine.errors import EventIdConflict, InfrastructureError, InvalidInput
+from statemachine.admission import refusal
+from statemachine.errors import EventIdConflict, InfrastructureError, InvalidInput, Refused
 from statemachine.events import EVENT_ADAPTER, AuditEvent
 from statemachine.idempotency import Key, key_of, same_content
 from statemachine.upcasting import CURRENT_VERSION, upcast
@@ -60,20 +62,9 @@ def complete_envelope(
 def _validate(raw: Any, producer: str) -> AuditEvent:
     if not isinstance(raw, dict):
         raise InvalidInput("expected a JSON object (an event envelope)")
-    if raw.get("type") in ("ProbeRequested", "AuditFailureSimulated"):
-        raise InvalidInput(f"type: {raw['type']} is written by auditrec itself, not published")
-    if raw.get("type") == "AuditRestored":
-        raise InvalidInput(
-            "type: AuditRestored is an operator action (`auditrec restore`, "
-            "POST /audits/{id}/restore), not published"
-        )
-    data = raw.get("data")
-    reserved = isinstance(data, dict) and data.get("failed_by") == "reconciler"
-    if raw.get("type") == "AuditFailed" and reserved:
-        raise InvalidInput(
-            "data.failed_by: 'reconciler' is reserved for auditrec's reconciler "
-            "(publish failures with failed_by 'workflow' or 'operator')"
-        )
+    refused = refusal(raw)
+    if refused is not None:
+        raise Refused(refused)
     try:
         return EVENT_ADAPTER.validate_python(upcast(complete_envelope(raw, producer=producer)))
     except ValidationError as exc:
@@ -89,11 +80,13 @@ def _validate_all(
     entries: Iterable[tuple[str, Any]], *, kind: str, producer: str
 ) -> list[AuditEvent]:
     """Validate ``(name, raw)`` entries; any problem rejects them all with :class:`InvalidInput`,
-    one ``"{name}: reason"`` per problem, in order (:class:`EventIdConflict` when every problem
-    is an event id given other content). An entry repeating an earlier one (same key and
-    content) is left out: it is published once."""
+    one ``"{name}: reason"`` per problem, in order (:class:`Refused` when one of them is an
+    event only auditrec writes, :class:`EventIdConflict` when every problem is an event id given
+    other content). An entry repeating an earlier one (same key and content) is left out: it is
+    published once."""
     problems: list[str] = []
     conflicts = 0
+    refused = False
     events: list[AuditEvent] = []
     seen: dict[Key, tuple[str, AuditEvent]] = {}
     for name, raw in entries:
@@ -104,6 +97,7 @@ def _validate_all(
             event = _validate(raw, producer)
         except InvalidInput as exc:
             problems.append(f"{name}: {exc}")
+            refused = refused or isinstance(exc, Refused)
             continue
         first_name, first = seen.setdefault(key_of(event), (name, event))
         if first is event:
@@ -115,6 +109,8 @@ def _validate_all(
         shown = problems[:MAX_PROBLEMS]
         if len(problems) > MAX_PROBLEMS:
             shown.append(f"... and {len(problems) - MAX_PROBLEMS} more")
+        if refused:
+            raise Refused(f"{len(problems)} {kind}(s) refused or invalid; nothing published", shown)
         if conflicts == len(problems):
             raise EventIdConflict(f"{conflicts} event id conflict(s); nothing published", shown)
         raise InvalidInput(f"{len(problems)} invalid {kind}(s); nothing published", shown)

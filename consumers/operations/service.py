@@ -196,11 +196,17 @@ class Operations:
             del self._requested[audit_id]
 
     async def probe(
-        self, row: AuditRow, *, actor: str | None = None, inline: bool = False
+        self,
+        row: AuditRow,
+        *,
+        actor: str | None = None,
+        on_behalf_of: str | None = None,
+        inline: bool = False,
     ) -> StatusResult:
         """Probe a running audit now, whenever it was last observed (an operator's ``manual``
-        probe, asked by ``actor``), and wait for the outcome as a status read does."""
-        return await self._probe_now(row, inline, Trigger.MANUAL, actor)
+        probe, asked by ``actor`` for ``on_behalf_of``), and wait for the outcome as a status
+        read does."""
+        return await self._probe_now(row, inline, Trigger.MANUAL, actor, on_behalf_of)
 
     async def _probe_now(
         self,
@@ -208,6 +214,7 @@ class Operations:
         inline: bool,
         trigger: Trigger = Trigger.ON_DEMAND,
         actor: str | None = None,
+        on_behalf_of: str | None = None,
     ) -> StatusResult:
         live = await self.pipeline_live(reuse=True)
         if not live and not inline:
@@ -226,6 +233,7 @@ class Operations:
             producer="auditrec-api",
             answer_by=now + self.backends.settings.on_demand_wait,
             actor=actor,
+            on_behalf_of=on_behalf_of,
         )
         self._requested[row.audit_id] = time.monotonic()
         await self.backends.log.append(

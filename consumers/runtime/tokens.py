@@ -3,8 +3,10 @@
 Scopes nest: ``read`` (GET routes) ⊂ ``publish`` (read and ``POST /events``) ⊂ ``operate``
 (everything: operator actions, the brake, sweeps). An entry is ``name:secret:scope``; a bare
 ``secret`` (no colon) keeps the meaning tokens had before scopes: full access (``operate``),
-named ``token-N`` by its 1-based position in the list. Names say who acted: an operator action
-over HTTP records the token's name.
+named ``token-N`` by its 1-based position in the list. Names say who acted: what is done over
+HTTP or in the console records ``token:<name>`` (:func:`actor_name`), and ``anonymous`` on an
+API without tokens, so an API token can never be mistaken for a command-line user
+(``cli:<os user>``).
 
 A malformed entry is refused naming its position and what is wrong, never its secret; so is a
 token shorter than :data:`MIN_SECRET` characters (one that can be guessed).
@@ -22,13 +24,24 @@ from typing import Final, Literal, get_args
 
 from statemachine.errors import ConfigError
 
-__all__ = ["MIN_SECRET", "SCOPES", "ApiToken", "Scope", "allows", "match", "parse_tokens"]
+__all__ = [
+    "ANONYMOUS",
+    "MIN_SECRET",
+    "SCOPES",
+    "ApiToken",
+    "Scope",
+    "actor_name",
+    "allows",
+    "match",
+    "parse_tokens",
+]
 
 Scope = Literal["read", "publish", "operate"]
 SCOPES: Final[tuple[str, ...]] = get_args(Scope)  # each includes the ones before it
 _NAME: Final = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
 _VARIABLE: Final = "AUDITREC_API_TOKENS"
 MIN_SECRET: Final = 16  # characters a token has at least
+ANONYMOUS: Final = "anonymous"  # who acts over an API explicitly left without tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +52,11 @@ class ApiToken:
 
     def allows(self, needed: Scope) -> bool:
         return allows(self.scope, needed)
+
+
+def actor_name(token: ApiToken | None) -> str:
+    """Who acts with ``token``: ``token:<name>``, or ``anonymous`` without one (an open API)."""
+    return f"token:{token.name}" if token is not None else ANONYMOUS
 
 
 def allows(scope: Scope, needed: Scope) -> bool:

@@ -4,6 +4,7 @@ bulk forms only list without ``--yes``, and ``replay`` shows who acted."""
 
 from __future__ import annotations
 
+import getpass
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -74,7 +75,9 @@ def test_fail_restore_and_probe_from_the_command_line(
         env=env,
     )
     assert failed.returncode == 0, failed.stderr
-    assert json.loads(failed.stdout)["actor"] == "alice"
+    # (the actor is who ran it; the name given is the person acted for, beside it)
+    answer = json.loads(failed.stdout)
+    assert (answer["actor"], answer["on_behalf_of"]) == (f"cli:{getpass.getuser()}", "alice")
     drain(backend, env)
     assert (row(backend, env, "cli-ok")["status"], row(backend, env, "cli-ok")["failed_by"]) == (
         "failed",
@@ -106,7 +109,8 @@ def test_fail_restore_and_probe_from_the_command_line(
     rules = [s["rule"] for s in steps if s["type"] in ("AuditFailed", "AuditRestored")]
     assert rules == ["operator_failed", "restored"]
     reasons = " ".join(s["reason"] for s in steps)
-    assert "by operator alice" in reasons and "undone by cli:" in reasons
+    me = f"cli:{getpass.getuser()}"
+    assert f"by operator {me} on behalf of alice" in reasons and f"undone by {me}" in reasons
     assert "(manual probe by cli:" in reasons
 
 

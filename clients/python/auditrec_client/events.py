@@ -7,7 +7,9 @@ after a dropped connection, or a caller's own second attempt) never records it t
 
 The builders check what a publisher most often gets wrong (an audit id auditrec refuses, a
 naive timestamp, an error code or a ``failed_by`` it does not know, a negative count) at
-construction, with a ``ValueError`` naming the field; auditrec validates everything else and
+construction, with a ``ValueError`` naming the field; a raw mapping of a type auditrec writes
+itself (an observation, a decision, a restoration, a failure not by the workflow) is refused
+before it is sent, as auditrec would refuse it (403); auditrec validates everything else and
 answers 422 naming each problem (:class:`~auditrec_client.errors.InvalidEvents`). The field
 names mirror auditrec's event models (a test keeps them equal); the vocabularies, the schema
 versions and the audit-id pattern come from its published schemas
@@ -21,14 +23,17 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Final, Literal, get_args
+from typing import Any, ClassVar, Final
 
 from auditrec_client.vocabulary import (
     AUDIT_ID_PATTERN,
     AUDIT_ID_RULE,
     ERROR_CODES,
+    FAILED_BY,
+    PUBLISHED_TYPES,
     SCHEMA_VERSIONS,
     ErrorCode,
+    FailedBy,
     ReconciledBy,
 )
 
@@ -47,9 +52,6 @@ __all__ = [
 ]
 
 AUDIT_ID: Final = re.compile(AUDIT_ID_PATTERN)
-# `reconciler` is auditrec's own: a publisher fails an audit as the workflow or an operator.
-FailedBy = Literal["workflow", "operator"]
-FAILED_BY: Final[tuple[str, ...]] = get_args(FailedBy)
 
 _ENVELOPE: Final = frozenset(
     {"audit_id", "event_id", "occurred_at", "producer", "causation_id", "correlation_id"}
@@ -185,8 +187,9 @@ class AuditCompleted(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class AuditFailed(Event):
-    """The audit failed, as its workflow saw it (``failed_by="workflow"``) or as an operator
-    decided (``"operator"``). ``error_detail`` is kept to 500 characters."""
+    """The audit failed, as its workflow saw it (``failed_by="workflow"``, the only failure a
+    publisher reports: a reconciler's or an operator's is auditrec's to write).
+    ``error_detail`` is kept to 500 characters."""
 
     TYPE: ClassVar[str] = "AuditFailed"
 
@@ -205,8 +208,8 @@ class AuditFailed(Event):
             )
         if self.failed_by not in FAILED_BY:
             raise ValueError(
-                f"failed_by: {self.failed_by!r} must be 'workflow' or 'operator' "
-                "('reconciler' is auditrec's own)"
+                f"failed_by: {self.failed_by!r} must be one of {', '.join(FAILED_BY)} "
+                "(a reconciler's or an operator's failure is auditrec's to write)"
             )
         if len(self.error_detail) > 500:
             raise ValueError("error_detail: longer than 500 characters")
@@ -220,6 +223,18 @@ def envelope_of(event: Event | Mapping[str, Any], producer: str | None) -> dict[
     if not isinstance(event, Mapping):
         raise TypeError(f"cannot publish {type(event).__name__}: pass an Event or a mapping")
     body = dict(event)
+    kind, data = body.get("type"), body.get("data")
+    if kind not in PUBLISHED_TYPES:
+        raise ValueError(
+            f"type: {kind!r} is written by auditrec only; publishers send "
+            f"{', '.join(PUBLISHED_TYPES)}"
+        )
+    failed_by = data.get("failed_by") if isinstance(data, Mapping) else None
+    if kind == "AuditFailed" and failed_by is not None and failed_by not in FAILED_BY:
+        raise ValueError(
+            f"data.failed_by: {failed_by!r} is auditrec's to write; publishers send "
+            f"{', '.join(FAILED_BY)}"
+        )
     if body.get("event_id") is None:
         body["event_id"] = _new_id()
     if producer is not None and body.get("producer") is None:

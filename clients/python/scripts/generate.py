@@ -5,8 +5,9 @@ defaults to auditrec_client/vocabulary.py); scripts/generate.sh does both.
 Reads DIR/index.json for the public (publisher-facing) types and their schema versions, and
 DIR/publish/{Type}.json for each, and writes what the builders check before sending: the
 types, their schema versions, the audit-id pattern (and the rule it states, in words), the
-error codes and the reconcilers. Whatever the schemas disagree on, or say in a shape not
-understood here, stops the generator naming the file, rather than writing a wrong constant.
+error codes, the ``failed_by`` a publisher may send and the reconcilers. Whatever the schemas
+disagree on, or say in a shape not understood here, stops the generator naming the file,
+rather than writing a wrong constant.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def read(schema_dir: Path) -> dict[str, Any]:
     patterns: dict[str, Any] = {}
     codes: dict[str, Any] = {}
     reconcilers: dict[str, Any] = {}
+    failed_by: dict[str, Any] = {}
     for name in types:
         entry = index.get("types", {}).get(name, {})
         file = entry.get("schemas", {}).get("publish", {}).get("file")
@@ -83,6 +85,9 @@ def read(schema_dir: Path) -> dict[str, Any]:
             code = node.get("properties", {}).get("error_code")
             if isinstance(code, dict) and "enum" in code:
                 codes[file] = code["enum"]
+            by = node.get("properties", {}).get("failed_by")
+            if isinstance(by, dict) and "enum" in by:
+                failed_by[file] = by["enum"]
         if "ReconciledBy" in schema.get("$defs", {}):
             reconcilers[file] = schema["$defs"]["ReconciledBy"]["enum"]
     pattern = _one(patterns, "the audit_id pattern")
@@ -93,11 +98,18 @@ def read(schema_dir: Path) -> dict[str, Any]:
         "rule": _rule(pattern),
         "codes": _one(codes, "the error codes"),
         "reconcilers": _one(reconcilers, "ReconciledBy"),
+        "failed_by": _one(failed_by, "the failed_by a publisher sends"),
     }
 
 
 def _lines(values: list[str]) -> str:
     return "".join(f"    {json.dumps(v)},\n" for v in values)
+
+
+def _literal(values: list[str]) -> str:
+    if len(values) == 1:  # one value stays on one line, as ruff formats it
+        return f"Literal[{json.dumps(values[0])}]"
+    return f"Literal[\n{_lines(values)}]"
 
 
 def render(vocabulary: dict[str, Any]) -> str:
@@ -106,8 +118,8 @@ def render(vocabulary: dict[str, Any]) -> str:
     return (
         f"{HEADER}"
         '"""What auditrec\'s published JSON Schemas say a publisher sends: the event types and\n'
-        "their schema versions, the audit-id pattern (and its rule in words), the error codes and\n"
-        'the reconcilers."""\n'
+        "their schema versions, the audit-id pattern (and its rule in words), the error codes,\n"
+        'the failed_by a publisher may send and the reconcilers."""\n'
         "\n"
         "from __future__ import annotations\n"
         "\n"
@@ -117,10 +129,12 @@ def render(vocabulary: dict[str, Any]) -> str:
         '    "AUDIT_ID_PATTERN",\n'
         '    "AUDIT_ID_RULE",\n'
         '    "ERROR_CODES",\n'
+        '    "FAILED_BY",\n'
         '    "PUBLISHED_TYPES",\n'
         '    "RECONCILED_BY",\n'
         '    "SCHEMA_VERSIONS",\n'
         '    "ErrorCode",\n'
+        '    "FailedBy",\n'
         '    "ReconciledBy",\n'
         "]\n"
         "\n"
@@ -132,6 +146,9 @@ def render(vocabulary: dict[str, Any]) -> str:
         f"AUDIT_ID_RULE: Final = {json.dumps(vocabulary['rule'])}\n"
         f"ErrorCode = Literal[\n{_lines(vocabulary['codes'])}]\n"
         "ERROR_CODES: Final[tuple[str, ...]] = get_args(ErrorCode)\n"
+        "# What a publisher's AuditFailed may say of who failed it (auditrec writes the rest).\n"
+        f"FailedBy = {_literal(vocabulary['failed_by'])}\n"
+        "FAILED_BY: Final[tuple[str, ...]] = get_args(FailedBy)\n"
         f"ReconciledBy = Literal[\n{_lines(vocabulary['reconcilers'])}]\n"
         "RECONCILED_BY: Final[tuple[str, ...]] = get_args(ReconciledBy)\n"
     )

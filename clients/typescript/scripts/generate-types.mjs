@@ -143,6 +143,7 @@ export function generate(schemaDir) {
   const versions = {};
   const ids = {};
   let pattern;
+  let failedBy;
   for (const name of types) {
     const entry = index.types?.[name];
     const file = entry?.schemas?.publish?.file;
@@ -162,7 +163,10 @@ export function generate(schemaDir) {
     auditIdRule(own, file);
     if (pattern !== undefined && own !== pattern) fail(file, "audit_id pattern differs from another schema's");
     pattern = own;
+    const by = schema.$defs?.AuditFailedData?.properties?.failed_by?.enum;
+    if (by !== undefined) failedBy = by;
   }
+  if (!Array.isArray(failedBy) || failedBy.length === 0) fail("index.json", "no failed_by a publisher sends");
   const union = `/** Every event a publisher sends. */\nexport type PublishedEvent = ${types.join(" | ")};\n`;
   const typeNames = `/** The type names of the events a publisher sends. */\nexport type PublishedType = PublishedEvent["type"] & string;\n`;
   const dataMap =
@@ -177,6 +181,8 @@ export function generate(schemaDir) {
     `export const SCHEMA_VERSIONS = Object.freeze(${JSON.stringify(versions, null, 2)});\n\n` +
     `/** Each published type's JSON Schema ($id of its publish variant). */\n` +
     `export const SCHEMA_IDS = Object.freeze(${JSON.stringify(ids, null, 2)});\n\n` +
+    `/** What a publisher's AuditFailed may say of who failed it (auditrec writes the rest). */\n` +
+    `export const PUBLISHED_FAILED_BY = Object.freeze(${JSON.stringify(failedBy)});\n\n` +
     `/** The audit ids auditrec accepts. */\n` +
     `export const AUDIT_ID_PATTERN = new RegExp(${JSON.stringify(pattern)});\n\n` +
     `/** What AUDIT_ID_PATTERN asks, in words (after "audit_id: ... "). */\n` +
@@ -186,6 +192,7 @@ export function generate(schemaDir) {
     "export declare const PUBLISHED_TYPES: readonly PublishedType[];\n" +
     "export declare const SCHEMA_VERSIONS: Readonly<Record<PublishedType, number>>;\n" +
     "export declare const SCHEMA_IDS: Readonly<Record<PublishedType, string>>;\n" +
+    "export declare const PUBLISHED_FAILED_BY: readonly string[];\n" +
     "export declare const AUDIT_ID_PATTERN: RegExp;\n" +
     "export declare const AUDIT_ID_RULE: string;\n";
   return { "events.d.ts": eventsDts, "schema.js": schemaJs, "schema.d.ts": schemaDts };

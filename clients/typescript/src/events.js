@@ -4,7 +4,13 @@
 // where a step may run more than once, derive the id from the instance and the step with
 // eventIdFor() so that every run of the step builds the same event.
 import { AuditrecError } from "./errors.js";
-import { AUDIT_ID_PATTERN, AUDIT_ID_RULE, PUBLISHED_TYPES, SCHEMA_VERSIONS } from "./generated/schema.js";
+import {
+  AUDIT_ID_PATTERN,
+  AUDIT_ID_RULE,
+  PUBLISHED_FAILED_BY,
+  PUBLISHED_TYPES,
+  SCHEMA_VERSIONS,
+} from "./generated/schema.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const OFFSET = /(Z|[+-]\d{2}:\d{2})$/i;
@@ -49,8 +55,11 @@ export function buildEvent(type, auditId, data = {}, options = {}) {
   if (data === null || typeof data !== "object" || Array.isArray(data)) {
     throw invalid("data: must be an object");
   }
-  if (type === "AuditFailed" && data.failed_by === "reconciler") {
-    throw invalid("data.failed_by: 'reconciler' is auditrec's own; use 'workflow' or 'operator'");
+  if (type === "AuditFailed" && data.failed_by !== undefined && !PUBLISHED_FAILED_BY.includes(data.failed_by)) {
+    throw invalid(
+      `data.failed_by: ${JSON.stringify(data.failed_by)} is auditrec's to write; ` +
+        `publishers send ${PUBLISHED_FAILED_BY.join(", ")}`,
+    );
   }
   const event = {
     event_id: uuid(options.eventId ?? crypto.randomUUID(), "event_id"),

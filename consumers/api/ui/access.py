@@ -33,7 +33,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from consumers.runtime.tokens import ApiToken, Scope, match
+from consumers.runtime.tokens import ApiToken, Scope, actor_name, match
 
 __all__ = [
     "LOGIN_SECONDS",
@@ -75,6 +75,11 @@ class Session:
     @property
     def name(self) -> str:
         return self.credential.name
+
+    @property
+    def actor(self) -> str:
+        """Who acts in this session, as over the API: ``token:<name>``, or ``anonymous``."""
+        return actor_name(self.credential.token)
 
     def can(self, scope: Scope) -> bool:
         return self.credential.can(scope)

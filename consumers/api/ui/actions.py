@@ -8,7 +8,8 @@ previewed first (a dry run listing them) and done only when the preview is confi
 - ``POST /ui/bulk/fail|restore``: the same over the audits page's filter, a dry run first;
 - ``POST /ui/brake/release|discard``: end the mass-failure brake, a dry run first.
 
-The actor recorded is the token's name, as over the API (``console`` when no token is set).
+The actor recorded is the session's token, as over the API: ``token:<name>``, or ``anonymous``
+when no token is set.
 """
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
@@ -19,6 +20,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from consumers.api.errors import http_status
+from consumers.api.ui.access import Session
 from consumers.api.ui.pages import audit_filter
 from consumers.api.ui.render import page
 from consumers.api.ui.session import form, operator
@@ -34,10 +36,10 @@ BRAKE_ENDINGS = {"release": "released", "discard": "discarded"}
 FILTER_FIELDS = ("project", "status", "code", "running_longer_than", "shadow")
 
 
-def actor_of(name: str) -> str:
-    """The actor recorded with what the console does: the token's name, as over the API
-    (``console`` when no token is configured)."""
-    return name
+def actor_of(session: Session) -> str:
+    """The actor recorded with what the console does: ``token:<name>`` of the session's
+    token, as over the API (``anonymous`` when no token is configured)."""
+    return session.actor
 
 
 def _refused(request: Request, exc: AuditrecError) -> HTMLResponse:
@@ -56,7 +58,7 @@ def add_action_routes(router: APIRouter, ops: Operations) -> None:
     async def act(request: Request, audit_id: str, action: str) -> Response:
         fields = await form(request)
         session = await operator(request, fields)
-        actions = Actions(ops, actor_of(session.name))
+        actions = Actions(ops, actor_of(session))
         try:
             if action == "fail":
                 result = await actions.fail(
@@ -84,7 +86,7 @@ def add_action_routes(router: APIRouter, ops: Operations) -> None:
         if problems:
             return page(request, "error.html", status_code=422, why="; ".join(problems))
         confirmed = fields.get("confirm") == "yes"
-        actions = Actions(ops, actor_of(session.name))
+        actions = Actions(ops, actor_of(session))
         reason = fields.get("reason", "")
         try:
             if action == "fail":
@@ -107,7 +109,7 @@ def add_action_routes(router: APIRouter, ops: Operations) -> None:
         reason = fields.get("reason", "").strip()[:REASON_LIMIT] or None
         confirmed = fields.get("confirm") == "yes"
         result = await ops.end_brake(
-            BRAKE_ENDINGS[how], actor_of(session.name), reason, dry_run=not confirmed
+            BRAKE_ENDINGS[how], actor_of(session), reason, dry_run=not confirmed
         )
         return page(
             request,

@@ -166,7 +166,7 @@ def _actor(event: AuditEvent) -> str:
     else the producer."""
     data = event.data
     parts: list[str] = []
-    for field in ("actor", "failed_by", "reconciled_by", "trigger"):
+    for field in ("actor", "on_behalf_of", "failed_by", "reconciled_by", "trigger"):
         value = getattr(data, field, None)
         if value is not None:
             parts.append(f"{field}={getattr(value, 'value', value)}")

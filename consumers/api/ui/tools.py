@@ -65,7 +65,7 @@ def add_tool_pages(router: APIRouter, ops: Operations) -> None:
         confirmed = fields.get("confirm") == "yes"
         try:
             result = await replay_dead_letter(
-                backends.log, position, actor=actor_of(session.name), dry_run=not confirmed
+                backends.log, position, actor=actor_of(session), dry_run=not confirmed
             )
             letter = await show_dead_letter(backends.log, position)
         except (InvalidInput, NotFound) as exc:

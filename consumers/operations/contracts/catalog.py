@@ -3,21 +3,25 @@ travels, and the versioned ids of their schemas: the facts every published contr
 Schemas, AsyncAPI, CloudEvents) derives from the models.
 
 A type is *public* when other services publish it (``POST /events``, ``auditrec publish``, or
-the lifecycle topic directly); every other type is *internal*: auditrec's own components and
+the ingest topic); every other type is *internal*: auditrec's own components and
 operator commands write it, and readers of the log may see it. A type added to
-:data:`~statemachine.events.EVENT_TYPES` is internal until it is listed here.
+:data:`~statemachine.events.EVENT_TYPES` is internal until it is listed in
+:data:`~statemachine.admission.PUBLIC_TYPES`, where the rule every door applies lives (an
+``AuditFailed`` from outside is only ever the workflow's).
 """
 
 from __future__ import annotations
 
 from typing import Final, Literal
 
+from statemachine.admission import PUBLIC_TYPES, PUBLISHED_FAILED_BY
 from statemachine.events import EVENT_TYPES, LIFECYCLE_TYPES
 from statemachine.upcasting import CURRENT_VERSION
 
 __all__ = [
     "OMITTABLE",
     "PUBLIC_TYPES",
+    "PUBLISHED_FAILED_BY",
     "SCHEMA_BASE",
     "Variant",
     "internal_types",
@@ -27,14 +31,6 @@ __all__ = [
     "variants_of",
 ]
 
-# Published by other services (DESIGN §1: AuditStarted / Progressed / Completed / Failed).
-PUBLIC_TYPES: Final = (
-    "AuditStarted",
-    "WorkflowInstanceAttached",
-    "AuditProgressed",
-    "AuditCompleted",
-    "AuditFailed",
-)
 
 # Envelope fields a publisher through auditrec may leave out: auditrec fills them in.
 OMITTABLE: Final = ("event_id", "occurred_at", "schema_version", "producer")

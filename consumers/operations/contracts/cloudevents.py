@@ -205,4 +205,5 @@ def validate_cloudevents(events: Sequence[Any], *, base: int = 0) -> list[AuditE
     try:
         return validate_items(envelopes, label="item", producer="auditrec-api", base=base)
     except InvalidInput as exc:
-        raise InvalidInput(str(exc), [_in_cloudevents_terms(p) for p in exc.problems]) from None
+        problems = [_in_cloudevents_terms(p) for p in exc.problems]
+        raise type(exc)(str(exc), problems) from None

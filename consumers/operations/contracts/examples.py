@@ -71,13 +71,17 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
         "AuditCompleted",
         {"pages_crawled": 250, "pages_total": 250, "completed_at": "2026-11-30T08:42:00Z"},
     ),
-    # (an operator's failure names its `actor`; the rest of a decision is the reconciler's)
+    # (an operator's failure names its `actor` and the person acted for; the rest of a decision
+    # is the reconciler's)
     "AuditFailed": _envelope(
-        "AuditFailed", {**_DECISION, "actor": "ops-team"}, schema_version=2, producer="reconciler"
+        "AuditFailed",
+        {**_DECISION, "actor": "token:ops-team", "on_behalf_of": "alice"},
+        schema_version=2,
+        producer="reconciler",
     ),
     "AuditFailureSimulated": _envelope(
         "AuditFailureSimulated",
-        {**_DECISION, "actor": "ops-team"},
+        {**_DECISION, "actor": "token:ops-team", "on_behalf_of": "alice"},
         schema_version=2,
         producer="reconciler",
     ),
@@ -88,7 +92,8 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
                 **_DECISION,
                 "error_code": "instance_lost",
                 "rule": "instance_lost",
-                "actor": "ops-team",
+                "actor": "token:ops-team",
+                "on_behalf_of": "alice",
             },
             "sweep_id": "sweep-2026-11-30T08:30:00Z",
             "reason": "the mass-failure brake is engaged",
@@ -99,7 +104,7 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
         "AuditFailureReleased",
         {
             "held_id": "3e2d1c0b-9a8f-4e7d-8c6b-5a4f3e2d1c0b",
-            "actor": "ops-team",
+            "actor": "token:ops-team",
             "reason": "the provider's outage is over; the instances are gone",
         },
         producer="auditrec-api",
@@ -108,7 +113,7 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
         "AuditFailureDiscarded",
         {
             "held_id": "3e2d1c0b-9a8f-4e7d-8c6b-5a4f3e2d1c0b",
-            "actor": "ops-team",
+            "actor": "token:ops-team",
             "reason": "a provider-side blip: the instances are alive",
         },
         producer="auditrec-api",
@@ -117,7 +122,8 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
         "AuditRestored",
         {
             "reason": "the crawl was alive after all: its instance was renamed",
-            "actor": "ops-team",
+            "actor": "token:ops-team",
+            "on_behalf_of": "alice",
             "failure_id": "7f6e5d4c-3b2a-4190-8f7e-6d5c4b3a2910",
             "failed_by": "reconciler",
             "error_code": "instance_lost",
@@ -146,7 +152,8 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
             "observed_at": "2026-11-30T08:30:00Z",
             "sweep_id": "sweep-2026-11-30T08:30:00Z",
             "sweep_size": 12,
-            "actor": "ops-team",
+            "actor": "token:ops-team",
+            "on_behalf_of": "alice",
             "source": "instance",
         },
         producer="probe",
@@ -162,7 +169,8 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
             "observed_at": "2026-11-30T08:30:00Z",
             "sweep_id": "sweep-2026-11-30T08:30:00Z",
             "sweep_size": 12,
-            "actor": "ops-team",
+            "actor": "token:ops-team",
+            "on_behalf_of": "alice",
         },
         producer="probe",
     ),
@@ -173,7 +181,8 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
             "trigger": "watchdog",
             "sweep_id": "sweep-2026-11-30T08:30:00Z",
             "sweep_size": 12,
-            "actor": "ops-team",
+            "actor": "token:ops-team",
+            "on_behalf_of": "alice",
             "answer_by": "2026-11-30T08:31:00Z",
             "listed": {"status": "running", "at": "2026-11-30T08:30:00Z"},
         },
@@ -212,8 +221,8 @@ PUBLISH_EXAMPLES: Final[dict[str, list[dict[str, Any]]]] = {
         {"type": "AuditCompleted", "audit_id": _AUDIT, "data": {}},
         EXAMPLES["AuditCompleted"],
     ],
-    # `failed_by: reconciler` is auditrec's own: publishers report the workflow's failure or
-    # an operator's decision.
+    # A publisher reports only the workflow's own failure: a reconciler's or an operator's is
+    # auditrec's to write (statemachine.admission).
     "AuditFailed": [
         {
             "type": "AuditFailed",
@@ -226,12 +235,12 @@ PUBLISH_EXAMPLES: Final[dict[str, list[dict[str, Any]]]] = {
         },
         {
             **EXAMPLES["AuditFailed"],
-            "producer": "ops-console",
+            "producer": "crawler-workflow",
             "data": {
-                "error_code": "unknown",
-                "error_detail": "stopped by an operator: the site blocks the crawler",
+                "error_code": "oom",
+                "error_detail": "Error: Exceeded Memory Limit",
                 "failed_phase": "crawl",
-                "failed_by": "operator",
+                "failed_by": "workflow",
             },
         },
     ],

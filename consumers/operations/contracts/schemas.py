@@ -4,8 +4,9 @@ services to validate and generate code with (``auditrec schema --out DIR``).
 Layout of ``DIR``::
 
     DIR/public/{Type}.json    public types as on the log: what a Kafka producer must write
-    DIR/publish/{Type}.json   public types as sent through auditrec (POST /events, publish):
-                              event_id, occurred_at, schema_version, producer optional
+    DIR/publish/{Type}.json   public types as sent through auditrec (POST /events, publish,
+                              the ingest topic): event_id, occurred_at, schema_version,
+                              producer optional; an AuditFailed only with failed_by workflow
     DIR/internal/{Type}.json  types only auditrec writes (ProbeRequested, decisions, holds,
                               observations), as on the log
     DIR/index.json            every type: its schema_version, topic, visibility and files
@@ -25,6 +26,7 @@ from typing import Any, Final
 
 from consumers.operations.contracts.catalog import (
     OMITTABLE,
+    PUBLISHED_FAILED_BY,
     Variant,
     internal_types,
     is_public,
@@ -127,6 +129,7 @@ def event_schema(name: str, variant: Variant) -> dict[str, Any]:
     body = copy.deepcopy(body)
     description = body.pop("description")
     if variant == "publish":
+        defs = _as_published(defs)
         body["required"] = [f for f in body["required"] if f not in OMITTABLE]
         description += (
             " As sent through auditrec (POST /events, auditrec publish): "
@@ -142,6 +145,25 @@ def event_schema(name: str, variant: Variant) -> dict[str, Any]:
         **({"$defs": defs} if defs else {}),
         "examples": examples_of(name, variant),
     }
+
+
+def _as_published(defs: dict[str, Any]) -> dict[str, Any]:
+    """``defs`` as a publisher may send them (:mod:`statemachine.admission`): a failure only
+    ever the workflow's own."""
+    defs = copy.deepcopy(defs)
+    failed = defs.get("AuditFailedData", {}).get("properties", {})
+    if "failed_by" in failed:
+        failed["failed_by"] = {
+            "type": "string",
+            "enum": list(PUBLISHED_FAILED_BY),
+            "description": (
+                "Who decided the failure: a publisher reports only the workflow's own "
+                "(`reconciler` and `operator` failures are auditrec's to write)."
+            ),
+            "examples": list(PUBLISHED_FAILED_BY),
+        }
+        defs.pop("FailedBy", None)
+    return defs
 
 
 def schema_files() -> dict[str, dict[str, Any]]:

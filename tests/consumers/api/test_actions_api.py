@@ -101,7 +101,7 @@ def test_each_route_class_needs_its_scope(server: LiveServer) -> None:
         publish(http, started(bare))
         wait_for(http, bare)
         done = http.post(f"/audits/{bare}/fail", json={"code": "oom", "reason": "drill"})
-        assert (done.status_code, done.json()["actor"]) == (200, "token-4")
+        assert (done.status_code, done.json()["actor"]) == (200, "token:token-4")
 
 
 def test_an_operator_fails_restores_and_probes_an_audit(
@@ -130,7 +130,7 @@ def test_an_operator_fails_restores_and_probes_an_audit(
     assert (done["before"], done["after"], done["actor"], done["dry_run"]) == (
         "running",
         "failed",
-        "ops",
+        "token:ops",
         False,
     )
     row = wait_for(ops, alive, lambda r: r["status"] == "failed")
@@ -143,7 +143,7 @@ def test_an_operator_fails_restores_and_probes_an_audit(
     assert (failure["type"], failure["rule"], failure["data"]["actor"]) == (
         "AuditFailed",
         "operator_failed",
-        "ops",
+        "token:ops",
     )
     assert failure["event_id"] == done["event_id"]
 
@@ -178,7 +178,7 @@ def test_an_operator_fails_restores_and_probes_an_audit(
         "failed",
         "running",
     )
-    assert "undone by ops: oops, it was alive" in step["reason"]
+    assert "undone by token:ops: oops, it was alive" in step["reason"]
     assert step["data"]["failure_id"] == done["event_id"]
 
     # and a probe now answers with the reconciler's outcome
@@ -190,9 +190,9 @@ def test_an_operator_fails_restores_and_probes_an_audit(
     assert (seen["type"], seen["data"]["trigger"], seen["data"]["actor"]) == (
         "WorkflowStatusObserved",
         "manual",
-        "ops",
+        "token:ops",
     )
-    assert "(manual probe by ops)" in seen["reason"]
+    assert "(manual probe by token:ops)" in seen["reason"]
     assert ops.post(f"/audits/{reported}/probe", headers=JSON).status_code == 409
 
 
@@ -246,9 +246,7 @@ def test_bulk_actions_are_dry_runs_unless_told(ops: httpx.Client) -> None:
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-def test_a_publish_token_publishes_what_services_report_and_nothing_an_operator_decides(
-    server: LiveServer,
-) -> None:
+def test_no_token_publishes_what_only_auditrec_writes(server: LiveServer) -> None:
     audit_id = unique("publisher")
     failure = {"error_code": "oom", "error_detail": "x", "failed_phase": "crawl"}
     by_operator = envelope("AuditFailed", audit_id, {**failure, "failed_by": "operator"})
@@ -258,16 +256,19 @@ def test_a_publish_token_publishes_what_services_report_and_nothing_an_operator_
         {"held_id": "3e2d1c0b-9a8f-4e7d-8c6b-5a4f3e2d1c0b", "actor": "ci", "reason": "r"},
     )
     by_workflow = envelope("AuditFailed", audit_id, {**failure, "failed_by": "workflow"})
+    for token in ("tok-pub-0123456789", "tok-op-0123456789"):
+        with server.client(token) as client:
+            # an operator's failure, or a brake decision, is refused as a whole, naming the
+            # item and its type, whatever the token's scope
+            for body, what in (
+                ([started(audit_id), by_operator], "failed_by 'operator'"),
+                ([release], "AuditFailureReleased is written by auditrec only"),
+            ):
+                refused = client.post("/events", json=body)
+                assert refused.status_code == 403, refused.text
+                (problem,) = refused.json()["detail"]
+                assert problem.startswith(f"item {len(body) - 1}:") and what in problem
+    # and a service's own lifecycle, its workflow's failure included, is published
     with server.client("tok-pub-0123456789") as ci:
-        # an operator's failure, or a brake decision, is refused as a whole, naming the item
-        for body in ([started(audit_id), by_operator], [release]):
-            refused = ci.post("/events", json=body)
-            assert refused.status_code == 403, refused.text
-            assert "needs scope operate" in refused.json()["detail"]
-            assert f"item {len(body) - 1}:" in refused.json()["detail"]
-        # a service's own lifecycle, its workflow's failure included, is published
         accepted = ci.post("/events", json=[started(audit_id), by_workflow])
         assert accepted.status_code == 202, accepted.text
-    # and an operate token may still publish a brake decision (today's full access)
-    with server.client("tok-op-0123456789") as ops:
-        assert ops.post("/events", json=[release]).status_code == 202

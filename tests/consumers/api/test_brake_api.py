@@ -101,6 +101,6 @@ def test_a_mass_failure_is_held_until_released_over_http(
         message="no holds left",
     )
     assert after["engaged"] is False
-    assert after["last_ended"]["how"] == "released" and after["last_ended"]["by"] == "api"
+    assert after["last_ended"]["how"] == "released" and after["last_ended"]["by"] == "anonymous"
     assert client.get("/readyz").json()["warnings"] == []
     assert all(wait_for(client, a)["status"] == "running" for a in alive)

@@ -255,7 +255,7 @@ export interface AuditFailed {
   type: "AuditFailed";
   /**
    * What the `AuditFailed` event says.
-   * @example {"error_code":"oom","error_detail":"Error: Exceeded Memory Limit","failed_phase":"crawl","failed_by":"reconciler","reconciled_by":"watchdog","workflow_status":"errored","policy":{"stale_running_after_s":900,"instance_lost_grace_s":600,"finalize_grace_s":600,"observed_status":"errored"},"rule":"errored","actor":"ops-team"}
+   * @example {"error_code":"oom","error_detail":"Error: Exceeded Memory Limit","failed_phase":"crawl","failed_by":"reconciler","reconciled_by":"watchdog","workflow_status":"errored","policy":{"stale_running_after_s":900,"instance_lost_grace_s":600,"finalize_grace_s":600,"observed_status":"errored"},"rule":"errored","actor":"token:ops-team","on_behalf_of":"alice"}
    */
   data: AuditFailedData;
 }
@@ -364,10 +364,10 @@ export interface AuditFailedData {
    */
   failed_phase?: string | null;
   /**
-   * Who decided the failure: the workflow itself, auditrec's reconciler (reserved to auditrec), or an operator.
-   * @example "reconciler"
+   * Who decided the failure: a publisher reports only the workflow's own (`reconciler` and `operator` failures are auditrec's to write).
+   * @example "workflow"
    */
-  failed_by: FailedBy;
+  failed_by: "workflow";
   /**
    * For a reconciler decision: what asked for the probe behind it.
    * @example "watchdog"
@@ -391,13 +391,16 @@ export interface AuditFailedData {
    */
   rule?: ("errored" | "terminated" | "instance_lost" | "never_attached" | "finalize_lost") | null;
   /**
-   * Who failed it, for an operator's failure: an API token's name, or `cli:<os user>`.
-   * @example "ops-team"
+   * Who failed it, for an operator's failure: who authenticated, `token:<name>` (an API token), `anonymous` (an API without tokens) or `cli:<os user>`.
+   * @example "token:ops-team"
    */
   actor?: string | null;
+  /**
+   * The person the actor acted for, as the operator named them (`--operator NAME`, a body's `on_behalf_of`): recorded beside the actor, never instead of it.
+   * @example "alice"
+   */
+  on_behalf_of?: string | null;
 }
-
-export type FailedBy = "workflow" | "reconciler" | "operator";
 
 export type ReconciledBy = "watchdog" | "on_demand";
 

@@ -4,5 +4,6 @@ import type { PublishedType } from "./events.js";
 export declare const PUBLISHED_TYPES: readonly PublishedType[];
 export declare const SCHEMA_VERSIONS: Readonly<Record<PublishedType, number>>;
 export declare const SCHEMA_IDS: Readonly<Record<PublishedType, string>>;
+export declare const PUBLISHED_FAILED_BY: readonly string[];
 export declare const AUDIT_ID_PATTERN: RegExp;
 export declare const AUDIT_ID_RULE: string;

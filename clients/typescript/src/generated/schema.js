@@ -21,6 +21,9 @@ export const SCHEMA_IDS = Object.freeze({
   "AuditFailed": "https://auditrec.dev/schemas/v2/publish/AuditFailed.json"
 });
 
+/** What a publisher's AuditFailed may say of who failed it (auditrec writes the rest). */
+export const PUBLISHED_FAILED_BY = Object.freeze(["workflow"]);
+
 /** The audit ids auditrec accepts. */
 export const AUDIT_ID_PATTERN = new RegExp("^[A-Za-z0-9._:-]{1,128}$");
 

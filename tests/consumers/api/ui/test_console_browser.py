@@ -122,7 +122,7 @@ def test_the_console_end_to_end_in_chromium(
     assert text_of(driver, '#row tr[data-column="error_code"] td') == "workflow_internal"
     last = driver.find_elements("css selector", "#timeline tr.step")[-1]
     assert last.get_attribute("data-type") == "AuditFailed"
-    assert "running → failed" in last.text and "actor=admin" in last.text
+    assert "running → failed" in last.text and "actor=token:admin" in last.text
     driver.find_element("css selector", '#restore-form input[name="reason"]').send_keys(
         "it was alive"
     )
@@ -135,7 +135,7 @@ def test_the_console_end_to_end_in_chromium(
     assert types[-2:] == ["AuditFailed", "AuditRestored"]
     assert set(types[:-2]) == {"AuditStarted", "WorkflowStatusObserved"}
     last = driver.find_elements("css selector", "#timeline tr.step")[-1]
-    assert "failed → running" in last.text and "actor=admin" in last.text
+    assert "failed → running" in last.text and "actor=token:admin" in last.text
     assert (
         driver.find_element("css selector", "svg .state.current").get_attribute("data-state")
         == "running"
