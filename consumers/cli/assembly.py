@@ -13,6 +13,7 @@ import structlog
 
 from consumers.api.server import ApiServer
 from consumers.components.brake import Brake
+from consumers.components.ingest import Ingest
 from consumers.components.probe import Probe
 from consumers.components.projector import Projector
 from consumers.components.reconciler import Reconciler
@@ -105,6 +106,9 @@ def _builder(backends: Backends, name: str) -> Builder:
             return None
         return Telemetry(backends.log, backends.store, s)
 
+    async def ingest(built: dict[str, Component]) -> Component:
+        return Ingest(backends.log)
+
     async def api(built: dict[str, Component]) -> Component:
         return ApiServer(Operations(backends))
 
@@ -114,6 +118,7 @@ def _builder(backends: Backends, name: str) -> Builder:
         "probe": probe,
         "watchdog": watchdog,
         "telemetry": telemetry,
+        "ingest": ingest,
         "api": api,
     }
     return builders[name]

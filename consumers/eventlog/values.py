@@ -16,6 +16,7 @@ TopicPartition = tuple[str, int]
 class Topics:
     prefix: str = "audit"
     group_prefix: str | None = None
+    ingest_name: str | None = None  # the ingest topic's own name, if not the prefix's
 
     @property
     def lifecycle(self) -> str:
@@ -29,8 +30,14 @@ class Topics:
     def dead_letter(self) -> str:
         return f"{self.prefix}.dead-letter.v1"
 
-    def all(self) -> tuple[str, str, str]:
-        return (self.lifecycle, self.probe_requests, self.dead_letter)
+    @property
+    def ingest(self) -> str:
+        """Where Kafka publishers write; the ingest component validates each record onto
+        the lifecycle topic (publishers never write that one)."""
+        return self.ingest_name or f"{self.prefix}.ingest.v1"
+
+    def all(self) -> tuple[str, ...]:
+        return (self.lifecycle, self.probe_requests, self.dead_letter, self.ingest)
 
     def group(self, component: str) -> str:
         """The consumer group of ``component``: ``<group prefix>-<component>``, the group

@@ -134,7 +134,7 @@ class Actions:
         result = await self.ops.probe(
             row, actor=self.actor, on_behalf_of=self.on_behalf_of, inline=inline
         )
-        OPERATOR_ACTIONS.labels("probe").inc()
+        OPERATOR_ACTIONS.labels("probe", self.actor).inc()
         if not result.probed:
             raise NoServer(result.note or "not probed: no running `auditrec serve`")
         outcome = result.outcome.as_dict() if result.outcome is not None else None
@@ -228,7 +228,7 @@ class Actions:
     ) -> list[ActionResult]:
         if not dry_run and chosen:
             await self.ops.publish([event for _, event in chosen])
-            OPERATOR_ACTIONS.labels(action).inc(len(chosen))
+            OPERATOR_ACTIONS.labels(action, self.actor).inc(len(chosen))
             for row, event in chosen:
                 log.info(
                     f"operator action: {action}",

@@ -40,7 +40,7 @@ LIVE_REUSE = 1.0  # seconds a read of the live components is reused
 class Backends(LongLived):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.topics = Topics(settings.topic_prefix, settings.group_prefix)
+        self.topics = Topics(settings.topic_prefix, settings.group_prefix, settings.ingest_topic)
         self.log: EventLog = open_event_log(
             settings.event_log_url, self.topics, **_kafka_options(settings)
         )

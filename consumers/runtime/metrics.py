@@ -40,6 +40,7 @@ __all__ = [
     "EVENTS_PROJECTED",
     "HTTP_DURATION",
     "HTTP_REQUESTS",
+    "INGESTED",
     "JUDGED",
     "OLDEST_RUNNING_AGE",
     "OPERATOR_ACTIONS",
@@ -87,8 +88,16 @@ JUDGED = Counter(
 )
 OPERATOR_ACTIONS = Counter(
     "auditrec_operator_actions",
-    "Operator actions published (fail, restore) and manual probes, by action.",
-    ["action"],
+    "Operator actions published (fail, restore) and manual probes, by action and by who "
+    "authenticated (token:<name>, anonymous, cli:<os user>; never a name a body gives).",
+    ["action", "actor"],
+    registry=REGISTRY,
+)
+INGESTED = Counter(
+    "auditrec_ingested_records",
+    "Records of the ingest topic (Kafka publishers), by outcome: appended to the lifecycle "
+    "log, refused (a type only auditrec writes) or invalid; both of these are dead-lettered.",
+    ["outcome"],
     registry=REGISTRY,
 )
 OVERTURNED = Counter(

@@ -6,6 +6,14 @@ from typing import Final
 
 __all__ = ["COMPONENTS", "PIPELINE"]
 
-COMPONENTS: Final = ("projector", "reconciler", "probe", "watchdog", "telemetry", "api")
+COMPONENTS: Final = (
+    "projector",
+    "reconciler",
+    "probe",
+    "watchdog",
+    "telemetry",
+    "ingest",
+    "api",
+)
 # What an on-demand read or a sweep needs running somewhere to get an outcome.
 PIPELINE: Final = ("projector", "reconciler", "probe")

@@ -62,8 +62,12 @@ class Settings(BaseSettings):
     """The projection store: `sqlite:///relative/path`, `sqlite:////absolute/path` (four
     slashes), or `postgresql://user@host:5432/db`."""
     topic_prefix: str = Field(default="audit", pattern=r"^[A-Za-z0-9._-]{1,100}$")
-    """Topics are `<prefix>.lifecycle.v1`, `<prefix>.probe-requests.v1` and
-    `<prefix>.dead-letter.v1`."""
+    """Topics are `<prefix>.lifecycle.v1`, `<prefix>.probe-requests.v1`,
+    `<prefix>.dead-letter.v1` and `<prefix>.ingest.v1`."""
+    ingest_topic: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,249}$")
+    """The topic Kafka publishers write their events to (default `<prefix>.ingest.v1`): the
+    `ingest` component validates each record (publisher types only) onto the lifecycle topic,
+    which only auditrec writes; what it refuses is dead-lettered with the reason."""
     group_prefix: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,100}$")
     """Consumer groups are `<prefix>-projector`, `-reconciler`, `-probe`, `-telemetry`; unset:
     the topic prefix (set `auditrec` to keep the groups of versions that used fixed names)."""

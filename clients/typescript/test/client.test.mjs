@@ -185,6 +185,7 @@ for (const [what, build, named] of [
   ["an event id that is not a UUID", () => auditCompleted("a-1", {}, { eventId: "nope" }), /^event_id: /],
   ["an unknown type", () => buildEvent("AuditExploded", "a-1", {}), /^type: /],
   ["a failure claimed for the reconciler", () => auditFailed("a-1", { error_code: "oom", error_detail: "x", failed_by: "reconciler" }), /^data\.failed_by: /],
+  ["a failure claimed for an operator", () => auditFailed("a-1", { error_code: "oom", error_detail: "x", failed_by: "operator" }), /^data\.failed_by: "operator" is auditrec's to write/],
 ]) {
   test(`building an event refuses ${what}, naming the field`, () => {
     assert.throws(build, (error) => error instanceof AuditrecError && error.kind === "invalid" && named.test(error.message));

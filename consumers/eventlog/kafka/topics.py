@@ -6,7 +6,9 @@ them (existing topics are never altered):
 - probe requests: the same partition count, kept one day;
 - dead letter: 3 partitions, kept forever too: dead letters are removed only by
   ``auditrec dead-letters purge``, which records who removed what (a topic made by an earlier
-  version keeps the 90 days it was given).
+  version keeps the 90 days it was given);
+- ingest (what Kafka publishers write): the lifecycle's partition count, kept 7 days (the
+  ingest component copies each record onto the lifecycle within moments).
 
 A new topic takes a moment to have a leader for every partition: ``init`` waits for them.
 """
@@ -41,6 +43,7 @@ def new_topics(topics: Topics, partitions: int, replication_factor: int) -> list
         NewTopic(topics.probe_requests, n, rf, topic_configs={"retention.ms": str(DAY_MS)}),
         # dead letters are removed only by `auditrec dead-letters purge`, which records it
         NewTopic(topics.dead_letter, DEAD_LETTER_PARTITIONS, rf, topic_configs=forever),
+        NewTopic(topics.ingest, n, rf, topic_configs={"retention.ms": str(7 * DAY_MS)}),
     ]
 
 

@@ -224,5 +224,5 @@ def asyncapi_for(settings: Settings) -> dict[str, Any]:
     the event log is Kafka."""
     url = settings.event_log_url
     servers = tuple(bootstrap_servers(url)) if url.startswith("kafka://") else ()
-    topics = Topics(settings.topic_prefix, settings.group_prefix)
+    topics = Topics(settings.topic_prefix, settings.group_prefix, settings.ingest_topic)
     return asyncapi_document(topics, kafka_servers=servers)

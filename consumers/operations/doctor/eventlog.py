@@ -23,7 +23,7 @@ def _kafka(settings: Settings) -> bool:
 
 
 async def check_event_log(settings: Settings, timeout: float = CHECK_TIMEOUT) -> Check:
-    topics = Topics(settings.topic_prefix, settings.group_prefix)
+    topics = Topics(settings.topic_prefix, settings.group_prefix, settings.ingest_topic)
     where = "Kafka" if _kafka(settings) else "embedded log"
     options = {"settings": settings} if _kafka(settings) else {}
     try:
@@ -54,7 +54,7 @@ async def check_clock(settings: Settings, timeout: float = CHECK_TIMEOUT) -> Che
         return Check(name, True, "same machine as the embedded log: no skew possible")
     from consumers.eventlog.kafka.survey import first_stamped_after
 
-    topics = Topics(settings.topic_prefix, settings.group_prefix)
+    topics = Topics(settings.topic_prefix, settings.group_prefix, settings.ingest_topic)
     now_ms = int(time.time() * 1000)
     try:
         ahead = await first_stamped_after(
