@@ -189,3 +189,21 @@ def _required_only(name: str) -> dict[str, Any]:
         for f in dataclasses.fields(builder)
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     }
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"type": "AuditRestored", "audit_id": "a-1", "data": {}}, "type"),
+        ({"type": "WorkflowStatusObserved", "audit_id": "a-1", "data": {}}, "type"),
+        (
+            {"type": "AuditFailed", "audit_id": "a-1", "data": {"failed_by": "operator"}},
+            "data.failed_by",
+        ),
+    ],
+)
+def test_a_raw_mapping_of_what_auditrec_writes_is_refused_before_sending(
+    body: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ValueError, match=f"^{field}: .* auditrec"):
+        client_events.envelope_of(body, "crawler")

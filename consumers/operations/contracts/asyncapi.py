@@ -1,12 +1,13 @@
 """The AsyncAPI 3 document of auditrec's topics, generated from the models
 (``auditrec asyncapi``, ``GET /asyncapi.json``).
 
-Channels are the three topics under the configured prefix (``<prefix>.lifecycle.v1``,
-``.probe-requests.v1``, ``.dead-letter.v1``); each event type is a message with its payload
-schema (the JSON Schema of :mod:`.schemas`, its nested models under ``components/schemas``),
-its Kafka key (the audit id) and headers (``event-type``, ``schema-version``) as the codec
-writes them, and its examples; the operations say which role sends or receives what
-(:mod:`.roles`), with the Kafka consumer group of each receiving component.
+Channels are the four topics under the configured prefix (``<prefix>.lifecycle.v1``,
+``.probe-requests.v1``, ``.dead-letter.v1``, and ``.ingest.v1`` where Kafka publishers
+write); each event type is a message with its payload schema (the JSON Schema of
+:mod:`.schemas`, its nested models under ``components/schemas``), its Kafka key (the audit
+id) and headers (``event-type``, ``schema-version``) as the codec writes them, and its
+examples; the operations say which role sends or receives what (:mod:`.roles`), with the
+Kafka consumer group of each receiving component.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ CHANNEL_KEYS: Final[dict[Channel, str]] = {
     "lifecycle": "lifecycle",
     "probe-requests": "probeRequests",
     "dead-letter": "deadLetter",
+    "ingest": "ingest",
 }
 _KEY: Final = {
     "type": "string",
@@ -150,8 +152,10 @@ def asyncapi_document(topics: Topics, *, kafka_servers: tuple[str, ...] = ()) ->
         "lifecycle": topics.lifecycle,
         "probe-requests": topics.probe_requests,
         "dead-letter": topics.dead_letter,
+        "ingest": topics.ingest,
     }
     on_channel: dict[str, list[str]] = {key: [] for key in address}
+    on_channel["ingest"] = [name for name in EVENT_TYPES if is_public(name)]
     for name in EVENT_TYPES:
         on_channel[topic_of(name)].append(name)
     on_channel["dead-letter"].append("DeadLetter")
@@ -159,6 +163,10 @@ def asyncapi_document(topics: Topics, *, kafka_servers: tuple[str, ...] = ()) ->
         "lifecycle": "The event store: every audit's lifecycle, keyed by audit id.",
         "probe-requests": "Requests to probe an audit's workflow instance, keyed by audit id.",
         "dead-letter": "Records a consumer could not decode or apply, with the reason.",
+        "ingest": (
+            "What Kafka publishers write, keyed by audit id: the publisher types (as POST "
+            "/events takes them), validated onto the lifecycle topic by the ingest component."
+        ),
     }
     channels = {
         CHANNEL_KEYS[role]: {  # type: ignore[index]

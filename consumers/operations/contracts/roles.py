@@ -15,7 +15,7 @@ from statemachine.events import LIFECYCLE_TYPES
 
 __all__ = ["ROLES", "Channel", "Role", "Use"]
 
-Channel = Literal["lifecycle", "probe-requests", "dead-letter"]
+Channel = Literal["lifecycle", "probe-requests", "dead-letter", "ingest"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +55,20 @@ ROLES: Final[tuple[Role, ...]] = (
     Role(
         "publishers",
         "Other services (the crawler, its workflows, operators' tools): through POST /events, "
-        "auditrec publish, or the lifecycle topic directly.",
+        "auditrec publish, or the ingest topic; never the lifecycle topic, which only "
+        "auditrec's principal may write.",
         component=False,
-        uses=(Use("send", "lifecycle", _public, "the audits' lifecycle"),),
+        uses=(Use("send", "ingest", _public, "the audits' lifecycle"),),
+    ),
+    Role(
+        "ingest",
+        "Validates what Kafka publishers write (publisher types only; AuditFailed only by the "
+        "workflow) onto the lifecycle topic; dead-letters the rest with the reason.",
+        uses=(
+            Use("receive", "ingest", _public, "what Kafka publishers write"),
+            Use("send", "lifecycle", _public, "what may enter, validated"),
+            _DEAD,
+        ),
     ),
     Role(
         "projector",

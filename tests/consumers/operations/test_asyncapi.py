@@ -77,7 +77,9 @@ def test_the_parser_finds_the_document_valid_without_a_warning(node: str, tmp_pa
     assert set(parsed["messages"]) == {*EVENT_TYPES, "DeadLetter"}
     assert set(parsed["channels"]) == set(TOPICS.all())
     by_id = {op["id"]: op for op in parsed["operations"]}
-    assert set(by_id["publishers_send_lifecycle"]["messages"]) == set(PUBLIC_TYPES)
+    assert set(by_id["publishers_send_ingest"]["messages"]) == set(PUBLIC_TYPES)
+    assert "publishers_send_lifecycle" not in by_id
+    assert set(by_id["ingest_send_lifecycle"]["messages"]) == set(PUBLIC_TYPES)
     assert by_id["probe_receive_probeRequests"]["channels"] == [TOPICS.probe_requests]
 
 

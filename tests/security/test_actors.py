@@ -1,0 +1,290 @@
+"""Who acted, and what may come in from outside, against a real serve: the actor is who
+authenticated (a body claiming another is refused, 403 naming both; a person acted for is
+``on_behalf_of``); no token, whatever its scope, publishes an observation, a decision, a
+release or a restoration; a dead-letter replay with a forged body is refused; and what a
+publisher writes to Kafka goes through the ingest topic, where a decision is dead-lettered and
+never reaches the lifecycle log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from consumers.eventlog.port import OutRecord
+from consumers.workflows.simulator.server import SimulatorServer
+from tests.conftest import Backend
+from tests.consumers.api.conftest import (
+    LiveServer,
+    envelope,
+    publish,
+    server_settings,
+    started,
+    unique,
+    wait_for,
+)
+from tests.eventually import eventually_sync
+
+OPS, CI = "tok-op-0123456789", "tok-pub-0123456789"
+TOKENS = f"ops:{OPS}:operate,ci:{CI}:publish"
+HELD = "3e2d1c0b-9a8f-4e7d-8c6b-5a4f3e2d1c0b"
+
+
+@pytest.fixture
+def live(backend: Backend, tmp_path: Path, simulator: SimulatorServer) -> Iterator[LiveServer]:
+    settings = server_settings(
+        tmp_path,
+        simulator,
+        event_log_url=backend.event_log_url,
+        database_url=backend.database_url,
+        topic_prefix=backend.topic_prefix,
+        api_tokens=TOKENS,
+    )
+    with LiveServer(["projector", "reconciler", "ingest", "api"], **settings) as server:
+        yield server
+
+
+def _type_of(value: bytes) -> str:
+    try:
+        return str(json.loads(value).get("type"))
+    except ValueError:
+        return "(not JSON)"
+
+
+def lifecycle_types(live: LiveServer) -> list[str]:
+    """Every event type on the lifecycle topic, as the log holds them."""
+    assert live.backends is not None
+    log = live.backends.log
+
+    async def read() -> list[str]:
+        found: list[str] = []
+        for partition in await log.partitions(log.topics.lifecycle):
+            async for batch in log.read(log.topics.lifecycle, partition, 0):
+                found.extend(_type_of(r.value) for r in batch)
+        return found
+
+    return live.call(read)
+
+
+def forged(audit_id: str) -> dict[str, dict[str, Any]]:
+    """What only auditrec writes, as a body would claim it."""
+    return {
+        "WorkflowStatusObserved": envelope(
+            "WorkflowStatusObserved",
+            audit_id,
+            {"status": "errored", "trigger": "watchdog", "observed_at": "2026-12-01T00:00:00Z"},
+        ),
+        "AuditFailureReleased": envelope(
+            "AuditFailureReleased", audit_id, {"held_id": HELD, "actor": "token:ops"}
+        ),
+        "AuditRestored": envelope(
+            "AuditRestored",
+            audit_id,
+            {
+                "reason": "forged",
+                "actor": "cli:alice",
+                "failure_id": HELD,
+                "failed_by": "reconciler",
+                "error_code": "oom",
+                "resume": {"project_id": "p-1"},
+            },
+        ),
+        "failed_by 'reconciler'": envelope(
+            "AuditFailed",
+            audit_id,
+            {"error_code": "oom", "error_detail": "forged", "failed_by": "reconciler"},
+        ),
+        "failed_by 'operator'": envelope(
+            "AuditFailed",
+            audit_id,
+            {
+                "error_code": "oom",
+                "error_detail": "forged",
+                "failed_by": "operator",
+                "actor": "cli:alice",
+            },
+        ),
+    }
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_body_claiming_another_actor_is_refused_naming_both(live: LiveServer) -> None:
+    audit_id = unique("claimed")
+    with live.client(OPS) as ops:
+        publish(ops, started(audit_id))
+        wait_for(ops, audit_id)
+        # an operator action whose body names someone else
+        claimed = ops.post(
+            f"/audits/{audit_id}/fail",
+            json={"code": "oom", "reason": "r", "actor": "cli:alice"},
+        )
+        # an event whose data names someone else (a workflow's failure, otherwise fine)
+        failure = envelope(
+            "AuditFailed",
+            audit_id,
+            {"error_code": "oom", "error_detail": "x", "failed_by": "workflow", "actor": "ops"},
+        )
+        posted = ops.post("/events", json=[failure])
+        row = wait_for(ops, audit_id)
+
+    assert claimed.status_code == 403, claimed.text
+    assert "'cli:alice'" in claimed.json()["detail"][0]
+    assert "'token:ops'" in claimed.json()["detail"][0]
+    assert posted.status_code == 403, posted.text
+    (problem,) = posted.json()["detail"]
+    assert problem.startswith("item 0: data.actor: 'ops' is not who authenticated ('token:ops')")
+    assert row["status"] == "running"
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_the_actor_is_the_token_and_the_person_named_is_on_behalf_of(live: LiveServer) -> None:
+    audit_id = unique("behalf")
+    with live.client(OPS) as ops:
+        publish(ops, started(audit_id))
+        wait_for(ops, audit_id)
+        done = ops.post(
+            f"/audits/{audit_id}/fail",
+            json={"code": "oom", "reason": "r", "actor": "token:ops", "on_behalf_of": "alice"},
+        )
+        wait_for(ops, audit_id, lambda r: r["status"] == "failed")
+        history = ops.get(f"/audits/{audit_id}/events").json()["events"]
+
+    assert done.status_code == 200, done.text
+    assert (done.json()["actor"], done.json()["on_behalf_of"]) == ("token:ops", "alice")
+    failure = history[-1]
+    assert (failure["data"]["actor"], failure["data"]["on_behalf_of"]) == ("token:ops", "alice")
+    assert "by operator token:ops on behalf of alice" in failure["reason"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("token", [OPS, CI], ids=["operate", "publish"])
+@pytest.mark.parametrize("mode", ["envelope", "cloudevent"])
+def test_no_token_posts_what_only_auditrec_writes(live: LiveServer, token: str, mode: str) -> None:
+    audit_id = unique("forge")
+    with live.client(token) as client:
+        publish(client, started(audit_id))
+        wait_for(client, audit_id)
+        before = lifecycle_types(live)
+        answers = {}
+        for what, body in forged(audit_id).items():
+            if mode == "envelope":
+                answers[what] = client.post("/events", json=[started(unique("x")), body])
+            else:
+                cloudevent = {
+                    "specversion": "1.0",
+                    "id": unique("ce"),
+                    "source": "evil",
+                    "type": f"dev.auditrec.{body['type']}",
+                    "subject": audit_id,
+                    "time": "2026-12-01T00:00:00Z",
+                    "data": body["data"],
+                }
+                answers[what] = client.post(
+                    "/events",
+                    content=json.dumps(cloudevent),
+                    headers={"content-type": "application/cloudevents+json"},
+                )
+        row = wait_for(client, audit_id)
+
+    for what, answer in answers.items():
+        assert answer.status_code == 403, (what, answer.text)
+        problems = " ".join(answer.json()["detail"])
+        assert what in problems, (what, problems)
+        assert "written by auditrec only" in problems
+    assert lifecycle_types(live) == before  # nothing at all was published
+    assert row["status"] == "running"
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_dead_letter_replayed_with_a_forged_body_is_refused(live: LiveServer) -> None:
+    assert live.backends is not None
+    backends = live.backends
+    audit_id = unique("replayed")
+    with live.client(OPS) as ops:
+        publish(ops, started(audit_id))
+        wait_for(ops, audit_id)
+        # given a record set aside (it does not decode)
+        hostile = OutRecord(backends.topics.lifecycle, audit_id, b'{"type": "AuditStarted"')
+        live.call(lambda: backends.log.append([hostile]))
+        letters = eventually_sync(
+            lambda: ops.get("/dead-letters").json()["dead_letters"],
+            until=lambda found: len(found) >= 1,
+            message="the hostile record to be dead-lettered",
+        )
+        position = letters[0]["position"]
+        before = lifecycle_types(live)
+        # when it is replayed with a body forging what only auditrec writes
+        answers = {
+            what: ops.post(f"/dead-letters/{position}/replay", json=body)
+            for what, body in forged(audit_id).items()
+        }
+        after = lifecycle_types(live)
+        # then each is refused; a publisher's event is still accepted, once
+        fixed = ops.post(f"/dead-letters/{position}/replay", json=started(unique("fixed")))
+        row = wait_for(ops, audit_id)
+
+    for what, answer in answers.items():
+        assert answer.status_code == 403, (what, answer.text)
+        assert what in answer.json()["detail"][0] and "the corrected body" in answer.text
+    assert after == before
+    assert fixed.status_code == 200 and fixed.json()["published"] is True, fixed.text
+    assert row["status"] == "running"
+
+
+async def _produce(bootstrap: str, topic: str, records: list[tuple[str, dict[str, Any]]]) -> None:
+    """Write as a Kafka publisher does: its own producer, no auditrec code."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        for key, body in records:
+            await producer.send_and_wait(topic, json.dumps(body).encode(), key=key.encode())
+    finally:
+        await producer.stop()
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["kafka+postgres"], indirect=True)
+def test_a_decision_written_to_the_ingest_topic_never_reaches_the_lifecycle_log(
+    live: LiveServer, backend: Backend
+) -> None:
+    assert live.backends is not None
+    topics = live.backends.topics
+    audit_id, later = unique("ingested"), unique("later")
+    forgeries = forged(audit_id)
+    records = [
+        (audit_id, started(audit_id)),
+        *((audit_id, body) for body in forgeries.values()),
+        (later, started(later)),  # written after the forgeries, in the same partition or not
+    ]
+    bootstrap = backend.event_log_url.removeprefix("kafka://")
+    asyncio.run(_produce(bootstrap, topics.ingest, records))
+
+    with live.client(OPS) as ops:
+        wait_for(ops, later, timeout=30)
+        wait_for(ops, audit_id)
+        letters = eventually_sync(
+            lambda: [
+                d
+                for d in ops.get("/dead-letters", params={"limit": 100}).json()["dead_letters"]
+                if d["consumer"] == topics.group("ingest")
+            ],
+            until=lambda found: len(found) >= len(forgeries),
+            timeout=30,
+            message="every forged record to be dead-lettered by the ingest",
+        )
+        history = ops.get(f"/audits/{audit_id}/events").json()["events"]
+
+    reasons = " ".join(d["reason"] for d in letters)
+    assert len(letters) == len(forgeries)
+    for what in forgeries:
+        assert what in reasons, (what, reasons)
+    assert all(d["origin"]["topic"] == topics.ingest for d in letters)
+    assert [e["type"] for e in history] == ["AuditStarted"]
+    types = lifecycle_types(live)
+    assert sorted(types) == ["AuditStarted", "AuditStarted"], types
