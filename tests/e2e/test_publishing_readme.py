@@ -1,8 +1,8 @@
 """The examples of the documentation's "Publishing events" (docs/guides/publishing.md) run as
 written against a real ``auditrec serve``: its shell blocks (curl: a plain envelope, then
 CloudEvents in structured and binary mode) and, on Kafka, its Python producer writing to the
-lifecycle topic directly; each audit they name is then in the projection with the history they
-sent."""
+ingest topic, which the ingest component validates onto the lifecycle; each audit they name is
+then in the projection with the history they sent."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_the_publishing_examples_run_as_written(
     python = blocks("python")
     assert len(shell) == 2 and len(python) == 1
     with (
-        serve(env, tmp_path / "serve.log", "api", "projector", "reconciler") as url,
+        serve(env, tmp_path / "serve.log", "api", "projector", "reconciler", "ingest") as url,
         httpx.Client(base_url=url, timeout=30) as client,
     ):
         # the HTTP examples, as a user pastes them (only the port is this serve's)
@@ -87,7 +87,7 @@ def test_the_publishing_examples_run_as_written(
         code = (
             python[0]
             .replace('"127.0.0.1:9092"', f'"{bootstrap}"')
-            .replace('"audit.lifecycle.v1"', f'"{backend.topic_prefix}.lifecycle.v1"')
+            .replace('"audit.ingest.v1"', f'"{backend.topic_prefix}.ingest.v1"')
         )
         done = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
