@@ -73,7 +73,8 @@ def _events_of(request: Request, body: bytes) -> list[AuditEvent]:
     items = raw if isinstance(raw, list) else [raw]
     if not items:
         raise InvalidInput("empty list", ["body: an empty list; send at least one event"])
-    return validate_items(items, label="item", producer="auditrec-api")
+    # (an envelope that names no producer is recorded as produced by who sent it)
+    return validate_items(items, label="item", producer=actor_of(request))
 
 
 def add_command_routes(private: APIRouter, ops: Operations, max_body: int) -> None:
