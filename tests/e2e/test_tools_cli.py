@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -89,8 +90,11 @@ def test_a_hostile_record_is_listed_shown_and_replayed_once_corrected(
 
 
 def observation(audit_id: str, status: str, when: datetime) -> str:
+    """What the probe appends (no publisher may send it: written to the log, as the probe does)."""
     return json.dumps(
         {
+            "event_id": str(uuid.uuid4()),
+            "schema_version": 1,
             "type": "WorkflowStatusObserved",
             "audit_id": audit_id,
             "occurred_at": when.isoformat(),
@@ -111,16 +115,21 @@ def test_backtest_reports_the_audits_a_shorter_grace_would_have_failed(
     backend: Backend, env: dict[str, str]
 ) -> None:
     t0 = datetime.now(UTC) - timedelta(hours=3)
-    lines = []
+    lines, observations = [], []
     for audit_id, age in [("a-3m", 3), ("a-7m", 7), ("a-12m", 12)]:
         lines.append(
             envelope(
                 "AuditStarted", audit_id, t0, project_id="p", workflow_instance_id=f"wf-{audit_id}"
             )
         )
-        lines.append(observation(audit_id, "not_found", t0 + timedelta(minutes=age)))
+        observations.append(
+            (audit_id, observation(audit_id, "not_found", t0 + timedelta(minutes=age)))
+        )
     assert run(backend, "init", env=env).returncode == 0
     assert run(backend, "publish", "-", env=env, input="\n".join(lines)).returncode == 0
+    lifecycle = Topics(backend.topic_prefix).lifecycle
+    for audit_id, body in observations:
+        write_raw(backend, OutRecord(lifecycle, audit_id, body.encode()))
     drained = run(backend, "serve", "--only", "reconciler,projector", "--until-idle", env=env)
     assert drained.returncode == 0, drained.stderr
     rows = {

@@ -12,8 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
+from consumers.eventlog.codec import encode
 from consumers.eventlog.port import OutRecord
+from consumers.operations.publishing import complete_envelope
 from consumers.workflows.simulator.server import SimulatorServer
+from statemachine.events import EVENT_ADAPTER
 from tests.conftest import Backend
 from tests.consumers.api.conftest import (
     JSON,
@@ -176,7 +179,7 @@ def test_backtest_reports_what_a_shorter_grace_would_have_failed(
 ) -> None:
     t0 = datetime.now(UTC) - timedelta(hours=3)
     audits = {unique("a-7m"): 7, unique("a-12m"): 12}
-    events = []
+    events, observations = [], []
     for audit_id, age in audits.items():
         instance = f"wf-{audit_id}"
         events.append(
@@ -194,8 +197,13 @@ def test_backtest_reports_what_a_shorter_grace_would_have_failed(
             "trigger": "watchdog",
             "observed_at": when,
         }
-        events.append(envelope("WorkflowStatusObserved", audit_id, data, occurred_at=when))
+        raw = envelope("WorkflowStatusObserved", audit_id, data, occurred_at=when)
+        observations.append(EVENT_ADAPTER.validate_python(complete_envelope(raw)))
     publish(client, *events)
+    # (observations are the probe's: written to the log as it does, never through POST /events)
+    assert live.backends is not None
+    log = live.backends.log
+    live.call(lambda: log.append([encode(log.topics.lifecycle, e) for e in observations]))
     late, past = audits
     wait_for(client, past, lambda r: r["status"] == "failed")
     wait_for(client, late, lambda r: r["last_observed_status"] == "not_found")
