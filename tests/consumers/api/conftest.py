@@ -29,9 +29,12 @@ import pytest
 from consumers.api.server import ApiServer
 from consumers.cli.assembly import Service
 from consumers.operations.backends import Backends
+from consumers.operations.publishing import complete_envelope
 from consumers.runtime.names import PIPELINE
 from consumers.runtime.settings import Settings, load_settings
 from consumers.workflows.simulator.server import SimulatorServer
+from statemachine.events import EVENT_ADAPTER, AuditEvent
+from statemachine.upcasting import upcast
 from tests.eventually import eventually, eventually_sync
 
 T = TypeVar("T")
@@ -194,6 +197,14 @@ def started(
     if attach:
         payload["workflow_instance_id"] = instance or f"wf-{audit_id}"
     return envelope("AuditStarted", audit_id, payload, at=at)
+
+
+def as_written(raw: list[dict[str, Any]], producer: str = "test") -> list[AuditEvent]:
+    """Events as auditrec's own components write them (observations, decisions): validated,
+    but past no door, since no publisher may send them."""
+    return [
+        EVENT_ADAPTER.validate_python(upcast(complete_envelope(r, producer=producer))) for r in raw
+    ]
 
 
 def publish(client: httpx.Client, *events: dict[str, Any]) -> list[str]:

@@ -23,7 +23,6 @@ from consumers.eventlog.codec import encode
 from consumers.eventlog.factory import open_event_log
 from consumers.eventlog.port import Topics
 from consumers.operations.backends import Backends
-from consumers.operations.publishing import validate_items
 from consumers.operations.service import Operations
 from consumers.runtime.metrics import REGISTRY
 from consumers.runtime.settings import load_settings
@@ -37,6 +36,7 @@ from .conftest import (
     JSON,
     CaptureServer,
     LiveServer,
+    as_written,
     envelope,
     publish,
     server_settings,
@@ -305,7 +305,7 @@ async def fail_audits(backends: Backends, *audit_ids: str) -> None:
                 },
             )
         )
-    await Operations(backends).publish(validate_items(raw, producer="test"))
+    await Operations(backends).publish(as_written(raw))
     async with Service(backends, ["reconciler"]) as service:
         assert await service.drain(timeout=20)
 

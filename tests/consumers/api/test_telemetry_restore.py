@@ -11,9 +11,8 @@ from datetime import UTC, datetime, timedelta
 from consumers.cli.assembly import Service
 from consumers.operations.actions import Actions
 from consumers.operations.backends import Backends
-from consumers.operations.publishing import validate_items
 from consumers.operations.service import Operations
-from tests.consumers.api.conftest import CaptureServer, envelope, started
+from tests.consumers.api.conftest import CaptureServer, as_written, envelope, started
 from tests.consumers.api.test_telemetry import OOM, backends, step_until, telemetry
 
 __all__ = ["backends"]  # the fixture, from the telemetry tests
@@ -36,7 +35,7 @@ def errored(audit_id: str, at: datetime) -> dict[str, object]:
 
 async def publish_and_drain(backends: Backends, *raw: dict[str, object]) -> None:
     if raw:
-        await Operations(backends).publish(validate_items(list(raw), producer="test"))
+        await Operations(backends).publish(as_written(list(raw)))
     async with Service(backends, ["projector", "reconciler"]) as service:
         assert await service.drain(timeout=20)
 

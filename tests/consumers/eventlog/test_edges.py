@@ -12,7 +12,7 @@ from consumers.operations.publishing import validate_items
 from consumers.workflows.client import ProbeFailure, WorkflowsClient
 from consumers.workflows.simulator.server import SimulatorServer
 from statemachine import upcasting as events
-from statemachine.errors import InvalidInput
+from statemachine.errors import InvalidInput, Refused
 
 
 def test_the_dead_letter_of_a_huge_record_stays_bounded_and_says_so() -> None:
@@ -48,7 +48,7 @@ def test_other_services_cannot_publish_what_only_auditrec_writes(item: dict[str,
     assert "item 0:" in err.value.problems[0]
 
 
-def test_failures_reported_by_the_workflow_or_an_operator_are_accepted() -> None:
+def test_only_failures_reported_by_the_workflow_are_accepted() -> None:
     items = [
         {
             "type": "AuditFailed",
@@ -57,7 +57,9 @@ def test_failures_reported_by_the_workflow_or_an_operator_are_accepted() -> None
         }
         for by in ("workflow", "operator")
     ]
-    assert [e.data.failed_by.value for e in validate_items(items)] == ["workflow", "operator"]  # type: ignore[union-attr]
+    assert [e.data.failed_by.value for e in validate_items(items[:1])] == ["workflow"]  # type: ignore[union-attr]
+    with pytest.raises(Refused, match="1 item"):
+        validate_items(items)  # an operator's failure is `auditrec fail`'s to write
 
 
 async def test_an_undecodable_answer_is_a_probe_failure_not_an_exception(
