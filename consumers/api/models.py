@@ -32,6 +32,7 @@ __all__ = [
     "Message",
     "Problems",
     "Readiness",
+    "Refusal",
     "Responses",
     "SweepSummary",
     "event_input_schemas",
@@ -204,6 +205,17 @@ class Message(BaseModel):
     detail: str
 
 
+class Refusal(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    detail: str | list[str] = Field(
+        description=(
+            "Why: the scope a route needs, or one line per refused item or field, naming it "
+            "(an event type only auditrec writes, an actor other than who authenticated)."
+        )
+    )
+    message: str | None = None
+
+
 # --- OpenAPI declarations ----------------------------------------------------------------
 
 
@@ -258,7 +270,7 @@ EVENTS_BODY = {
 R401: Responses = {401: {"model": Message, "description": "Missing or invalid bearer token."}}
 R403: Responses = {
     403: {
-        "model": Message,
+        "model": Refusal,
         "description": (
             "The token's scope does not allow this route, or the body is not the sender's to "
             "send: another actor than who authenticated, an event type only auditrec writes."
