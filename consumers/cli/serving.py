@@ -46,7 +46,8 @@ def init(ctx: click.Context, as_json: bool) -> None:
 
 @click.command()
 @click.option(
-    "--only", help="Comma-separated components: projector,reconciler,probe,watchdog,telemetry,api"
+    "--only",
+    help="Comma-separated components: projector,reconciler,probe,watchdog,telemetry,ingest,api",
 )
 @click.option(
     "--until-idle", is_flag=True, help="Drain all work (one watchdog tick included), then exit."
