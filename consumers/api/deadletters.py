@@ -100,8 +100,11 @@ def add_dead_letter_routes(private: APIRouter, ops: Operations, max_body: int) -
         description=(
             "Validated with today's codec (older versions upcast); refused (422) with the "
             "reason when it still does not decode. A body, when given, is a corrected "
-            "envelope published instead of the original. Once per original record: a second "
-            "replay publishes nothing (`published: false`) and says when it was replayed."
+            "envelope published instead of the original: only what publishers may send (403 "
+            "otherwise, naming the type). A record of the ingest topic is judged as the ingest "
+            "component judges it and goes to the lifecycle topic. Once per original record: a "
+            "second replay publishes nothing (`published: false`) and says when it was "
+            "replayed."
         ),
         responses={**R404, **R422, **R503},
     )

@@ -32,7 +32,7 @@ from consumers.eventlog.codec import describe, encode
 from consumers.eventlog.port import EventLog, OutRecord, Record
 from consumers.runtime.metrics import INGESTED
 from statemachine.admission import refusal
-from statemachine.errors import InvalidInput
+from statemachine.errors import InvalidInput, Refused
 from statemachine.events import EVENT_ADAPTER, AuditEvent, derived_id
 from statemachine.upcasting import CURRENT_VERSION, upcast
 
@@ -43,8 +43,8 @@ log = structlog.get_logger("auditrec.ingest")
 
 
 def admit(record: Record) -> AuditEvent:
-    """The lifecycle event an ingest record stands for, or :class:`InvalidInput` saying why
-    it may not enter (refused: a type only auditrec writes; or invalid)."""
+    """The lifecycle event an ingest record stands for, or why it may not enter:
+    :class:`Refused` (a type only auditrec writes), :class:`InvalidInput` (not a valid event)."""
     try:
         raw = json.loads(record.value)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -55,7 +55,7 @@ def admit(record: Record) -> AuditEvent:
         raise InvalidInput("not a JSON object (an event envelope)")
     refused = refusal(raw)
     if refused is not None:
-        raise InvalidInput(f"refused: {refused}")
+        raise Refused(f"refused: {refused}")
     try:
         return EVENT_ADAPTER.validate_python(upcast(_completed(raw, record)))
     except ValidationError as exc:
@@ -100,7 +100,7 @@ class Ingest(LogConsumer):
                 event = admit(record)
             except InvalidInput as exc:
                 self.dead_letter(record, str(exc)[:2000], out)
-                INGESTED.labels("refused" if str(exc).startswith("refused") else "invalid").inc()
+                INGESTED.labels("refused" if isinstance(exc, Refused) else "invalid").inc()
                 continue
             out.append(encode(lifecycle, event))
             INGESTED.labels("appended").inc()

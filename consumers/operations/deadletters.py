@@ -13,7 +13,9 @@ the two leaves no mark, and the next replay publishes again — the same event, 
 ``event_id`` (the original's, or one derived from the original's position when a corrected
 body has none), which the projector's ``event_id`` dedupe and the reconciler's derived decision
 ids absorb. A corrected body is a door like ``POST /events``: only what other services publish
-is accepted (:func:`statemachine.admission.refusal`; :class:`Refused` otherwise, HTTP 403).
+is accepted (:func:`statemachine.admission.refusal`; :class:`Refused` otherwise, HTTP 403). A
+record of the ingest topic (a Kafka publisher's) is judged as the ingest component judges it,
+and replayed to the lifecycle topic, where that component would have appended it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any, Literal
 import structlog
 from pydantic import BaseModel
 
+from consumers.components.ingest import admit
 from consumers.eventlog.codec import decode, decode_probe, encode
 from consumers.eventlog.dead_letters import (
     DeadLetter,
@@ -288,6 +291,8 @@ async def replay_dead_letter(
     letter, mark = await _find(log, position)
     topics = log.topics
     origin = letter.origin
+    if origin is not None and origin[0] == topics.ingest:
+        return await _replay_ingested(log, letter, mark, actor, body, dry_run, now)
     if origin is None or origin[0] not in (topics.lifecycle, topics.probe_requests):
         where = letter.origin_text()
         raise InvalidInput(f"dead letter {position} came from {where}: not a topic to replay to")
@@ -398,3 +403,67 @@ async def purge_dead_letters(
     log_line = {k: result[k] for k in ("actor", "older_than", "cutoff", "dead_letters", "records")}
     _logger.warning("dead letters purged", topic=topic, partitions=parts, **log_line)
     return result
+
+
+async def _replay_ingested(
+    log: EventLog,
+    letter: DeadLetter,
+    mark: ReplayMark | None,
+    actor: str,
+    body: bytes | None,
+    dry_run: bool,
+    now: datetime | None,
+) -> dict[str, Any]:
+    """A dead letter of the ingest topic, replayed: judged and completed as the ingest
+    component judges a record (:func:`~consumers.components.ingest.admit`, the event id derived
+    from the original's position when none is given, so replaying it twice yields one event),
+    then appended to the lifecycle topic, where the ingest component would have put it."""
+    assert letter.origin is not None
+    topic, partition, offset = letter.origin
+    target = log.topics.lifecycle
+    result: dict[str, Any] = {
+        "position": letter.position,
+        "origin": {"topic": topic, "partition": partition, "offset": offset},
+        "dry_run": dry_run,
+        "corrected": body is not None,
+    }
+    if mark is not None:
+        return {**result, "published": False, "event_id": mark.event_id, "replayed": _mark(mark)}
+    if body is None and letter.truncated:
+        raise InvalidInput(
+            f"dead letter {letter.position} keeps only the first {len(letter.original)} of "
+            f"{letter.original_size} bytes: replay it with a corrected body (--body FILE)"
+        )
+    value = letter.original if body is None else body
+    record = Record(topic, partition, offset, letter.key, value, (), letter.timestamp_ms)
+    what = "the corrected body" if body is not None else f"dead letter {letter.position}"
+    try:
+        event = admit(record)
+    except Refused as exc:
+        raise Refused(f"{what}: {exc}".replace(": refused: ", ": ")) from None
+    except InvalidInput as exc:
+        raise InvalidInput(f"{what} still does not decode: {exc}") from None
+    event_id = str(event.event_id)
+    result.update(event_id=event_id, type=event.type)
+    if dry_run:
+        return {**result, "published": False, "replayed": None}
+    await log.append([encode(target, event)])
+    at = now or datetime.now(UTC)
+    corrected = body is not None
+    await log.append(
+        [
+            replay_mark(
+                log.topics.dead_letter, letter, event_id, target, actor, at, corrected=corrected
+            )
+        ]
+    )
+    record_mark = ReplayMark(
+        origin=letter.origin,
+        dead_letter=letter.position,
+        event_id=event_id,
+        topic=target,
+        actor=actor,
+        at=at.isoformat().replace("+00:00", "Z"),
+        corrected=corrected,
+    )
+    return {**result, "published": True, "replayed": _mark(record_mark)}

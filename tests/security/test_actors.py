@@ -21,6 +21,7 @@ from consumers.workflows.simulator.server import SimulatorServer
 from tests.cli import run_process
 from tests.conftest import Backend
 from tests.consumers.api.conftest import (
+    JSON,
     LiveServer,
     envelope,
     publish,
@@ -303,3 +304,47 @@ def test_auditrec_publish_refuses_what_only_auditrec_writes(env: dict[str, str])
         assert f"line {number}: " in refused.stderr and what in refused.stderr, what
     assert "nothing published" in refused.stderr
     assert listed.returncode == 0 and "a-cli" not in listed.stdout
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["kafka+postgres"], indirect=True)
+def test_an_ingest_dead_letter_is_replayed_only_as_what_a_publisher_may_send(
+    live: LiveServer, backend: Backend
+) -> None:
+    assert live.backends is not None
+    topics = live.backends.topics
+    forged_id, broken_id = unique("forged"), unique("broken")
+    release = forged(forged_id)["AuditFailureReleased"]
+    broken = envelope("AuditStarted", broken_id, {"organization_id": "o-1"})  # no project_id
+    bootstrap = backend.event_log_url.removeprefix("kafka://")
+    asyncio.run(_produce(bootstrap, topics.ingest, [(forged_id, release), (broken_id, broken)]))
+
+    with live.client(OPS) as ops:
+        letters = eventually_sync(
+            lambda: {
+                json.loads(d["original"]["value"])["audit_id"]: d["position"]
+                for d in (
+                    ops.get(f"/dead-letters/{x['position']}").json()
+                    for x in ops.get("/dead-letters").json()["dead_letters"]
+                )
+            },
+            until=lambda found: {forged_id, broken_id} <= found.keys(),
+            timeout=30,
+            message="both records to be dead-lettered by the ingest",
+        )
+        # the forged release, replayed as it is or with any body, stays refused
+        as_is = ops.post(f"/dead-letters/{letters[forged_id]}/replay", headers=JSON)
+        # the broken start, corrected, enters the lifecycle log, once
+        fixed = {**broken, "data": {"project_id": "p-1"}}
+        replayed = ops.post(f"/dead-letters/{letters[broken_id]}/replay", json=fixed)
+        again = ops.post(f"/dead-letters/{letters[broken_id]}/replay", json=fixed)
+        row = wait_for(ops, broken_id)
+
+    assert as_is.status_code == 403, as_is.text
+    assert "AuditFailureReleased is written by auditrec only" in as_is.json()["detail"][0]
+    assert replayed.status_code == 200 and replayed.json()["published"] is True, replayed.text
+    assert replayed.json()["replayed"]["topic"] == topics.lifecycle
+    assert again.json()["published"] is False
+    assert row["project_id"] == "p-1"
+    assert "AuditFailureReleased" not in lifecycle_types(live)
