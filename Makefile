@@ -99,6 +99,7 @@ bench: venv services-up
 	$(BIN)/python bench/shared_budget.py --database-url postgresql://postgres@127.0.0.1:5432/postgres
 	$(BIN)/python bench/on_demand_budget.py
 	$(BIN)/python bench/judge.py
+	$(BIN)/python bench/ingest.py
 
 services-up:
 	bash scripts/services.sh up

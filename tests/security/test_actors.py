@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaProducer
 
 from consumers.eventlog.port import OutRecord
 from consumers.workflows.simulator.server import SimulatorServer
-from tests.cli import run_process
+from tests.cli import run
 from tests.conftest import Backend
 from tests.consumers.api.conftest import (
     JSON,
@@ -293,11 +293,11 @@ def test_a_decision_written_to_the_ingest_topic_never_reaches_the_lifecycle_log(
 
 
 def test_auditrec_publish_refuses_what_only_auditrec_writes(env: dict[str, str]) -> None:
-    assert run_process("init", env=env).returncode == 0
+    assert run("init", env=env).returncode == 0
     lines = [json.dumps(started("a-cli")), *(json.dumps(b) for b in forged("a-cli").values())]
 
-    refused = run_process("publish", "-", env=env, input="\n".join(lines))
-    listed = run_process("audits", "--json", env=env)
+    refused = run("publish", "-", env=env, input="\n".join(lines))
+    listed = run("audits", "--json", env=env)
 
     assert refused.returncode == 2, refused.stderr
     for number, what in enumerate(forged("a-cli"), start=2):
