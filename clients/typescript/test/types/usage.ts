@@ -46,6 +46,8 @@ export async function publisher(env: { AUDITREC_URL: string; AUDITREC_TOKEN: str
   auditStarted("a-1", {});
   // @ts-expect-error an error code auditrec does not know
   auditFailed("a-1", { error_code: "boom", error_detail: "x", failed_by: "workflow" });
+  // @ts-expect-error a failure a publisher never reports: an operator's is auditrec's to write
+  auditFailed("a-1", { error_code: "oom", error_detail: "x", failed_by: "operator" });
   // @ts-expect-error a field AuditProgressed does not have
   buildEvent("AuditProgressed", "a-1", { progress: 1 });
   // @ts-expect-error not a published type
