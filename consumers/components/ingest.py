@@ -3,11 +3,12 @@
 Publishers that write Kafka directly write the ingest topic (``AUDITREC_INGEST_TOPIC``,
 default ``<prefix>.ingest.v1``), never the lifecycle topic: with the ACLs of the security
 guide, only auditrec's principal may write that one. Each ingest record is judged by the rule
-every door applies (:func:`statemachine.admission.refusal`: the publisher types, ``AuditFailed``
-only as the workflow's) and validated as ``POST /events`` validates (old versions upcast,
-``event_id``, ``occurred_at``, ``schema_version`` and ``producer`` may be left out); then it is
-appended to the lifecycle topic, keyed by its audit id. A record refused or invalid is
-dead-lettered with the reason and never reaches the lifecycle log.
+every door applies (:func:`statemachine.admission.refusal`: the publisher types,
+``AuditFailed`` only as the workflow's; and no ``data.actor``, since no one authenticated) and
+validated as ``POST /events`` validates (old versions upcast, ``event_id``, ``occurred_at``,
+``schema_version`` and ``producer`` may be left out); then it is appended to the lifecycle
+topic, keyed by its audit id. A record refused or invalid is dead-lettered with the reason and
+never reaches the lifecycle log.
 
 Offsets are committed once the appends are acknowledged, never before: after a crash between
 the two, the records are read again and appended again with the same ``event_id`` — one given
@@ -56,6 +57,13 @@ def admit(record: Record) -> AuditEvent:
     refused = refusal(raw)
     if refused is not None:
         raise Refused(f"refused: {refused}")
+    data = raw.get("data")
+    if isinstance(data, dict) and data.get("actor") is not None:
+        # (an actor is who authenticated to auditrec; a Kafka record authenticated to no one)
+        raise Refused(
+            f"refused: data.actor: {data['actor']!r} is not who wrote the record; an event from "
+            "the ingest topic names no actor"
+        )
     try:
         return EVENT_ADAPTER.validate_python(upcast(_completed(raw, record)))
     except ValidationError as exc:

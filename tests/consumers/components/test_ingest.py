@@ -8,11 +8,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from consumers.components.ingest import Ingest, admit
 from consumers.components.projector import Projector
 from consumers.eventlog.codec import encode
 from consumers.eventlog.dead_letters import read_dead_letter
 from consumers.eventlog.port import OutRecord, Record
+from statemachine.errors import Refused
 from tests.pipeline import Pipeline, lifecycle_events, read_topic, run_until_idle
 
 POLICY = {"stale_running_after_s": 900}
@@ -135,3 +138,14 @@ async def test_a_record_read_again_is_the_same_event_applied_once(pipeline: Pipe
     assert events[0].event_id == first.event_id == events[1].event_id
     history = await pipeline.store.audits.history("a-again")
     assert len(history) == 1
+
+
+def test_a_record_naming_an_actor_is_refused() -> None:
+    body = {
+        "type": "AuditFailed",
+        "audit_id": "a-in",
+        "data": {"error_code": "oom", "error_detail": "x", "failed_by": "workflow", "actor": "ops"},
+    }
+    record = Record("audit.ingest.v1", 0, 7, "a-in", json.dumps(body).encode(), (), 1)
+    with pytest.raises(Refused, match=r"data\.actor: 'ops' is not who wrote the record"):
+        admit(record)
