@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
 
@@ -348,3 +350,29 @@ def test_an_ingest_dead_letter_is_replayed_only_as_what_a_publisher_may_send(
     assert again.json()["published"] is False
     assert row["project_id"] == "p-1"
     assert "AuditFailureReleased" not in lifecycle_types(live)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_the_console_records_its_token_and_the_person_named(live: LiveServer) -> None:
+    audit_id = unique("console")
+    with live.client(OPS) as ops:
+        publish(ops, started(audit_id))
+        wait_for(ops, audit_id)
+    with httpx.Client(base_url=live.url, timeout=30) as browser:
+        signed = browser.post("/ui/login", data={"token": OPS, "next": "/ui"})
+        assert signed.status_code == 303, signed.text
+        page = browser.get(f"/ui/audits/{audit_id}").text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert csrf is not None
+        done = browser.post(
+            f"/ui/audits/{audit_id}/fail",
+            data={"csrf": csrf[1], "code": "oom", "reason": "r", "on_behalf_of": "alice"},
+        )
+        assert done.status_code == 303, done.text
+        with live.client(OPS) as ops:
+            wait_for(ops, audit_id, lambda r: r["status"] == "failed")
+            failure = ops.get(f"/audits/{audit_id}/events").json()["events"][-1]
+        shown = browser.get(f"/ui/audits/{audit_id}").text
+
+    assert (failure["data"]["actor"], failure["data"]["on_behalf_of"]) == ("token:ops", "alice")
+    assert "actor=token:ops, on_behalf_of=alice" in shown

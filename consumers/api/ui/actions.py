@@ -9,7 +9,7 @@ previewed first (a dry run listing them) and done only when the preview is confi
 - ``POST /ui/brake/release|discard``: end the mass-failure brake, a dry run first.
 
 The actor recorded is the session's token, as over the API: ``token:<name>``, or ``anonymous``
-when no token is set.
+when no token is set; the forms of one audit take the person acted for (``on_behalf_of``).
 """
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
@@ -58,7 +58,8 @@ def add_action_routes(router: APIRouter, ops: Operations) -> None:
     async def act(request: Request, audit_id: str, action: str) -> Response:
         fields = await form(request)
         session = await operator(request, fields)
-        actions = Actions(ops, actor_of(session))
+        on_behalf_of = fields.get("on_behalf_of", "").strip() or None
+        actions = Actions(ops, actor_of(session), on_behalf_of)
         try:
             if action == "fail":
                 result = await actions.fail(
