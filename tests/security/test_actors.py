@@ -67,8 +67,8 @@ def lifecycle_types(live: LiveServer) -> list[str]:
 
     async def read() -> list[str]:
         found: list[str] = []
-        for partition in await log.partitions(log.topics.lifecycle):
-            async for batch in log.read(log.topics.lifecycle, partition, 0):
+        for partition in await log.inspection.partitions(log.topics.lifecycle):
+            async for batch in log.inspection.read(log.topics.lifecycle, partition, 0):
                 found.extend(_type_of(r.value) for r in batch)
         return found
 
@@ -359,7 +359,12 @@ def test_the_console_records_its_token_and_the_person_named(live: LiveServer) ->
         publish(ops, started(audit_id))
         wait_for(ops, audit_id)
     with httpx.Client(base_url=live.url, timeout=30) as browser:
-        signed = browser.post("/ui/login", data={"token": OPS, "next": "/ui"})
+        form = browser.get("/ui/login").text
+        login_csrf = re.search(r'name="csrf" value="([^"]+)"', form)
+        assert login_csrf is not None
+        signed = browser.post(
+            "/ui/login", data={"token": OPS, "next": "/ui", "csrf": login_csrf[1]}
+        )
         assert signed.status_code == 303, signed.text
         page = browser.get(f"/ui/audits/{audit_id}").text
         csrf = re.search(r'name="csrf" value="([^"]+)"', page)

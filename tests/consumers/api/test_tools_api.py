@@ -162,7 +162,7 @@ def test_dead_letters_are_purged_by_an_operator_only_and_recorded(
     done = client.post(purge, content=body, headers=JSON)
     assert done.status_code == 200, done.text
     assert done.json()["dead_letters"] == dry.json()["dead_letters"]
-    assert done.json()["actor"] == "tools" and done.json()["dry_run"] is False
+    assert done.json()["actor"] == "token:tools" and done.json()["dry_run"] is False
     assert client.get("/dead-letters").json()["dead_letters"] == []
     assert purged_total(client) == before + done.json()["dead_letters"]
 
