@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import uuid
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from statemachine.values import (
     Detail,
@@ -83,6 +83,19 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
+class _ActedFor(_Frozen):
+    """A payload that may name the person an operator acted for (``on_behalf_of``): written
+    only when named, so that a consumer of a version without the field reads what this one
+    writes (unknown fields are invalid) while an upgrade rolls out."""
+
+    @model_serializer(mode="wrap")
+    def _named_only(self, handler: SerializerFunctionWrapHandler) -> Any:
+        out = handler(self)
+        if isinstance(out, dict) and out.get("on_behalf_of", "") is None:
+            del out["on_behalf_of"]
+        return out
+
+
 class WorkflowError(_Frozen):
     name: ShortText | None = None
     """The error's class name as the Workflows API reports it."""
@@ -138,7 +151,7 @@ class AuditCompletedData(_Frozen):
     """When the audit completed; defaults to the envelope's `occurred_at`."""
 
 
-class AuditFailedData(_Frozen):
+class AuditFailedData(_ActedFor):
     error_code: ErrorCode
     """The classified cause: one of auditrec's error codes."""
     error_detail: Detail
@@ -165,7 +178,7 @@ class AuditFailedData(_Frozen):
     body's `on_behalf_of`): recorded beside the actor, never instead of it."""
 
 
-class WorkflowStatusObservedData(_Frozen):
+class WorkflowStatusObservedData(_ActedFor):
     workflow_instance_id: InstanceId | None = None
     """The instance that was asked about (none when the audit has no instance)."""
     status: ObservedStatus
@@ -193,7 +206,7 @@ class WorkflowStatusObservedData(_Frozen):
     body's `on_behalf_of`): recorded beside the actor, never instead of it."""
 
 
-class WorkflowProbeFailedData(_Frozen):
+class WorkflowProbeFailedData(_ActedFor):
     workflow_instance_id: InstanceId | None = None
     """The instance that was asked about."""
     reason: ProbeFailureReason
@@ -227,7 +240,7 @@ class Listed(_Frozen):
     """When the listing was read."""
 
 
-class ProbeRequestedData(_Frozen):
+class ProbeRequestedData(_ActedFor):
     workflow_instance_id: InstanceId | None = None
     """The instance to ask about (none: the audit has none, observed as `not_attached`)."""
     trigger: Trigger
@@ -272,7 +285,7 @@ class HeldRelease(_Frozen):
     """Why, as the actor gave it."""
 
 
-class AuditRestoredData(_Frozen):
+class AuditRestoredData(_ActedFor):
     """An operator undoing a failure (``failure_id``, by the reconciler or an operator): the
     audit runs again. ``resume`` (and ``pages_crawled``) are the facts a running audit is
     judged and reported on, for consumers that keep no state of failed audits."""

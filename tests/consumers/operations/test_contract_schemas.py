@@ -20,6 +20,7 @@ from consumers.operations.contracts.catalog import (
     PUBLISHED_FAILED_BY,
     variants_of,
 )
+from consumers.operations.contracts.examples import EXAMPLES
 from consumers.operations.contracts.schemas import event_schema, examples_of, schema_files
 from consumers.operations.publishing import validate_items
 from statemachine.events import EVENT_TYPES, LIFECYCLE_TYPES
@@ -200,3 +201,29 @@ def test_schema_prints_each_variant_by_type() -> None:
         check=True,
     )
     assert json.loads(one.stdout) == grouped["publish"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "AuditFailed",
+        "AuditRestored",
+        "WorkflowStatusObserved",
+        "WorkflowProbeFailed",
+        "ProbeRequested",
+    ],
+)
+def test_on_behalf_of_is_written_only_when_named(name: str) -> None:
+    # given an event of a type that may name the person an operator acted for
+    example = EXAMPLES[name]
+    named = EVENT_TYPES[name].model_validate(example)
+    unnamed = named.model_copy(
+        update={"data": named.data.model_copy(update={"on_behalf_of": None})}
+    )
+
+    # then the field is on the wire only when named (a reader without it reads the rest),
+    # and what is written reads back as the same event
+    assert json.loads(named.model_dump_json())["data"]["on_behalf_of"] == "alice"
+    assert "on_behalf_of" not in json.loads(unnamed.model_dump_json())["data"]
+    assert "on_behalf_of" not in unnamed.model_dump(mode="json")["data"]
+    assert EVENT_TYPES[name].model_validate_json(unnamed.model_dump_json()) == unnamed
