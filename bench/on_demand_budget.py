@@ -3,14 +3,17 @@ spend, and whether the watchdog's probes still go out after them.
 
 A real ``auditrec serve`` process (embedded backends) probes the Workflows simulator with the
 default budget (1,000 requests per 5 minutes) and the status reads' share
-(``AUDITREC_ON_DEMAND_BUDGET_SHARE``, default 0.5). 1,000 running audits are published; a
+(``AUDITREC_ON_DEMAND_BUDGET_SHARE``, default 0.5) within the watchdog's floor
+(``AUDITREC_WATCHDOG_BUDGET_FLOOR``, default 0.3). 1,000 running audits are published; a
 client with a ``read`` token reads each once (``GET /audits/{id}``, ``--concurrency`` at a
 time), then an operator sweeps (one watchdog tick over 100 audits not yet observed, each asked
 alone). Printed: the reads probed and answered from the table, the requests spent by spender
 (from the store), what the simulator saw, and the sweep's probes and refusals. ``--share 1``
-shows what one reader could do before the share existed.
+shows that the floor still holds when reads may take the whole window; ``--share 1 --floor 0``
+shows what one reader could do before the share and the floor existed.
 
-    .venv/bin/python bench/on_demand_budget.py [--reads 1000] [--share 0.5] [--concurrency 16]
+    .venv/bin/python bench/on_demand_budget.py [--reads 1000] [--share 0.5] [--floor 0.3]
+        [--concurrency 16]
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ def serve_env(
         "AUDITREC_CLOUDFLARE_API_URL": sim.url,
         "AUDITREC_CLOUDFLARE_ACCOUNT_ID": "bench",
         "AUDITREC_ON_DEMAND_BUDGET_SHARE": str(args.share),
+        "AUDITREC_WATCHDOG_BUDGET_FLOOR": str(args.floor),
         "AUDITREC_ON_DEMAND_WAIT": "10s",
         "AUDITREC_WATCHDOG_INTERVAL": "1h",  # the sweep below is the only tick after start
         "AUDITREC_WATCHDOG_BULK_LIMIT": "0",
@@ -157,6 +161,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reads", type=int, default=1000)
     parser.add_argument("--share", type=float, default=0.5)
+    parser.add_argument("--floor", type=float, default=0.3)
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, SimulatorServer() as sim:
@@ -171,7 +176,10 @@ def main() -> None:
         finally:
             serve.send_signal(signal.SIGTERM)
             serve.wait(30)
-    print(f"budget 1000 per 5 min, status reads' share {args.share:g}")
+    print(
+        f"budget 1000 per 5 min, status reads' share {args.share:g}, "
+        f"watchdog's floor {args.floor:g}"
+    )
     for key, value in result.items():
         print(f"  {key}: {value}")
 

@@ -3,7 +3,9 @@ pauses, shared by every process probing one account.
 
 Each request is recorded with its spender (``on_demand``, ``watchdog``, ...). A spender may be
 held to a share of the window (``share``: at most that many of the window's requests are its
-own), checked in the same atomic step that takes the slot, so the cap holds across processes.
+own), and part of each window may be reserved for one spender (``reserve`` requests kept for
+``reserved_for``, the watchdog: the others together take at most ``budget - reserve``); both
+are checked in the same atomic step that takes the slot, so they hold across processes.
 
 Users: the Workflows client's rate limit (``consumers/workflows/ratelimit.py``).
 """
@@ -29,11 +31,16 @@ class RequestBudget(ABC):
         *,
         spender: str = "other",
         share: int | None = None,
+        reserve: int = 0,
+        reserved_for: str = "watchdog",
     ) -> RequestSlot:
         """Take one of ``budget`` requests per sliding ``window_s`` seconds for ``account`` on
         behalf of ``spender``, unless ``account`` is paused at ``now``, or ``share`` is given
         and ``spender`` already holds that many of the window's requests (then the answer says
-        ``share_spent`` and when its oldest leaves the window)."""
+        ``share_spent`` and when its oldest leaves the window), or ``spender`` is not
+        ``reserved_for`` and the spenders other than ``reserved_for`` already hold
+        ``budget - reserve`` of the window's requests (then it says ``reserved`` and when
+        their oldest leaves the window)."""
 
     @abstractmethod
     async def pause_requests(self, account: str, until: datetime) -> None:

@@ -56,12 +56,14 @@ class ApplyResult:
 class RequestSlot:
     """The answer to taking one request of a shared budget: ``granted``, or why not — a pause
     until ``paused_until`` (a 429), or a full window (``share_spent``: the spender's share of
-    it) whose oldest request leaves at ``frees_at``."""
+    it; ``reserved``: all of it but the part reserved for another spender) whose oldest
+    request leaves at ``frees_at``."""
 
     granted: bool
     paused_until: datetime | None = None
     frees_at: datetime | None = None
     share_spent: bool = False
+    reserved: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,7 +108,8 @@ class Backends(LongLived):
         return self._client
 
     def rate_limit(self) -> SharedRateLimit:
-        """The account's probe budget in the store, with the status reads' share of it."""
+        """The account's probe budget in the store, with the watchdog's floor and the status
+        reads' share of it."""
         s = self.settings
         return SharedRateLimit(
             self.store.budget,
@@ -116,6 +117,7 @@ class Backends(LongLived):
             s.probe_budget,
             s.probe_budget_window.total_seconds(),
             shares={ON_DEMAND: s.on_demand_budget_share},
+            floor=s.watchdog_budget_floor,
             sleep=asyncio.sleep,
         )
 

@@ -28,7 +28,7 @@ from consumers.operations.outcomes import Outcome, Summary, await_outcomes
 from consumers.operations.publishing import refuse_conflicts
 from consumers.operations.sweeping import sweep
 from consumers.runtime.names import PIPELINE
-from consumers.workflows.ratelimit import ON_DEMAND, SHARE_SPENT, SharedRateLimit
+from consumers.workflows.ratelimit import FLOOR_KEPT, ON_DEMAND, SHARE_SPENT, SharedRateLimit
 from projections.row import AuditRow
 from statemachine.errors import NoServer, NotFound
 from statemachine.events import AuditEvent, Trigger
@@ -179,8 +179,10 @@ class Operations:
         return (
             "not probed: status reads have spent their share of the probe budget "
             f"(AUDITREC_ON_DEMAND_BUDGET_SHARE={s.on_demand_budget_share:g} of "
-            f"AUDITREC_PROBE_BUDGET={s.probe_budget} requests per window; the rest is the "
-            "watchdog's and others'); answered from the table"
+            f"AUDITREC_PROBE_BUDGET={s.probe_budget} requests per window, at most "
+            f"{s.on_demand_cap()} beside the watchdog's floor, AUDITREC_WATCHDOG_BUDGET_FLOOR="
+            f"{s.watchdog_budget_floor:g}; the rest is the watchdog's and others'); answered "
+            "from the table"
         )
 
     def _probed(self, audit_id: str, task: asyncio.Task[StatusResult]) -> None:
@@ -247,8 +249,10 @@ class Operations:
             self.backends.store, request, self.backends.policy, timeout=wait, watch=watch
         )
         fresh = await self.backends.store.audits.get(row.audit_id) or row
-        if trigger == Trigger.ON_DEMAND and SHARE_SPENT in (outcome.reason or ""):
-            # Another read took the share's last slot first: nothing was sent.
+        reason = outcome.reason or ""
+        if trigger == Trigger.ON_DEMAND and (SHARE_SPENT in reason or FLOOR_KEPT in reason):
+            # Another read took the share's last slot first, or other spenders took all but the
+            # watchdog's floor: nothing was sent.
             return StatusResult(fresh, probed=False, outcome=outcome, note=self._share_spent_note())
         note = None
         if outcome.result == "pending":

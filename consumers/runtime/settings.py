@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import math
 import os
 from collections.abc import Mapping
 from datetime import timedelta
@@ -24,6 +25,8 @@ __all__ = [
     "Settings",
     "is_loopback",
     "load_settings",
+    "reserve_of",
+    "share_of",
     "unknown_variables",
 ]
 
@@ -43,6 +46,17 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False  # a name other than localhost may resolve anywhere
+
+
+def share_of(budget: int, share: float) -> int:
+    """The requests of a window a spender with ``share`` of ``budget`` may take (rounded down)."""
+    return int(budget * share)
+
+
+def reserve_of(budget: int, floor: float) -> int:
+    """The requests of a window a ``floor`` of ``budget`` keeps (rounded up, so the floor holds;
+    the rounding slack absorbs float error such as ``1000 * 0.3``)."""
+    return min(math.ceil(budget * floor - 1e-9), budget)
 
 
 class Settings(BaseSettings):
@@ -144,8 +158,15 @@ class Settings(BaseSettings):
     """The sliding window of the probe budget."""
     on_demand_budget_share: float = Field(default=0.5, gt=0.0, le=1.0)
     """The part of each probe budget window that status reads (on-demand probes) may spend, in
-    every process together (0 < share <= 1); past it a read answers from the table with
+    every process together (0 < share <= 1), never more than what the watchdog's floor leaves
+    (`1 - AUDITREC_WATCHDOG_BUDGET_FLOOR`); past it a read answers from the table with
     `"probed": false` and why, and the rest of the window stays for the watchdog and others."""
+    watchdog_budget_floor: float = Field(default=0.3, ge=0.0, lt=1.0)
+    """The part of each probe budget window reserved for the watchdog (0 <= floor < 1), in
+    every process together: status reads, manual probes and every other spender together take
+    at most the rest, so the watchdog can always probe that many requests per window (it may
+    also spend what the others leave). Must leave status reads at least one request per window
+    of `AUDITREC_PROBE_BUDGET`."""
     probe_concurrency: int = Field(default=8, ge=1, le=256)
     """Concurrent Workflows API requests of a process."""
     probe_timeout: Duration = timedelta(seconds=10)
@@ -268,6 +289,30 @@ class Settings(BaseSettings):
             raise ValueError("must start with sqlite:/// or postgresql://")
         return value
 
+    def watchdog_reserve(self) -> int:
+        """Requests of each probe budget window kept for the watchdog (the floor, rounded up)."""
+        return reserve_of(self.probe_budget, self.watchdog_budget_floor)
+
+    def on_demand_cap(self) -> int:
+        """Requests of each window status reads may take: their share, within the floor."""
+        return min(
+            share_of(self.probe_budget, self.on_demand_budget_share),
+            self.probe_budget - self.watchdog_reserve(),
+        )
+
+    def budget_refusal(self) -> str | None:
+        """Why the probe budget's shares cannot work, naming the variables; ``None`` if they
+        can (status reads need at least one request per window beside the watchdog's floor)."""
+        if self.on_demand_cap() >= 1:
+            return None
+        return (
+            "AUDITREC_WATCHDOG_BUDGET_FLOOR: a floor of "
+            f"{self.watchdog_budget_floor:g} (AUDITREC_WATCHDOG_BUDGET_FLOOR) and a share of "
+            f"{self.on_demand_budget_share:g} (AUDITREC_ON_DEMAND_BUDGET_SHARE) of "
+            f"AUDITREC_PROBE_BUDGET={self.probe_budget} requests leave status reads no request "
+            "per window: lower the floor, raise the share or the budget"
+        )
+
     def policy(self) -> Policy:
         return Policy(
             stale_running_after=self.stale_running_after,
@@ -380,10 +425,13 @@ def load_settings(**overrides: Any) -> Settings:
     for problem in unknown_variables(os.environ):
         log.warning(problem)
     try:
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
             name = "AUDITREC_" + "_".join(str(p) for p in err["loc"]).upper()
             problems.append(f"{name}: {err['msg']}")
         raise ConfigError("invalid configuration: " + "; ".join(problems)) from None
+    if (refusal := settings.budget_refusal()) is not None:
+        raise ConfigError(f"invalid configuration: {refusal}")
+    return settings

@@ -7,9 +7,11 @@ it). Either way a request waits out a pause or a full window when its caller's b
 and is answered ``rate_limited`` only when it does not.
 
 Every request is taken for a spender (:data:`ON_DEMAND` for status reads, :data:`WATCHDOG`,
-``manual``, ``other``). :class:`SharedRateLimit` holds a spender to its share of each window
-when given one (the status reads to ``AUDITREC_ON_DEMAND_BUDGET_SHARE``), so the reads never
-take what the watchdog needs; the store checks the share in the step that takes the slot.
+``manual``, ``other``). :class:`SharedRateLimit` keeps a floor of each window for the watchdog
+(``AUDITREC_WATCHDOG_BUDGET_FLOOR``) that no other spender may take, and holds a spender to its
+share of each window when given one (the status reads to ``AUDITREC_ON_DEMAND_BUDGET_SHARE``,
+within what the floor leaves), so the reads never take what the watchdog needs; the store
+checks both in the step that takes the slot.
 
 Time is ``clock()`` (monotonic seconds) and waiting is ``sleep()``; tests pass a fake pair.
 """
@@ -27,9 +29,11 @@ from typing import Protocol
 
 import httpx
 
+from consumers.runtime.settings import reserve_of, share_of
 from projections.budget import RequestBudget
 
 __all__ = [
+    "FLOOR_KEPT",
     "ON_DEMAND",
     "OTHER",
     "SHARE_SPENT",
@@ -39,7 +43,6 @@ __all__ = [
     "SharedRateLimit",
     "rate_limit_pause",
     "seconds_from_retry_after",
-    "share_of",
 ]
 
 _DEFAULT_PAUSE = 60.0
@@ -56,6 +59,8 @@ WATCHDOG = "watchdog"
 OTHER = "other"
 # How a refusal for a spender's share begins (status reads tell it apart by this).
 SHARE_SPENT = "share of the probe budget spent"
+# What a refusal for the watchdog's floor says (likewise).
+FLOOR_KEPT = "the rest of the window is the watchdog's floor"
 
 
 class Limiter(Protocol):
@@ -151,16 +156,12 @@ class RateLimit:
             self._sent.popleft()
 
 
-def share_of(budget: int, share: float) -> int:
-    """The requests of a window a spender with ``share`` of ``budget`` may take."""
-    return int(budget * share)
-
-
 class SharedRateLimit:
     """The budget and the 429 pause of one Cloudflare account, shared by every process that
     probes through it: both live in the store (wall-clock time, as processes share no other).
-    ``shares``: the part of each window a spender may take at most (a spender not named there
-    may take whatever is free)."""
+    ``floor``: the part of each window reserved for the watchdog (every other spender together
+    takes at most the rest); ``shares``: the part of each window a spender may take at most,
+    within what the floor leaves (a spender not named there may take whatever is free)."""
 
     def __init__(
         self,
@@ -170,6 +171,7 @@ class SharedRateLimit:
         window: float,
         *,
         shares: Mapping[str, float] | None = None,
+        floor: float = 0.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         sleep: Callable[[float], Awaitable[None]],
     ) -> None:
@@ -177,7 +179,10 @@ class SharedRateLimit:
         self._account = account
         self._budget = budget
         self._window = window + ARRIVAL_MARGIN
-        self._shares = {s: share_of(budget, f) for s, f in (shares or {}).items()}
+        self._reserve = reserve_of(budget, floor)
+        self._shares = {
+            s: min(share_of(budget, f), budget - self._reserve) for s, f in (shares or {}).items()
+        }
         self._clock = clock
         self._sleep = sleep
 
@@ -212,7 +217,14 @@ class SharedRateLimit:
         while True:
             now = self._clock()
             slot = await self._store.take_request_slot(
-                self._account, now, self._budget, self._window, spender=spender, share=share
+                self._account,
+                now,
+                self._budget,
+                self._window,
+                spender=spender,
+                share=share,
+                reserve=self._reserve,
+                reserved_for=WATCHDOG,
             )
             if slot.granted:
                 return None
@@ -224,6 +236,12 @@ class SharedRateLimit:
                     return (
                         f"{spender} {SHARE_SPENT}: {share} of {self._budget} requests per "
                         "window, the rest kept for the watchdog and others"
+                    )
+                if slot.reserved:
+                    return (
+                        f"request budget exhausted for {spender}: {FLOOR_KEPT} "
+                        f"({self._reserve} of {self._budget} requests, "
+                        "AUDITREC_WATCHDOG_BUDGET_FLOOR)"
                     )
                 return "request budget exhausted (shared by every process probing this account)"
             await self._sleep(max((ready_at - now).total_seconds(), 0.001))

@@ -27,6 +27,8 @@ class PostgresBudget(RequestBudget):
         *,
         spender: str = "other",
         share: int | None = None,
+        reserve: int = 0,
+        reserved_for: str = "watchdog",
     ) -> RequestSlot:
         horizon = now - timedelta(seconds=window_s)
         with self.db.errors("take a Workflows API request slot"):
@@ -45,19 +47,28 @@ class PostgresBudget(RequestBudget):
                     account,
                     horizon,
                 )
-                count, oldest, newest, own, own_oldest = await conn.fetchrow(
+                count, oldest, newest, own, own_oldest, others, others_oldest = await conn.fetchrow(
                     "SELECT count(*), min(sent_at), max(sent_at), "
                     "count(*) FILTER (WHERE spender = $2), "
-                    "min(sent_at) FILTER (WHERE spender = $2) "
+                    "min(sent_at) FILTER (WHERE spender = $2), "
+                    "count(*) FILTER (WHERE spender <> $3), "
+                    "min(sent_at) FILTER (WHERE spender <> $3) "
                     "FROM api_requests WHERE account = $1",
                     account,
                     spender,
+                    reserved_for,
                 )
                 if share is not None and own >= share:
                     return RequestSlot(
                         False,
                         frees_at=(own_oldest or now) + timedelta(seconds=window_s),
                         share_spent=True,
+                    )
+                if reserve > 0 and spender != reserved_for and others >= budget - reserve:
+                    return RequestSlot(
+                        False,
+                        frees_at=(others_oldest or now) + timedelta(seconds=window_s),
+                        reserved=True,
                     )
                 if count < budget:
                     # Never older than a slot already taken: a caller whose clock read came

@@ -28,6 +28,8 @@ class SQLiteBudget(RequestBudget):
         *,
         spender: str = "other",
         share: int | None = None,
+        reserve: int = 0,
+        reserved_for: str = "watchdog",
     ) -> RequestSlot:
         stamp = to_micros(now)
         assert stamp is not None
@@ -44,18 +46,26 @@ class SQLiteBudget(RequestBudget):
                     "DELETE FROM api_requests WHERE account = ? AND sent_at <= ?",
                     (account, horizon),
                 )
-                count, oldest, newest, own, own_oldest = conn.execute(
+                count, oldest, newest, own, own_oldest, others, others_oldest = conn.execute(
                     "SELECT count(*), min(sent_at), max(sent_at), "
                     "count(*) FILTER (WHERE spender = ?), "
-                    "min(sent_at) FILTER (WHERE spender = ?) "
+                    "min(sent_at) FILTER (WHERE spender = ?), "
+                    "count(*) FILTER (WHERE spender <> ?), "
+                    "min(sent_at) FILTER (WHERE spender <> ?) "
                     "FROM api_requests WHERE account = ?",
-                    (spender, spender, account),
+                    (spender, spender, reserved_for, reserved_for, account),
                 ).fetchone()
                 if share is not None and own >= share:
                     frees = from_micros(own_oldest) if own else now
                     assert frees is not None
                     return RequestSlot(
                         False, frees_at=frees + timedelta(seconds=window_s), share_spent=True
+                    )
+                if reserve > 0 and spender != reserved_for and others >= budget - reserve:
+                    frees = from_micros(others_oldest) if others else now
+                    assert frees is not None
+                    return RequestSlot(
+                        False, frees_at=frees + timedelta(seconds=window_s), reserved=True
                     )
                 if count < budget:
                     # Never older than a slot already taken: a caller whose clock read came

@@ -105,3 +105,53 @@ class RequestBudgetContract(StoreFixtures):
             "acct", at(seconds=4), 3, 10.0, spender="on_demand", share=2
         )
         assert (read.granted, read.share_spent, read.frees_at) == (False, False, at(seconds=10))
+
+    async def test_the_watchdog_floor_is_never_taken_by_other_spenders(
+        self, store: ProjectionStore, make_store: MakeStore
+    ) -> None:
+        async with make_store() as other:
+            # given a budget of 5 requests per 10 s, of which 2 are reserved for the watchdog,
+            # and status reads allowed the whole window by their share
+            def take(s: ProjectionStore, second: int, spender: str, share: int | None = None):
+                return s.budget.take_request_slot(
+                    "acct", at(seconds=second), 5, 10.0, spender=spender, share=share, reserve=2
+                )
+
+            # when reads and other spenders, from both processes, ask for every slot
+            reads = [await take(s, i, "on_demand", 5) for i, s in enumerate([store, other])]
+            manual = await take(store, 2, "manual")
+            refused = [
+                await take(other, 3, "on_demand", 5),
+                await take(store, 3, "manual"),
+                await take(other, 3, "other"),
+            ]
+
+            # then they got the unreserved 3 and were refused the rest for the reserve, told
+            # when their oldest request leaves the window
+            assert [r.granted for r in reads] == [True, True] and manual.granted
+            assert [(r.granted, r.reserved, r.share_spent) for r in refused] == [
+                (False, True, False)
+            ] * 3
+            assert refused[0].frees_at == at(seconds=10)
+            # and the watchdog still takes its floor, from either process, and no more
+            watchdog = [await take(s, 4, "watchdog") for s in (other, store, other)]
+            assert [w.granted for w in watchdog] == [True, True, False]
+            assert not watchdog[2].reserved
+            assert await store.budget.requests_in_window("acct", at(seconds=4), 10.0) == 5
+            # and once the first read leaves the window another spender has room again
+            assert (await take(other, 10, "manual")).granted
+
+    async def test_the_watchdog_may_spend_beyond_its_floor(self, store: ProjectionStore) -> None:
+        # given a budget of 3 with 1 reserved for the watchdog
+        grants = [
+            await store.budget.take_request_slot(
+                "acct", at(seconds=i), 3, 10.0, spender="watchdog", reserve=1
+            )
+            for i in range(3)
+        ]
+        # then the watchdog may take the whole window, and a read then needs a free slot
+        assert [g.granted for g in grants] == [True, True, True]
+        read = await store.budget.take_request_slot(
+            "acct", at(seconds=3), 3, 10.0, spender="on_demand", share=3, reserve=1
+        )
+        assert (read.granted, read.frees_at) == (False, at(seconds=10))

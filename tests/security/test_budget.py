@@ -1,5 +1,6 @@
 """Status reads cannot starve the watchdog: a reader with a read token that asks about many
-running audits spends at most ``AUDITREC_ON_DEMAND_BUDGET_SHARE`` of the shared probe budget;
+running audits spends at most ``AUDITREC_ON_DEMAND_BUDGET_SHARE`` of the shared probe budget,
+and never the watchdog's floor (``AUDITREC_WATCHDOG_BUDGET_FLOOR``) even with the share at 1;
 past it reads answer from the table (``"probed": false`` and why) and the watchdog's probes
 still go out. Against a real ``serve`` (API and pipeline) and the Workflows simulator."""
 
@@ -98,6 +99,63 @@ def test_many_reads_leave_the_watchdog_its_part_of_the_budget(
             metrics = ops.get("/metrics").text
             assert 'result="spent",spender="watchdog"' in metrics
             assert 'result="spent",spender="on_demand"' in metrics
+
+
+def test_with_the_whole_window_shared_to_reads_the_watchdog_still_gets_its_floor(
+    tmp_path: Path, simulator: SimulatorServer
+) -> None:
+    floor = 6  # 0.3 of the budget of 20, the default floor
+    audits = [unique("floor") for _ in range(AUDITS)]
+    for audit_id in audits:
+        simulator.sim.set_instance(f"wf-{audit_id}", "running")
+    settings = server_settings(
+        tmp_path,
+        simulator,
+        api_tokens=f"viewer:{READER}:read,ops:{OPERATOR}:operate",
+        probe_budget=BUDGET,
+        on_demand_budget_share=1.0,
+        watchdog_interval="1h",  # the sweep below is the watchdog's only tick
+        watchdog_batch_limit=floor,
+        watchdog_bulk_limit=0,  # one request per audit
+    )
+    with LiveServer(API_AND_PIPELINE, **settings) as live:
+        live.wait_pipeline_live()
+        with live.client(OPERATOR) as ops, live.client(READER) as reader:
+            publish(ops, *(started(a, minutes_ago=30) for a in audits))
+            for audit_id in audits:
+                wait_for(ops, audit_id)
+
+            # when a reader allowed the whole window asks about every running audit
+            bodies = [reader.get(f"/audits/{a}").json() for a in audits]
+
+            # then the reads stopped at the floor, saying why
+            assert sum(b["probed"] for b in bodies) == BUDGET - floor
+            for body in (b for b in bodies if not b["probed"]):
+                assert "AUDITREC_WATCHDOG_BUDGET_FLOOR" in body["note"], body
+            assert spent(live, ON_DEMAND) == BUDGET - floor
+
+            # when the watchdog ticks over the audits the reads left
+            sweep = ops.post("/sweep", headers=JSON)
+
+            # then all of its probes went out and were answered
+            assert sweep.status_code == 200, sweep.text
+            summary = sweep.json()
+            assert (summary["probed"], summary["healthy"]) == (floor, floor), summary
+            assert summary["probe_errors"] == {}, summary
+            assert spent(live, WATCHDOG) == floor
+            assert simulator.sim.stats()["total"] == BUDGET
+
+
+def test_a_floor_out_of_range_or_leaving_reads_nothing_stops_serve(env: dict[str, str]) -> None:
+    for extra in (
+        {"AUDITREC_WATCHDOG_BUDGET_FLOOR": "1"},
+        {"AUDITREC_WATCHDOG_BUDGET_FLOOR": "-0.1"},
+        {"AUDITREC_WATCHDOG_BUDGET_FLOOR": "0.99", "AUDITREC_PROBE_BUDGET": "50"},
+    ):
+        refused = run_process("serve", env={**env, **extra}, timeout=30.0)
+        assert refused.returncode == 2, refused.stderr[-2000:]
+        assert "AUDITREC_WATCHDOG_BUDGET_FLOOR" in refused.stderr
+        assert "Traceback" not in refused.stderr
 
 
 def test_a_share_out_of_range_stops_serve_naming_the_variable(env: dict[str, str]) -> None:

@@ -97,6 +97,7 @@ def test_the_defaults_are_the_documented_ones() -> None:
         1000, timedelta(minutes=5), 8,
     )  # fmt: skip
     assert settings.on_demand_budget_share == 0.5
+    assert (settings.watchdog_budget_floor, settings.watchdog_reserve()) == (0.3, 300)
     assert settings.event_log_url == "sqlite:///.auditrec/events.db"
     assert settings.database_url == "sqlite:///.auditrec/audits.db"
     assert settings.topic_prefix == "audit"
@@ -116,6 +117,8 @@ def test_the_defaults_are_the_documented_ones() -> None:
         ("ON_DEMAND_BUDGET_SHARE", "0", "greater than 0"),
         ("ON_DEMAND_BUDGET_SHARE", "1.5", "less than or equal to 1"),
         ("ON_DEMAND_BUDGET_SHARE", "half", "number"),
+        ("WATCHDOG_BUDGET_FLOOR", "1", "less than 1"),
+        ("WATCHDOG_BUDGET_FLOOR", "-0.1", "greater than or equal to 0"),
         ("EVENT_LOG_URL", "mysql://db", "sqlite:/// or kafka://"),
         ("DATABASE_URL", "redis://x", "sqlite:/// or postgresql://"),
         ("CLOUDFLARE_API_URL", "ftp://x", "http:// or https://"),
@@ -215,3 +218,30 @@ def test_the_allowed_hosts_are_the_loopback_names_by_default() -> None:
     assert load_settings().allowed_hosts() == {"localhost", "127.0.0.1", "[::1]"}
     custom = load_settings(api_allowed_hosts="Auditrec-API., localhost ,")
     assert custom.allowed_hosts() == {"auditrec-api", "localhost"}
+
+
+@pytest.mark.parametrize(
+    ("share", "floor", "budget", "reserve", "reads"),
+    [("1", "0.3", "1000", 300, 700), ("0.5", "0.3", "1000", 300, 500), ("1", "0", "10", 0, 10),
+     ("0.9", "0.25", "10", 3, 7), ("0.5", "0.5", "3", 2, 1)],
+)  # fmt: skip
+def test_status_reads_take_at_most_their_share_within_the_watchdog_floor(
+    monkeypatch: pytest.MonkeyPatch, share: str, floor: str, budget: str, reserve: int, reads: int
+) -> None:
+    monkeypatch.setenv("AUDITREC_ON_DEMAND_BUDGET_SHARE", share)
+    monkeypatch.setenv("AUDITREC_WATCHDOG_BUDGET_FLOOR", floor)
+    monkeypatch.setenv("AUDITREC_PROBE_BUDGET", budget)
+    settings = load_settings()
+    assert (settings.watchdog_reserve(), settings.on_demand_cap()) == (reserve, reads)
+
+
+def test_a_floor_that_leaves_status_reads_nothing_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AUDITREC_WATCHDOG_BUDGET_FLOOR", "0.9")
+    monkeypatch.setenv("AUDITREC_PROBE_BUDGET", "5")
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    message = str(err.value)
+    assert message.startswith("invalid configuration: AUDITREC_WATCHDOG_BUDGET_FLOOR: ")
+    assert "AUDITREC_PROBE_BUDGET=5" in message and "AUDITREC_ON_DEMAND_BUDGET_SHARE" in message
