@@ -4,7 +4,10 @@ audit (a cross-site form, a ``text/plain`` form of events, a ``no-cors`` fetch),
 operator's browser in under another token (login CSRF), and to frame the console. The page is
 served by a second HTTP server, from ``127.0.0.2`` (another site: ``SameSite`` applies) and from
 ``127.0.0.1`` on another port (the same site, another origin: only the CSRF tokens stand).
-Everything must fail. Also: logout ends the session on another replica, a proxy's
+Everything must fail. The same pages of another origin also attack a default, open ``serve``
+(no tokens, on loopback), where no token or session stands in their way: ``text/plain`` and
+form posts and ``no-cors`` fetches to ``POST /audits/{id}/fail``, ``/events`` and ``/sweep``
+change nothing. Also: logout ends the session on another replica, a proxy's
 ``X-Forwarded-Proto`` makes the cookie ``Secure`` only from a listed proxy, and no console page
 raises a Content-Security-Policy violation while its live refresh works."""
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,6 +26,7 @@ import pytest
 
 from tests.consumers.api.ui.conftest import Serve
 from tests.consumers.api.ui.driving import figures, sign_in, sign_out, text_of
+from tests.e2e.test_cli_e2e import AUDITREC
 from tests.eventually import eventually_sync
 from tests.security.conftest import OtherSite, serving
 
@@ -158,6 +163,123 @@ def test_a_page_of_another_origin_can_neither_fail_an_audit_nor_sign_in_nor_fram
         assert shown == []
 
     assert record_of(serve, audit_id) == ("running", ["AuditStarted"])
+
+
+def open_attack_pages(api: str, audit_id: str) -> dict[str, str]:
+    """Pages that post to an open API what a browser sends without asking: ``text/plain`` and
+    form-encoded bodies (a JSON body smuggled into a ``text/plain`` form's name and value),
+    and ``no-cors`` fetches (no body, ``text/plain``, form-encoded)."""
+    events = json.dumps(
+        [
+            {
+                "type": "AuditFailed",
+                "audit_id": audit_id,
+                "producer": "evil",
+                "data": {"error_code": "oom", "failed_by": "workflow"},
+            }
+        ]
+    )
+    fail = json.dumps({"code": "oom", "reason": "forged"})
+    targets = {
+        "fail": (f"{api}/audits/{audit_id}/fail", fail),
+        "events": (f"{api}/events", events),
+        "sweep": (f"{api}/sweep", json.dumps({"dry_run": False})),
+    }
+    pages = {}
+    for what, (url, body) in targets.items():
+        # a text/plain form sends "name=value": the name carries the JSON, the value closes it
+        name, value = body[:-1] + ', "x": "', '"}'
+        if body.endswith("]"):
+            name, value = body[:-2] + ', "x": "', '"}]'
+        pages[f"/{what}-plain"] = f"""<form id="f" method="post" action="{url}"
+enctype="text/plain"><input name='{name}' value='{value}'></form>
+<script>document.getElementById("f").submit()</script>"""
+        pages[f"/{what}-form"] = f"""<form id="f" method="post" action="{url}">
+<input name="code" value="oom"><input name="reason" value="forged"></form>
+<script>document.getElementById("f").submit()</script>"""
+        pages[f"/{what}-fetch"] = f"""<script>
+const body = {json.dumps(body)};
+Promise.allSettled([
+  fetch("{url}", {{method: "POST", mode: "no-cors"}}),
+  fetch("{url}", {{method: "POST", mode: "no-cors", body}}),
+  fetch("{url}", {{method: "POST", mode: "no-cors", credentials: "include",
+    headers: {{"content-type": "text/plain"}}, body}}),
+  fetch("{url}", {{method: "POST", mode: "no-cors",
+    body: new URLSearchParams({{code: "oom", reason: "forged"}})}}),
+]).then(() => {{ document.title = 'done' }});
+</script>"""
+    return pages
+
+
+def sweeps_run(url: str) -> float:
+    """Sweeps the API ran (``auditrec_sweep_duration_seconds_count``; none yet: 0)."""
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    found = re.search(r"^auditrec_sweep_duration_seconds_count (\S+)$", text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+@pytest.mark.parametrize("site", ["127.0.0.2", "127.0.0.1"], ids=["cross-site", "same-site"])
+def test_a_page_of_another_origin_changes_nothing_on_an_open_serve(
+    console_env: dict[str, str], browser: Any, tmp_path: Path, site: str
+) -> None:
+    # given a default serve: no tokens, on loopback
+    env = {
+        k: v
+        for k, v in console_env.items()
+        if k not in ("AUDITREC_API_TOKENS", "AUDITREC_API_PUBLIC_READYZ")
+    }
+    assert subprocess.run([AUDITREC, "init"], env=env, timeout=120).returncode == 0
+    with (
+        serving(env, tmp_path / "open-serve.log") as api,
+        httpx.Client(base_url=api, timeout=60) as client,
+    ):
+        audit_id = f"a-open-{uuid.uuid4().hex[:8]}"
+        started = {
+            "type": "AuditStarted",
+            "audit_id": audit_id,
+            "producer": "crawler",
+            "occurred_at": (datetime.now(UTC) - timedelta(minutes=5)).isoformat(),
+            "data": {"project_id": "p1", "workflow_instance_id": f"wf-{audit_id}"},
+        }
+        assert client.post("/events", json=started).status_code == 202
+
+        def record() -> tuple[str, list[str]]:
+            row = client.get(f"/audits/{audit_id}", params={"probe": "false"})
+            if row.status_code != 200:
+                return "", []
+            history = client.get(f"/audits/{audit_id}/events").json()
+            events = history["events"] if isinstance(history, dict) else history
+            return row.json()["status"], [e["type"] for e in events]
+
+        untouched = ("running", ["AuditStarted"])
+        eventually_sync(record, until=lambda r: r == untouched, timeout=60, message="projected")
+        assert sweeps_run(api) == 0
+
+        # when a page of another origin posts forms and no-cors fetches to the API
+        pages = open_attack_pages(api, audit_id)
+        with OtherSite(site, pages) as other:
+            for path in pages:
+                if path.endswith("-fetch"):
+                    titled(browser, f"{other.url}{path}")
+                else:
+                    left_for(browser, f"{other.url}{path}")
+                    answer = browser.find_element("tag name", "body").text
+                    assert "needs Content-Type: application/json" in answer, (path, answer)
+
+        # then the audit is as it was and no sweep ran
+        fresh = client.post("/events", json={**started, "audit_id": f"{audit_id}-later"})
+        assert fresh.status_code == 202  # what was published before it is projected once it is
+        eventually_sync(
+            lambda: client.get(f"/audits/{audit_id}-later", params={"probe": "false"}).status_code,
+            until=lambda s: s == 200,
+            timeout=60,
+            message="the later audit projected",
+        )
+        assert record() == untouched
+        assert sweeps_run(api) == 0
+        # and the metric does count a sweep the API is asked for with a JSON content type
+        assert client.post("/sweep", headers=JSON).status_code == 200
+        assert sweeps_run(api) == 1
 
 
 def console_cookie(serve: Serve, token: str) -> httpx.Client:
