@@ -25,7 +25,13 @@ from consumers.workflows.client import (
     WorkflowsClient,
 )
 from consumers.workflows.discovery import Discovery, Listing
-from consumers.workflows.ratelimit import ON_DEMAND, SHARE_SPENT, WATCHDOG, SharedRateLimit
+from consumers.workflows.ratelimit import (
+    FLOOR_KEPT,
+    ON_DEMAND,
+    SHARE_SPENT,
+    WATCHDOG,
+    SharedRateLimit,
+)
 from consumers.workflows.simulator.server import STATUSES, SimulatorServer
 from consumers.workflows.simulator.state import LISTING
 from statemachine.errors import ConfigError, InvalidInput, WorkflowsApiError
@@ -488,7 +494,11 @@ def budget_store(pipeline: Pipeline) -> Any:
 
 
 def shared(
-    store: Any, clock: FakeClock, budget: int = 3, shares: dict[str, float] | None = None
+    store: Any,
+    clock: FakeClock,
+    budget: int = 3,
+    shares: dict[str, float] | None = None,
+    floor: float = 0.0,
 ) -> SharedRateLimit:
     wall = datetime(2026, 12, 1, tzinfo=UTC)
     return SharedRateLimit(
@@ -497,6 +507,7 @@ def shared(
         budget,
         300.0,
         shares=shares,
+        floor=floor,
         clock=lambda: wall + timedelta(seconds=clock.now),
         sleep=clock.sleep,
     )
@@ -518,6 +529,35 @@ async def test_processes_probing_one_account_share_one_budget(
     assert simulator.sim.requests_for("i") == 3
     assert await two.budget_left() == 0
     assert "shared by every process" in failure(answers[3]).detail
+
+
+async def test_no_spender_but_the_watchdog_takes_its_floor_in_any_process(
+    simulator: SimulatorServer, make_client: MakeClient, clock: FakeClock, budget_store: Any
+) -> None:
+    # given two processes on one account, 10 requests per window, 0.3 kept for the watchdog,
+    # status reads allowed the whole window by their share
+    simulator.sim.set_instance("i", "running")
+    one, two = [
+        await make_client(
+            limiter=shared(budget_store, clock, budget=10, shares={ON_DEMAND: 1.0}, floor=0.3)
+        )
+        for _ in range(2)
+    ]
+
+    # when reads and manual probes ask far past the rest of the window, then the watchdog asks
+    reads = [await c.get_instance("i", wait=0, spender=ON_DEMAND) for c in (one, two) * 3]
+    manual = [await c.get_instance("i", wait=0, spender="manual") for c in (one, two)]
+    watchdog = [await c.get_instance("i", wait=0, spender=WATCHDOG) for c in (two, one) * 2]
+
+    # then the others took 7, the reads were held to them (their share capped at 1 - floor),
+    # and the watchdog had its 3
+    assert sum(isinstance(a, InstanceStatus) for a in reads) == 6
+    assert sum(isinstance(a, InstanceStatus) for a in manual) == 1
+    held = failure(manual[-1])
+    assert held.reason is R.RATE_LIMITED and FLOOR_KEPT in held.detail
+    assert "3 of 10" in held.detail
+    assert [isinstance(a, InstanceStatus) for a in watchdog] == [True] * 3 + [False]
+    assert simulator.sim.requests_for("i") == 10
 
 
 def slots(spender: str, result: str) -> float:
