@@ -54,3 +54,16 @@ def test_pyproject_pins_uvicorn_to_the_tested_minor_version() -> None:
     (pin,) = [d for d in pyproject["project"]["dependencies"] if re.match(r"uvicorn\b", d)]
     major, minor = uvicorn.__version__.split(".")[:2]
     assert pin == f"uvicorn>={major}.{minor},<{major}.{int(minor) + 1}", pin
+
+
+def test_every_forwarded_allow_ips_setting_is_trusted_by_uvicorn_as_it_reads() -> None:
+    """Addresses and networks (the end-to-end check of a network is
+    tests/security/test_bounded.py), and ``*`` in a list, which uvicorn takes only alone."""
+    from uvicorn.middleware.proxy_headers import _TrustedHosts
+
+    from consumers.api.server import _proxies
+
+    listed = _TrustedHosts(_proxies("127.0.0.1, 10.0.0.0/8,2001:db8::/32"))
+    assert "127.0.0.1" in listed and "10.1.2.3" in listed and "2001:db8:1::5" in listed
+    assert "192.0.2.1" not in listed and "11.0.0.1" not in listed
+    assert "192.0.2.1" in _TrustedHosts(_proxies("127.0.0.1,*"))
