@@ -51,7 +51,7 @@ from consumers.api.audits import add_audit_routes
 from consumers.api.backtest import add_backtest_routes
 from consumers.api.brake import add_brake_routes
 from consumers.api.commands import add_command_routes
-from consumers.api.crosssite import UNCHECKED_HOST_PATHS, HostCheck, JsonPosts, SecurityHeaders
+from consumers.api.crosssite import HostCheck, JsonPosts, SecurityHeaders
 from consumers.api.deadletters import add_dead_letter_routes
 from consumers.api.errors import install_error_handlers
 from consumers.api.guards import BodyLimit, token_check
@@ -59,7 +59,7 @@ from consumers.api.health import add_health_routes
 from consumers.api.measure import RequestMetrics
 from consumers.api.models import R401, R403, event_input_schemas
 from consumers.api.shutdown import Closing, Draining
-from consumers.api.throttle import FailedAuthThrottle
+from consumers.api.throttle import FailedAuthThrottle, unthrottled
 from consumers.api.ui import add_console
 from consumers.operations.contracts.asyncapi import asyncapi_for
 from consumers.operations.service import Operations
@@ -115,7 +115,13 @@ def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
         app.add_middleware(HostCheck, allowed=settings.allowed_hosts())
     app.add_middleware(Draining, state=closing or Closing())
     # Failed authentications (401s, the console's sign-in's too) cost time: 429 past a rate.
-    app.add_middleware(FailedAuthThrottle, per_minute=settings.api_auth_failures_per_minute)
+    # Only what answers without a token is exempt: /readyz behind the token is an oracle too.
+    open_paths = unthrottled(settings.api_public_readyz)
+    app.add_middleware(
+        FailedAuthThrottle,
+        per_minute=settings.api_auth_failures_per_minute,
+        open_paths=open_paths,
+    )
     app.add_middleware(RequestMetrics)
     app.add_middleware(SecurityHeaders)  # outermost: every answer carries them
 
@@ -178,7 +184,7 @@ def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
                 for operation in item.values():  # every request (consumers.api.bounded)
                     responses = operation.setdefault("responses", {})
                     responses.setdefault("431", HEADERS_TOO_LARGE)
-                    if path not in UNCHECKED_HOST_PATHS:  # consumers.api.throttle
+                    if path not in open_paths:  # consumers.api.throttle
                         responses.setdefault("429", THROTTLED)
         return app.openapi_schema  # type: ignore[return-value]
 

@@ -77,7 +77,7 @@ class ApiServer(Component):
             # X-Forwarded-For/-Proto believed from these proxies only: the real client for the
             # failed-authentication throttle, https for the console cookie's Secure.
             proxy_headers=True,
-            forwarded_allow_ips=[a.strip() for a in s.api_forwarded_allow_ips.split(",")],
+            forwarded_allow_ips=_proxies(s.api_forwarded_allow_ips),
         )
         self._socket = _bind(s.api_host, s.api_port)
         server = _Server(config)
@@ -106,6 +106,13 @@ class ApiServer(Component):
         sockets = [self._socket] if self._socket is not None else None
         await server.serve(sockets=sockets)
         return 0
+
+
+def _proxies(setting: str) -> list[str] | str:
+    """``AUDITREC_API_FORWARDED_ALLOW_IPS`` as uvicorn reads it: ``*`` alone trusts any (in a
+    list uvicorn would take it for a name), else the addresses and networks."""
+    entries = [entry.strip() for entry in setting.split(",")]
+    return "*" if "*" in entries else entries
 
 
 def _bind(host: str, port: int) -> socket.socket:

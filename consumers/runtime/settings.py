@@ -225,15 +225,15 @@ class Settings(BaseSettings):
     """Open connections the API keeps at once (1 to 100,000); one more is answered 503 and
     closed at once."""
     api_auth_failures_per_minute: int = Field(default=10, ge=1, le=100_000)
-    """Failed authentications a client (an address) may make: a burst of this many, then one
-    every 60/N seconds (1 to 100,000). Past it every request of that client but `/healthz`,
-    `/readyz` and `/metrics` is answered 429 with `Retry-After`, its right token included.
-    Each API process counts alone."""
+    """Failed authentications a client (an IPv4 address, an IPv6 address's /64) may make: a
+    burst of this many, then one every 60/N seconds (1 to 100,000). Past it every request of
+    that client but `/healthz`, `/metrics` and a public `/readyz` is answered 429 with
+    `Retry-After`, its right token included. Each API process counts alone."""
     api_forwarded_allow_ips: str = Field(default="127.0.0.1,::1", min_length=1)
-    """The comma-separated addresses or networks (`10.0.0.0/8`; `*`: any) of the proxies whose
-    `X-Forwarded-For` and `X-Forwarded-Proto` the API believes: behind a TLS proxy, the
-    console's cookie is then `Secure`, and failed authentications are counted per real
-    client. Never list addresses a client reaches the API from directly."""
+    """The comma-separated addresses or networks (`10.0.0.0/8`, no host bits set; `*`: any) of
+    the proxies whose `X-Forwarded-For` and `X-Forwarded-Proto` the API believes: behind a TLS
+    proxy, the console's cookie is then `Secure`, and failed authentications are counted per
+    real client. Never list addresses a client reaches the API from directly."""
     metrics_port: int = Field(default=9464, ge=0, le=65535)
     """Where a `serve` without the API serves `/metrics` (on the API host); `0`: nowhere."""
     log_format: Literal["auto", "json", "console"] = "auto"
@@ -274,11 +274,11 @@ class Settings(BaseSettings):
         for entry in (e.strip() for e in value.split(",")):
             if entry == "*":
                 continue
-            try:
-                ipaddress.ip_network(entry, strict=False)
-            except ValueError:
+            try:  # strict, as uvicorn reads it: it ignores a network with host bits set
+                ipaddress.ip_network(entry)
+            except ValueError as exc:
                 raise ValueError(
-                    f"{entry!r} is no address or network (e.g. 10.0.0.5, 10.0.0.0/8, or *)"
+                    f"{entry!r} is no address or network (e.g. 10.0.0.5, 10.0.0.0/8, or *): {exc}"
                 ) from None
         return value
 

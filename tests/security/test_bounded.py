@@ -22,7 +22,8 @@ BODY_TIMEOUT = 2.0
 MAX_HEADER_BYTES = 4096
 MAX_CONNECTIONS = 20
 FAILURES = 5
-PROXY = "127.0.0.5"  # the one address whose X-Forwarded-* headers are believed
+PROXY = "127.0.0.5"  # an address whose X-Forwarded-* headers are believed
+PROXIES = "127.0.1.0/24"  # and a network of them
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
         AUDITREC_API_MAX_HEADER_BYTES=str(MAX_HEADER_BYTES),
         AUDITREC_API_MAX_CONNECTIONS=str(MAX_CONNECTIONS),
         AUDITREC_API_AUTH_FAILURES_PER_MINUTE=str(FAILURES),
-        AUDITREC_API_FORWARDED_ALLOW_IPS=PROXY,
+        AUDITREC_API_FORWARDED_ALLOW_IPS=f"{PROXY},{PROXIES}",
         AUDITREC_LOG_FORMAT="json",
     )
     with serving(env, tmp / "serve.log", "--only", "api", token=TOKEN) as url:
@@ -206,6 +207,21 @@ def test_failed_bearer_tokens_are_throttled_per_client_with_retry_after(
     assert elsewhere.status_code == 200  # another client is not held
 
 
+def test_guessing_at_readyz_behind_the_token_is_throttled_too(api: tuple[str, int]) -> None:
+    with client_from(api, "127.0.0.8") as guesser:
+        guesses = [
+            guesser.get("/readyz", headers={"Authorization": f"Bearer guess-{n:020d}"})
+            for n in range(FAILURES)
+        ]
+        right = guesser.get("/readyz", headers={"Authorization": f"Bearer {TOKEN}"})
+        health = guesser.get("/healthz")
+        metrics = guesser.get("/metrics")
+
+    assert [g.status_code for g in guesses] == [401] * FAILURES
+    assert right.status_code == 429  # not 200 or 503: the right token is not told apart
+    assert health.status_code == 200 and metrics.status_code == 200
+
+
 def test_failed_console_sign_ins_are_throttled_too(api: tuple[str, int]) -> None:
     with client_from(api, "127.0.0.4") as guesser:
         form = guesser.get("/ui/login")
@@ -243,6 +259,25 @@ def test_failures_through_a_listed_proxy_count_per_forwarded_client_and_only_the
     assert through == [401] * FAILURES + [429]
     assert neighbour == 401
     assert posing == [401] * FAILURES + [429]
+
+
+def test_a_proxy_of_a_listed_network_is_believed_and_ipv6_clients_count_by_their_64(
+    api: tuple[str, int],
+) -> None:
+    wrong = {"Authorization": "Bearer guess-00000000000000000000"}
+
+    def guess(client: httpx.Client, forwarded_for: str) -> int:
+        headers = {**wrong, "X-Forwarded-For": forwarded_for}
+        return client.get("/audits", headers=headers).status_code
+
+    with client_from(api, "127.0.1.9") as proxy:  # in PROXIES
+        same_64 = [guess(proxy, f"2001:db8:1:2::{n + 1:x}") for n in range(FAILURES + 1)]
+        next_64 = guess(proxy, "2001:db8:1:3::1")
+        ipv4 = guess(proxy, "198.51.100.50")
+
+    assert same_64 == [401] * FAILURES + [429]
+    assert next_64 == 401
+    assert ipv4 == 401  # the proxy itself is not the one counted
 
 
 def test_the_console_cookie_is_secure_behind_a_listed_tls_proxy_only(

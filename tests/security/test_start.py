@@ -65,6 +65,7 @@ def test_doctor_fails_the_api_check_with_the_same_refusal(env: dict[str, str]) -
         ("AUDITREC_API_MAX_CONNECTIONS", "0"),
         ("AUDITREC_API_AUTH_FAILURES_PER_MINUTE", "0"),
         ("AUDITREC_API_FORWARDED_ALLOW_IPS", "proxy.internal"),
+        ("AUDITREC_API_FORWARDED_ALLOW_IPS", "127.0.0.1,10.0.0.5/8"),  # host bits set
     ],
 )
 def test_a_connection_limit_out_of_range_stops_serve_naming_it(

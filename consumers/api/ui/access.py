@@ -16,10 +16,14 @@ then on. The CSRF token of a form is an HMAC of the nonce under the same key: bo
 session, useless with another. The open console signs with a key drawn when the process starts
 (its sessions end with the process).
 
-The sign-in form has a CSRF token of its own before any session exists: a random value in a
-short-lived ``SameSite=Strict`` cookie of the form's path, repeated in the form
-(:func:`login_token`), so a page of another site cannot sign the operator's browser in under a
-token of its choosing.
+The sign-in form has a CSRF token of its own before any session exists, in a short-lived
+``SameSite=Strict`` cookie of the form's path and repeated in the form
+(:meth:`Credentials.login_token`), so a page of another site cannot sign the operator's
+browser in under a token of its choosing. The token is made by the server: a random nonce and
+an expiry under an HMAC keyed by a hash of every configured token's session key (the same on
+every replica of one configuration), so a cookie another origin plants (a sibling subdomain
+may set one for the parent domain) with a value of its own making, matching field or not, is
+refused.
 """
 
 from __future__ import annotations
@@ -42,11 +46,10 @@ __all__ = [
     "Credential",
     "Credentials",
     "Session",
-    "login_token",
-    "login_token_ok",
 ]
 
 _KEY_TAG = b"auditrec-console-session:"
+_LOGIN_TAG = b"auditrec-console-login:"
 SESSION_SECONDS = 8 * 3600  # a working day; then the console asks for the token again
 LOGIN_SECONDS = 3600  # how long a sign-in form may wait to be sent
 OPEN = "console"  # the anonymous credential's name (the actor) when no token is configured
@@ -109,6 +112,8 @@ class Credentials:
         self.open = not self._tokens
         if self.open:
             self._by_name[OPEN] = Credential(None, secrets.token_bytes(32))
+        keys = sorted(credential.key for credential in self._by_name.values())
+        self._login_key = hashlib.sha256(_LOGIN_TAG + b"".join(keys)).digest()
 
     def match(self, given: str) -> Credential | None:
         """The credential of a typed token (compared in constant time with every one)."""
@@ -153,12 +158,28 @@ class Credentials:
             return None
         return Session(credential, nonce, expires, generation)
 
+    def login_token(self, now: float | None = None) -> str:
+        """A fresh sign-in form's CSRF token (its cookie and its hidden field alike):
+        ``nonce.expires.signature``."""
+        expires = int((now if now is not None else time.time()) + LOGIN_SECONDS)
+        body = f"{secrets.token_urlsafe(18)}.{expires}"
+        return f"{body}.{_sign(self._login_key, f'login:{body}')}"
 
-def login_token() -> str:
-    """A fresh sign-in form's CSRF token (its cookie and its hidden field alike)."""
-    return secrets.token_urlsafe(24)
+    def login_token_valid(self, token: str | None, now: float | None = None) -> bool:
+        """Whether ``token`` was made by :meth:`login_token` (with these tokens configured)
+        and has not expired."""
+        if not token or token.count(".") != 2:
+            return False
+        body, signature = token.rsplit(".", 1)
+        expected = _sign(self._login_key, f"login:{body}")
+        if not hmac.compare_digest(signature.encode(), expected.encode()):
+            return False
+        expires = body.split(".")[1]
+        return expires.isdigit() and int(expires) >= (now if now is not None else time.time())
 
-
-def login_token_ok(cookie: str | None, given: str) -> bool:
-    """Whether a sign-in form came back with the token its own cookie holds."""
-    return bool(cookie) and hmac.compare_digest((cookie or "").encode(), given.encode())
+    def login_token_ok(self, cookie: str | None, given: str, now: float | None = None) -> bool:
+        """Whether a sign-in form came back with the token its own cookie holds, one the
+        server made."""
+        if not cookie or not hmac.compare_digest(cookie.encode(), given.encode()):
+            return False
+        return self.login_token_valid(cookie, now)

@@ -8,10 +8,12 @@ HTTPS, a TLS proxy's too: ``AUDITREC_API_FORWARDED_ALLOW_IPS``). With no token c
 console is open: the first page sets an anonymous session, so forms carry a CSRF token all the
 same.
 
-The sign-in form carries a CSRF token of its own (its cookie and its field must agree), and a
-form post a browser marks ``Sec-Fetch-Site: cross-site`` is refused outright. Logging out ends
-every session of the token, on every replica: the token's session generation (in the store)
-moves on, and a session of an older generation is sent back to the login form.
+The sign-in form carries a CSRF token of its own (its cookie and its field must agree, and it
+must be one the server signed: a value another origin planted in the cookie is refused), and a
+sign-in a browser marks ``Sec-Fetch-Site: same-site`` (a sibling subdomain's page) is refused
+too; any form post a browser marks ``Sec-Fetch-Site: cross-site`` is refused outright.
+Logging out ends every session of the token, on every replica: the token's session generation
+(in the store) moves on, and a session of an older generation is sent back to the login form.
 """
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
@@ -23,13 +25,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from consumers.api.guards import read_body
-from consumers.api.ui.access import (
-    LOGIN_SECONDS,
-    Credentials,
-    Session,
-    login_token,
-    login_token_ok,
-)
+from consumers.api.ui.access import LOGIN_SECONDS, Credentials, Session
 from consumers.api.ui.render import COOKIE, page, set_cookie
 from projections.coordination import Coordination
 
@@ -133,8 +129,10 @@ def _safe_next(target: str | None) -> str:
 
 def _login_page(request: Request, target: str, status_code: int, error: str | None) -> Response:
     """The sign-in form with its CSRF token, in its field and its cookie (the cookie's own
-    while it has one: a page of another site can neither read nor set it)."""
-    token = request.cookies.get(LOGIN_COOKIE) or login_token()
+    while it holds one the server made and not expired, a fresh one otherwise)."""
+    credentials = _credentials(request)
+    kept = request.cookies.get(LOGIN_COOKIE)
+    token = kept if kept and credentials.login_token_valid(kept) else credentials.login_token()
     response = page(
         request, "login.html", status_code=status_code, next=target, error=error, login=token
     )
@@ -161,7 +159,12 @@ def add_session_routes(router: APIRouter) -> None:
     async def login(request: Request) -> Response:
         fields = await form(request)
         target = _safe_next(fields.get("next"))
-        if not login_token_ok(request.cookies.get(LOGIN_COOKIE), fields.get("csrf", "")):
+        # A sibling subdomain (same site) can plant a cookie and post a form with a pair the
+        # server made for it: the sign-in form is only ever sent from its own page.
+        same_site = request.headers.get("sec-fetch-site", "").lower() == "same-site"
+        if same_site or not _credentials(request).login_token_ok(
+            request.cookies.get(LOGIN_COOKIE), fields.get("csrf", "")
+        ):
             why = "the sign-in form expired or came from elsewhere: sign in again from here"
             return _login_page(request, target, 403, why)
         credential = _credentials(request).match(fields.get("token", "").strip())

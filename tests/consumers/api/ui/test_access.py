@@ -3,7 +3,7 @@ and what a token entry may say."""
 
 from __future__ import annotations
 
-from consumers.api.ui.access import OPEN, SESSION_SECONDS, Credentials
+from consumers.api.ui.access import LOGIN_SECONDS, OPEN, SESSION_SECONDS, Credentials
 from consumers.api.ui.render import age
 from consumers.runtime.tokens import parse_tokens
 
@@ -57,6 +57,27 @@ def test_csrf_tokens_are_bound_to_their_session() -> None:
     assert one.csrf_ok(one.csrf())
     assert not one.csrf_ok(two.csrf())
     assert not one.csrf_ok("")
+
+
+def test_a_sign_in_token_must_be_one_the_server_made_and_not_expired() -> None:
+    creds = credentials("ops:s3cret-token-0123456789:operate")
+    made = creds.login_token(now=T)
+    assert creds.login_token_ok(made, made, now=T + 60)
+    assert not creds.login_token_ok(made, made + "x", now=T)  # field and cookie disagree
+    assert not creds.login_token_ok(made, made, now=T + LOGIN_SECONDS + 1)  # expired
+
+    # a value another origin planted, its field matching: of the right shape, not made here
+    nonce, expires, signature = made.split(".")
+    planted = [
+        "planted-by-a-sibling-subdomain",
+        f"chosen-nonce.{expires}.{signature}",
+        f"{nonce}.{int(expires) + 10**6}.{signature}",  # a later expiry under the same MAC
+        credentials("ops:0ther-token-0123456789:operate").login_token(now=T),
+    ]
+    for value in planted:
+        assert not creds.login_token_ok(value, value, now=T), value
+    # the same configuration (another replica) accepts it
+    assert credentials("ops:s3cret-token-0123456789:operate").login_token_ok(made, made, now=T)
 
 
 def test_scopes_named_entries_and_bare_tokens() -> None:

@@ -107,6 +107,44 @@ def test_pages_answer_bad_input_naming_it_and_login_never_leaves_the_console(
         assert out.status_code == 303 and 'auditrec_console=""' in out.headers["set-cookie"]
 
 
+def test_a_sign_in_csrf_cookie_the_server_did_not_make_is_refused_matching_field_or_not(
+    tmp_path: Path, simulator: SimulatorServer
+) -> None:
+    """A sibling subdomain may set a cookie for the parent domain: the double submit alone
+    would then accept its value, repeated in a form of its own making; nor may its page send
+    a pair the server made (the browser marks its post ``Sec-Fetch-Site: same-site``)."""
+    settings = server_settings(tmp_path, simulator, api_tokens="ops:op-secret-0123456789:operate")
+    planted = "planted-by-a-sibling-0123456789abcdef"
+    with LiveServer(["api"], **settings) as live, httpx.Client(base_url=live.url) as client:
+        refused = client.post(
+            "/ui/login",
+            data={"token": "op-secret-0123456789", "next": "/ui", "csrf": planted},
+            headers={"Cookie": f"auditrec_login={planted}"},
+        )
+        form = client.get("/ui/login", headers={"Cookie": f"auditrec_login={planted}"})
+        made = csrf_of(form.text)
+        # a pair the server made, fetched and planted by a sibling's page: the browser says so
+        sibling = client.post(
+            "/ui/login",
+            data={"token": "op-secret-0123456789", "next": "/ui", "csrf": made},
+            headers={"Cookie": f"auditrec_login={made}", "Sec-Fetch-Site": "same-site"},
+        )
+        signed = client.post(
+            "/ui/login",
+            data={"token": "op-secret-0123456789", "next": "/ui", "csrf": made},
+            headers={"Cookie": f"auditrec_login={made}", "Sec-Fetch-Site": "same-origin"},
+        )
+
+    assert refused.status_code == 403 and "came from elsewhere" in refused.text
+    assert sibling.status_code == 403 and "auditrec_console" not in sibling.headers.get(
+        "set-cookie", ""
+    )
+    assert "auditrec_console" not in refused.headers.get("set-cookie", "")
+    assert made != planted  # the form is given a token of the server's, not the planted one
+    assert f"auditrec_login={made}" in form.headers["set-cookie"]
+    assert signed.status_code == 303 and "auditrec_console=" in signed.headers["set-cookie"]
+
+
 def test_the_audits_page_pages_by_keyset_and_filters_what_shadow_mode_would_fail(
     tmp_path: Path, simulator: SimulatorServer
 ) -> None:
