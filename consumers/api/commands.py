@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import structlog
 from fastapi import APIRouter, Query, Request
 
-from consumers.api.guards import actor_of, claimed_actor, read_body
+from consumers.api.guards import actor_of, read_body
 from consumers.api.models import (
     EVENTS_BODY,
     R403,
@@ -46,21 +46,15 @@ def _json(body: bytes) -> Any:
         raise InvalidInput("body is not JSON", [f"body: not valid JSON ({reason})"]) from None
 
 
-def _claims(request: Request, events: list[AuditEvent]) -> None:
-    """An item naming an actor names who authenticated, or is refused (403 naming both):
-    what comes in over HTTP never speaks for someone else. Which types may come in at all is
-    the publishing validation's (:func:`statemachine.admission.refusal`, every scope alike)."""
-    actor = actor_of(request)
-    for index, event in enumerate(events):
-        claimed_actor(actor, getattr(event.data, "actor", None), f"item {index}: data.actor")
-
-
 def _events_of(request: Request, body: bytes) -> list[AuditEvent]:
     """The validated events of a ``POST /events`` body: plain envelopes, or CloudEvents in
-    structured, batch or binary mode (by ``Content-Type`` and the ``ce-*`` headers)."""
+    structured, batch or binary mode (by ``Content-Type`` and the ``ce-*`` headers). What may
+    come in at all, and naming which actor, is :func:`statemachine.admission.refusal`'s, with
+    the token that authenticated (every scope alike)."""
+    actor = actor_of(request)
     content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if is_binary(request.headers):
-        return validate_cloudevents([structured_of_binary(request.headers, body)])
+        return validate_cloudevents([structured_of_binary(request.headers, body)], actor=actor)
     if content_type in (STRUCTURED, BATCH):
         raw = _json(body)
         if content_type == BATCH and not isinstance(raw, list):
@@ -68,13 +62,13 @@ def _events_of(request: Request, body: bytes) -> list[AuditEvent]:
         items = raw if content_type == BATCH else [raw]
         if not items:
             raise InvalidInput("empty batch", ["body: an empty batch; send at least one event"])
-        return validate_cloudevents(items)
+        return validate_cloudevents(items, actor=actor)
     raw = _json(body)
     items = raw if isinstance(raw, list) else [raw]
     if not items:
         raise InvalidInput("empty list", ["body: an empty list; send at least one event"])
     # (an envelope that names no producer is recorded as produced by who sent it)
-    return validate_items(items, label="item", producer=actor_of(request))
+    return validate_items(items, actor=actor, label="item", producer=actor)
 
 
 def add_command_routes(private: APIRouter, ops: Operations, max_body: int) -> None:
@@ -123,7 +117,6 @@ def add_command_routes(private: APIRouter, ops: Operations, max_body: int) -> No
     async def post_events(request: Request) -> Accepted:
         body = await read_body(request, max_body)
         events = _events_of(request, body)
-        _claims(request, events)
         await ops.refuse_conflicts(events)
         ids = await ops.publish(events)
         log.info("events published", count=len(ids), actor=actor_of(request))

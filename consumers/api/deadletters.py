@@ -10,7 +10,7 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from consumers.api.guards import actor_of, read_body
-from consumers.api.models import R422, R503, Message, Responses
+from consumers.api.models import R403, R422, R503, Message, Problems, Responses
 from consumers.operations.deadletters import (
     MAX_LIMIT,
     list_dead_letters,
@@ -101,12 +101,24 @@ def add_dead_letter_routes(private: APIRouter, ops: Operations, max_body: int) -
             "Validated with today's codec (older versions upcast); refused (422) with the "
             "reason when it still does not decode. A body, when given, is a corrected "
             "envelope published instead of the original: only what publishers may send (403 "
-            "otherwise, naming the type). A record of the ingest topic is judged as the ingest "
+            "otherwise, naming the field), its `data.actor` (if any) who authenticated. An "
+            "event id the history holds with another `type` or `data` is refused (409) as "
+            "`POST /events` refuses it. A record of the ingest topic is judged as the ingest "
             "component judges it and goes to the lifecycle topic. Once per original record: a "
             "second replay publishes nothing (`published: false`) and says when it was "
             "replayed."
         ),
-        responses={**R404, **R422, **R503},
+        responses={
+            **R403,
+            **R404,
+            409: {
+                "model": Problems,
+                "description": "The event id already names an event with another `type` or "
+                "`data` in its audit's history.",
+            },
+            **R422,
+            **R503,
+        },
     )
     async def replay(
         position: _Position,
@@ -115,5 +127,10 @@ def add_dead_letter_routes(private: APIRouter, ops: Operations, max_body: int) -
     ) -> dict[str, Any]:
         body = await read_body(request, max_body)
         return await replay_dead_letter(
-            log, position, actor=actor_of(request), body=body or None, dry_run=dry_run
+            log,
+            position,
+            actor=actor_of(request),
+            body=body or None,
+            dry_run=dry_run,
+            audits=ops.backends.store.audits,
         )

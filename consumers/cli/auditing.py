@@ -29,15 +29,17 @@ __all__ = ["audits", "publish", "replay", "status", "sweep"]
 def publish(ctx: click.Context, file: Any, as_json: bool) -> None:
     """Publish JSON Lines envelopes from FILE (or - for stdin). All lines are validated first.
 
-    On any invalid line it prints "line N: reason" for each, publishes nothing and exits 2."""
+    On any invalid line it prints "line N: reason" for each, publishes nothing and exits 2.
+    A line's data.actor, if any, must be you (cli:<os user>)."""
     from consumers.cli.assembly import operations
+    from consumers.cli.braking import cli_actor
     from consumers.operations.publishing import parse_json_lines
 
     try:
         lines = file.readlines()
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{file.name}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    events = parse_json_lines(lines)
+    events = parse_json_lines(lines, actor=cli_actor())
     settings = settings_of(ctx)
     ids = run(
         with_backends(settings, lambda backends: operations(backends).publish(events), store=False)

@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import structlog
 from pydantic import BaseModel
@@ -44,11 +44,12 @@ from consumers.eventlog.dead_letters import (
     replay_mark,
 )
 from consumers.eventlog.port import EventLog, Record, Topics
-from consumers.operations.publishing import complete_envelope
+from consumers.operations.publishing import complete_envelope, refuse_conflicts
 from consumers.runtime.metrics import DEAD_LETTERS_PURGED
+from projections.audits import AuditReads
 from statemachine.admission import refusal
 from statemachine.errors import DecodeError, InvalidInput, NotFound, Refused
-from statemachine.events import derived_id
+from statemachine.events import AuditEvent, derived_id
 from statemachine.policy import format_duration
 
 __all__ = [
@@ -258,16 +259,17 @@ async def show_dead_letter(log: EventLog, position: str) -> dict[str, Any]:
     }
 
 
-def _corrected(body: bytes, origin: Origin) -> bytes:
-    """A corrected body as JSON, with what ``publish`` fills in when omitted (producer,
-    time, version) and the event id derived from the original's position when it has none
-    (so replaying it twice yields one event)."""
+def _corrected(body: bytes, origin: Origin, actor: str) -> bytes:
+    """A corrected body as JSON, judged as any door judges what ``actor`` sends
+    (:func:`~statemachine.admission.refusal`), with what ``publish`` fills in when omitted
+    (producer, time, version) and the event id derived from the original's position when it
+    has none (so replaying it twice yields one event)."""
     try:
         raw = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise InvalidInput(f"the corrected body is not valid JSON: {exc}") from None
     if isinstance(raw, dict):
-        refused = refusal(raw)
+        refused = refusal(raw, actor)
         if refused is not None:
             raise Refused(f"the corrected body: {refused}")
         derived = derived_id("/".join(map(str, origin)), "dead-letter-replay")
@@ -283,16 +285,19 @@ async def replay_dead_letter(
     body: bytes | None = None,
     dry_run: bool = False,
     now: datetime | None = None,
+    audits: AuditReads | None = None,
 ) -> dict[str, Any]:
     """Publish the dead letter's record (or the corrected ``body``) to its original topic,
     once. Refused (:class:`InvalidInput`) when it still does not decode, when only part of it
     was kept and no body is given, or when it came from a topic not of this log. Replaying
-    an original already replayed publishes nothing and says when it was."""
+    an original already replayed publishes nothing and says when it was. With ``audits`` (the
+    projection), a lifecycle event whose ``(audit_id, event_id)`` the history holds with other
+    content is refused as ``POST /events`` refuses it (:class:`EventIdConflict`, HTTP 409)."""
     letter, mark = await _find(log, position)
     topics = log.topics
     origin = letter.origin
     if origin is not None and origin[0] == topics.ingest:
-        return await _replay_ingested(log, letter, mark, actor, body, dry_run, now)
+        return await _replay_ingested(log, letter, mark, actor, body, dry_run, now, audits)
     if origin is None or origin[0] not in (topics.lifecycle, topics.probe_requests):
         where = letter.origin_text()
         raise InvalidInput(f"dead letter {position} came from {where}: not a topic to replay to")
@@ -309,7 +314,7 @@ async def replay_dead_letter(
             f"dead letter {position} keeps only the first {len(letter.original)} of "
             f"{letter.original_size} bytes: replay it with a corrected body (--body FILE)"
         )
-    value = letter.original if body is None else _corrected(body, origin)
+    value = letter.original if body is None else _corrected(body, origin, actor)
     try:
         event = _decode_for(topics, origin, value)
     except DecodeError as exc:
@@ -317,6 +322,8 @@ async def replay_dead_letter(
         raise InvalidInput(f"{what} still does not decode: {exc}") from None
     event_id = str(getattr(event, "event_id"))  # noqa: B009 - every envelope has one
     result.update(event_id=event_id, type=getattr(event, "type", None))
+    if audits is not None and origin[0] == topics.lifecycle:
+        await refuse_conflicts(audits, [cast("AuditEvent", event)])  # (decoded by `decode`)
     if dry_run:
         return {**result, "published": False, "replayed": None}
     await log.append([encode(origin[0], event)])
@@ -413,6 +420,7 @@ async def _replay_ingested(
     body: bytes | None,
     dry_run: bool,
     now: datetime | None,
+    audits: AuditReads | None,
 ) -> dict[str, Any]:
     """A dead letter of the ingest topic, replayed: judged and completed as the ingest
     component judges a record (:func:`~consumers.components.ingest.admit`, the event id derived
@@ -445,6 +453,8 @@ async def _replay_ingested(
         raise InvalidInput(f"{what} still does not decode: {exc}") from None
     event_id = str(event.event_id)
     result.update(event_id=event_id, type=event.type)
+    if audits is not None:
+        await refuse_conflicts(audits, [event])
     if dry_run:
         return {**result, "published": False, "replayed": None}
     await log.append([encode(target, event)])

@@ -59,10 +59,10 @@ def complete_envelope(
     return out
 
 
-def _validate(raw: Any, producer: str) -> AuditEvent:
+def _validate(raw: Any, producer: str, actor: str | None) -> AuditEvent:
     if not isinstance(raw, dict):
         raise InvalidInput("expected a JSON object (an event envelope)")
-    refused = refusal(raw)
+    refused = refusal(raw, actor)
     if refused is not None:
         raise Refused(refused)
     try:
@@ -77,7 +77,7 @@ class _Unparsable:
 
 
 def _validate_all(
-    entries: Iterable[tuple[str, Any]], *, kind: str, producer: str
+    entries: Iterable[tuple[str, Any]], *, kind: str, producer: str, actor: str | None
 ) -> list[AuditEvent]:
     """Validate ``(name, raw)`` entries; any problem rejects them all with :class:`InvalidInput`,
     one ``"{name}: reason"`` per problem, in order (:class:`Refused` when one of them is an
@@ -94,7 +94,7 @@ def _validate_all(
             problems.append(f"{name}: {raw.reason}")
             continue
         try:
-            event = _validate(raw, producer)
+            event = _validate(raw, producer, actor)
         except InvalidInput as exc:
             problems.append(f"{name}: {exc}")
             refused = refused or isinstance(exc, Refused)
@@ -149,17 +149,25 @@ async def refuse_conflicts(audits: AuditReads, events: Sequence[AuditEvent]) -> 
 
 
 def validate_items(
-    items: Sequence[Any], *, label: str = "item", producer: str = "auditrec-api", base: int = 0
+    items: Sequence[Any],
+    *,
+    actor: str | None = None,
+    label: str = "item",
+    producer: str = "auditrec-api",
+    base: int = 0,
 ) -> list[AuditEvent]:
-    """Validate every item; raise :class:`InvalidInput` listing ``"{label} N: reason"``."""
+    """Validate every item sent by ``actor`` (who authenticated; ``None``: no one did, and an
+    item naming an actor is refused); raise :class:`InvalidInput` listing
+    ``"{label} N: reason"``."""
     entries = ((f"{label} {index + base}", raw) for index, raw in enumerate(items))
-    return _validate_all(entries, kind=label, producer=producer)
+    return _validate_all(entries, kind=label, producer=producer, actor=actor)
 
 
 def parse_json_lines(
-    lines: Iterable[str], *, producer: str = "auditrec-publish"
+    lines: Iterable[str], *, actor: str | None = None, producer: str = "auditrec-publish"
 ) -> list[AuditEvent]:
-    """JSON Lines → events. Blank lines and ``#`` comments are skipped; line numbers are 1-based."""
+    """JSON Lines sent by ``actor`` (``cli:<os user>``) → events. Blank lines and ``#``
+    comments are skipped; line numbers are 1-based."""
     entries: list[tuple[str, Any]] = []
     for number, line in enumerate(lines, start=1):
         text = line.strip()
@@ -173,4 +181,4 @@ def parse_json_lines(
         except RecursionError:
             raw = _Unparsable("not valid JSON (nested too deeply)")
         entries.append((f"line {number}", raw))
-    return _validate_all(entries, kind="line", producer=producer)
+    return _validate_all(entries, kind="line", producer=producer, actor=actor)

@@ -48,12 +48,20 @@ BUILT: dict[str, Any] = {
         error_code="oom",
         error_detail="Worker exceeded memory limit",
         failed_phase="crawl",
-        workflow_status="errored",
     ),
 }
 # What the models carry that a publisher never sends: the reconciler's own evidence, and the
 # operator who failed an audit by hand and the person they acted for.
-RECONCILER_ONLY = {"AuditFailed": {"policy", "rule", "actor", "on_behalf_of"}}
+RECONCILER_ONLY = {
+    "AuditFailed": {
+        "reconciled_by",
+        "workflow_status",
+        "policy",
+        "rule",
+        "actor",
+        "on_behalf_of",
+    }
+}
 
 
 def _data_model(name: str) -> type[Any]:

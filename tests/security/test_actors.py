@@ -158,41 +158,92 @@ def test_the_actor_is_the_token_and_the_person_named_is_on_behalf_of(live: LiveS
         wait_for(ops, audit_id, lambda r: r["status"] == "failed")
         history = ops.get(f"/audits/{audit_id}/events").json()["events"]
 
+        metrics = ops.get("/metrics").text
+
     assert done.status_code == 200, done.text
     assert (done.json()["actor"], done.json()["on_behalf_of"]) == ("token:ops", "alice")
+    # the metric counts the action under who authenticated, never the person named
+    assert re.search(
+        r'^auditrec_operator_actions_total\{action="fail",actor="token:ops"\} [1-9]', metrics, re.M
+    ), metrics
+    assert 'actor="alice"' not in metrics
     failure = history[-1]
     assert (failure["data"]["actor"], failure["data"]["on_behalf_of"]) == ("token:ops", "alice")
     assert "by operator token:ops on behalf of alice" in failure["reason"]
 
 
+def dressed(audit_id: str) -> dict[str, dict[str, Any]]:
+    """A publisher's events dressed up as auditrec's, by what the refusal names: a workflow's
+    failure carrying a reconciler decision's fields, one naming a producer of auditrec's own,
+    one naming an actor who did not authenticate."""
+    failure = {"error_code": "oom", "error_detail": "dressed", "failed_by": "workflow"}
+    extra: dict[str, Any] = {
+        "data.rule": {"rule": "errored"},
+        "data.reconciled_by": {"reconciled_by": "watchdog"},
+        "data.workflow_status": {"workflow_status": "errored"},
+        "data.policy": {"policy": {"stale_running_after_s": 900}},
+        "data.actor: 'token:someone'": {"actor": "token:someone"},
+    }
+    out = {
+        what: envelope("AuditFailed", audit_id, {**failure, **more}) for what, more in extra.items()
+    }
+    out["'auditrec-reconciler' is one of auditrec's own"] = envelope(
+        "AuditFailed", audit_id, failure, producer="auditrec-reconciler"
+    )
+    return out
+
+
+def _cloudevent(body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "specversion": "1.0",
+        "id": unique("ce"),
+        "source": body.get("producer", "evil"),
+        "type": f"dev.auditrec.{body['type']}",
+        "subject": body["audit_id"],
+        "time": "2026-12-01T00:00:00Z",
+        "data": body["data"],
+    }
+
+
+def post_as(client: httpx.Client, mode: str, body: dict[str, Any]) -> httpx.Response:
+    """POST ``body`` to /events as ``mode`` sends it: in a list of plain envelopes, or as a
+    CloudEvent in structured, batch or binary mode (a list and a batch after a valid start)."""
+    if mode == "envelope":
+        return client.post("/events", json=[started(unique("x")), body])
+    event = _cloudevent(body)
+    if mode == "structured":
+        content_type = "application/cloudevents+json"
+        return client.post(
+            "/events", content=json.dumps(event), headers={"content-type": content_type}
+        )
+    if mode == "batch":
+        batch = [_cloudevent(started(unique("x"))), event]
+        content_type = "application/cloudevents-batch+json"
+        return client.post(
+            "/events", content=json.dumps(batch), headers={"content-type": content_type}
+        )
+    assert mode == "binary"
+    headers = {f"ce-{k}": str(v) for k, v in event.items() if k != "data"}
+    return client.post(
+        "/events",
+        content=json.dumps(event["data"]),
+        headers={**headers, "content-type": "application/json"},
+    )
+
+
+MODES = ["envelope", "structured", "batch", "binary"]
+
+
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 @pytest.mark.parametrize("token", [OPS, CI], ids=["operate", "publish"])
-@pytest.mark.parametrize("mode", ["envelope", "cloudevent"])
+@pytest.mark.parametrize("mode", MODES)
 def test_no_token_posts_what_only_auditrec_writes(live: LiveServer, token: str, mode: str) -> None:
     audit_id = unique("forge")
     with live.client(token) as client:
         publish(client, started(audit_id))
         wait_for(client, audit_id)
         before = lifecycle_types(live)
-        answers = {}
-        for what, body in forged(audit_id).items():
-            if mode == "envelope":
-                answers[what] = client.post("/events", json=[started(unique("x")), body])
-            else:
-                cloudevent = {
-                    "specversion": "1.0",
-                    "id": unique("ce"),
-                    "source": "evil",
-                    "type": f"dev.auditrec.{body['type']}",
-                    "subject": audit_id,
-                    "time": "2026-12-01T00:00:00Z",
-                    "data": body["data"],
-                }
-                answers[what] = client.post(
-                    "/events",
-                    content=json.dumps(cloudevent),
-                    headers={"content-type": "application/cloudevents+json"},
-                )
+        answers = {what: post_as(client, mode, body) for what, body in forged(audit_id).items()}
         row = wait_for(client, audit_id)
 
     for what, answer in answers.items():
@@ -201,6 +252,28 @@ def test_no_token_posts_what_only_auditrec_writes(live: LiveServer, token: str, 
         assert what in problems, (what, problems)
         assert "written by auditrec only" in problems
     assert lifecycle_types(live) == before  # nothing at all was published
+    assert row["status"] == "running"
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("mode", MODES)
+def test_no_publisher_dresses_its_event_up_as_auditrec_s(live: LiveServer, mode: str) -> None:
+    audit_id = unique("dressed")
+    with live.client(CI) as client:
+        publish(client, started(audit_id))
+        wait_for(client, audit_id)
+        before = lifecycle_types(live)
+        # when a workflow's failure comes in dressed up as auditrec's decision (its rule, its
+        # probe, its producer) or as someone else's act
+        answers = {what: post_as(client, mode, body) for what, body in dressed(audit_id).items()}
+        row = wait_for(client, audit_id)
+
+    # then each is refused, naming what gives it away, and nothing is published
+    for what, answer in answers.items():
+        assert answer.status_code == 403, (what, answer.text)
+        problems = " ".join(answer.json()["detail"])
+        assert what in problems, (what, problems)
+    assert lifecycle_types(live) == before
     assert row["status"] == "running"
 
 
@@ -222,15 +295,17 @@ def test_a_dead_letter_replayed_with_a_forged_body_is_refused(live: LiveServer) 
         )
         position = letters[0]["position"]
         before = lifecycle_types(live)
-        # when it is replayed with a body forging what only auditrec writes
+        # when it is replayed with a body forging what only auditrec writes, or dressing a
+        # workflow's failure up as auditrec's decision or as someone else's act
         answers = {
             what: ops.post(f"/dead-letters/{position}/replay", json=body)
-            for what, body in forged(audit_id).items()
+            for what, body in {**forged(audit_id), **dressed(audit_id)}.items()
         }
         after = lifecycle_types(live)
         # then each is refused; a publisher's event is still accepted, once
         fixed = ops.post(f"/dead-letters/{position}/replay", json=started(unique("fixed")))
         row = wait_for(ops, audit_id)
+        shown = ops.get(f"/dead-letters/{position}").json()
 
     for what, answer in answers.items():
         assert answer.status_code == 403, (what, answer.text)
@@ -238,6 +313,50 @@ def test_a_dead_letter_replayed_with_a_forged_body_is_refused(live: LiveServer) 
     assert after == before
     assert fixed.status_code == 200 and fixed.json()["published"] is True, fixed.text
     assert row["status"] == "running"
+    # and the replay is recorded as the token's, on the log's replay mark
+    assert fixed.json()["replayed"]["actor"] == "token:ops"
+    assert shown["replayed"]["actor"] == "token:ops"
+    assert shown["replayed"]["event_id"] == fixed.json()["event_id"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_replayed_body_reusing_an_event_id_with_other_content_is_refused(
+    live: LiveServer,
+) -> None:
+    assert live.backends is not None
+    backends = live.backends
+    audit_id = unique("conflict")
+    with live.client(OPS) as ops:
+        # given an audit whose start the history holds under an event id
+        first = started(audit_id)
+        (event_id,) = publish(ops, first)
+        wait_for(ops, audit_id)
+        # and a record set aside
+        hostile = OutRecord(backends.topics.lifecycle, audit_id, b'{"type": "AuditStarted"')
+        live.call(lambda: backends.log.append([hostile]))
+        letters = eventually_sync(
+            lambda: ops.get("/dead-letters").json()["dead_letters"],
+            until=lambda found: len(found) >= 1,
+            message="the hostile record to be dead-lettered",
+        )
+        position = letters[0]["position"]
+        before = lifecycle_types(live)
+        # when it is replayed with a body giving that event id other content
+        other = {**first, "event_id": event_id, "data": {**first["data"], "pages_total": 7}}
+        refused = ops.post(f"/dead-letters/{position}/replay", json=other)
+        posted = ops.post("/events", json=[other])
+        after = lifecycle_types(live)
+        # and with the same content: the event the history holds, accepted
+        same = {**first, "event_id": event_id}
+        repeated = ops.post(f"/dead-letters/{position}/replay", json=same)
+
+    # then the replay is refused as POST /events refuses it, and nothing is published
+    assert refused.status_code == posted.status_code == 409, (refused.text, posted.text)
+    (problem,) = refused.json()["detail"]
+    assert f"event_id {event_id} of audit {audit_id} already names an event" in problem
+    assert refused.json()["detail"] == posted.json()["detail"]
+    assert after == before
+    assert repeated.status_code == 200 and repeated.json()["published"] is True, repeated.text
 
 
 async def _produce(bootstrap: str, topic: str, records: list[tuple[str, dict[str, Any]]]) -> None:
@@ -296,14 +415,19 @@ def test_a_decision_written_to_the_ingest_topic_never_reaches_the_lifecycle_log(
 
 def test_auditrec_publish_refuses_what_only_auditrec_writes(env: dict[str, str]) -> None:
     assert run("init", env=env).returncode == 0
-    lines = [json.dumps(started("a-cli")), *(json.dumps(b) for b in forged("a-cli").values())]
+    bodies = {**forged("a-cli"), **dressed("a-cli")}
+    lines = [json.dumps(started("a-cli")), *(json.dumps(b) for b in bodies.values())]
 
     refused = run("publish", "-", env=env, input="\n".join(lines))
     listed = run("audits", "--json", env=env)
 
     assert refused.returncode == 2, refused.stderr
-    for number, what in enumerate(forged("a-cli"), start=2):
-        assert f"line {number}: " in refused.stderr and what in refused.stderr, what
+    said = {
+        line.split(": ", 1)[0]: line
+        for line in " ".join(refused.stderr.split()).replace(" line ", "\nline ").splitlines()
+    }
+    for number, what in enumerate(bodies, start=2):
+        assert what in said.get(f"line {number}", ""), (what, said)
     assert "nothing published" in refused.stderr
     assert listed.returncode == 0 and "a-cli" not in listed.stdout
 

@@ -34,7 +34,6 @@ from auditrec_client.vocabulary import (
     SCHEMA_VERSIONS,
     ErrorCode,
     FailedBy,
-    ReconciledBy,
 )
 
 __all__ = [
@@ -197,8 +196,6 @@ class AuditFailed(Event):
     error_detail: str
     failed_by: FailedBy = "workflow"
     failed_phase: str | None = None
-    reconciled_by: ReconciledBy | None = None
-    workflow_status: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -2,7 +2,7 @@
 # Do not edit: run scripts/generate.sh.
 """What auditrec's published JSON Schemas say a publisher sends: the event types and
 their schema versions, the audit-id pattern (and its rule in words), the error codes,
-the failed_by a publisher may send and the reconcilers."""
+and the failed_by a publisher may send."""
 
 from __future__ import annotations
 
@@ -14,11 +14,9 @@ __all__ = [
     "ERROR_CODES",
     "FAILED_BY",
     "PUBLISHED_TYPES",
-    "RECONCILED_BY",
     "SCHEMA_VERSIONS",
     "ErrorCode",
     "FailedBy",
-    "ReconciledBy",
 ]
 
 # The types a publisher sends, in the order of auditrec's index.
@@ -56,8 +54,3 @@ ERROR_CODES: Final[tuple[str, ...]] = get_args(ErrorCode)
 # What a publisher's AuditFailed may say of who failed it (auditrec writes the rest).
 FailedBy = Literal["workflow"]
 FAILED_BY: Final[tuple[str, ...]] = get_args(FailedBy)
-ReconciledBy = Literal[
-    "watchdog",
-    "on_demand",
-]
-RECONCILED_BY: Final[tuple[str, ...]] = get_args(ReconciledBy)

@@ -5,7 +5,7 @@ defaults to auditrec_client/vocabulary.py); scripts/generate.sh does both.
 Reads DIR/index.json for the public (publisher-facing) types and their schema versions, and
 DIR/publish/{Type}.json for each, and writes what the builders check before sending: the
 types, their schema versions, the audit-id pattern (and the rule it states, in words), the
-error codes, the ``failed_by`` a publisher may send and the reconcilers. Whatever the schemas
+error codes and the ``failed_by`` a publisher may send. Whatever the schemas
 disagree on, or say in a shape not understood here, stops the generator naming the file,
 rather than writing a wrong constant.
 """
@@ -69,7 +69,6 @@ def read(schema_dir: Path) -> dict[str, Any]:
     versions: dict[str, int] = {}
     patterns: dict[str, Any] = {}
     codes: dict[str, Any] = {}
-    reconcilers: dict[str, Any] = {}
     failed_by: dict[str, Any] = {}
     for name in types:
         entry = index.get("types", {}).get(name, {})
@@ -88,8 +87,6 @@ def read(schema_dir: Path) -> dict[str, Any]:
             by = node.get("properties", {}).get("failed_by")
             if isinstance(by, dict) and "enum" in by:
                 failed_by[file] = by["enum"]
-        if "ReconciledBy" in schema.get("$defs", {}):
-            reconcilers[file] = schema["$defs"]["ReconciledBy"]["enum"]
     pattern = _one(patterns, "the audit_id pattern")
     return {
         "types": types,
@@ -97,7 +94,6 @@ def read(schema_dir: Path) -> dict[str, Any]:
         "pattern": pattern,
         "rule": _rule(pattern),
         "codes": _one(codes, "the error codes"),
-        "reconcilers": _one(reconcilers, "ReconciledBy"),
         "failed_by": _one(failed_by, "the failed_by a publisher sends"),
     }
 
@@ -119,7 +115,7 @@ def render(vocabulary: dict[str, Any]) -> str:
         f"{HEADER}"
         '"""What auditrec\'s published JSON Schemas say a publisher sends: the event types and\n'
         "their schema versions, the audit-id pattern (and its rule in words), the error codes,\n"
-        'the failed_by a publisher may send and the reconcilers."""\n'
+        'and the failed_by a publisher may send."""\n'
         "\n"
         "from __future__ import annotations\n"
         "\n"
@@ -131,11 +127,9 @@ def render(vocabulary: dict[str, Any]) -> str:
         '    "ERROR_CODES",\n'
         '    "FAILED_BY",\n'
         '    "PUBLISHED_TYPES",\n'
-        '    "RECONCILED_BY",\n'
         '    "SCHEMA_VERSIONS",\n'
         '    "ErrorCode",\n'
         '    "FailedBy",\n'
-        '    "ReconciledBy",\n'
         "]\n"
         "\n"
         "# The types a publisher sends, in the order of auditrec's index.\n"
@@ -149,8 +143,6 @@ def render(vocabulary: dict[str, Any]) -> str:
         "# What a publisher's AuditFailed may say of who failed it (auditrec writes the rest).\n"
         f"FailedBy = {_literal(vocabulary['failed_by'])}\n"
         "FAILED_BY: Final[tuple[str, ...]] = get_args(FailedBy)\n"
-        f"ReconciledBy = Literal[\n{_lines(vocabulary['reconcilers'])}]\n"
-        "RECONCILED_BY: Final[tuple[str, ...]] = get_args(ReconciledBy)\n"
     )
 
 

@@ -190,9 +190,12 @@ def _in_cloudevents_terms(problem: str) -> str:
     return f"{head}{sep}{_RENAME.sub(lambda m: m[1] + _ATTRIBUTE_OF[m[2]], rest)}"
 
 
-def validate_cloudevents(events: Sequence[Any], *, base: int = 0) -> list[AuditEvent]:
-    """Map and validate every CloudEvent; any problem rejects them all with
-    :class:`InvalidInput`, one ``item N: …`` line per problem, in CloudEvents terms."""
+def validate_cloudevents(
+    events: Sequence[Any], *, actor: str | None, base: int = 0
+) -> list[AuditEvent]:
+    """Map and validate every CloudEvent sent by ``actor`` (who authenticated); any problem
+    rejects them all with :class:`InvalidInput`, one ``item N: …`` line per problem, in
+    CloudEvents terms."""
     problems: list[str] = []
     envelopes: list[dict[str, Any]] = []
     for index, event in enumerate(events):
@@ -203,7 +206,9 @@ def validate_cloudevents(events: Sequence[Any], *, base: int = 0) -> list[AuditE
     if problems:
         raise InvalidInput(f"{len(problems)} invalid item(s); nothing published", problems)
     try:
-        return validate_items(envelopes, label="item", producer="auditrec-api", base=base)
+        return validate_items(
+            envelopes, actor=actor, label="item", producer="auditrec-api", base=base
+        )
     except InvalidInput as exc:
         problems = [_in_cloudevents_terms(p) for p in exc.problems]
         raise type(exc)(str(exc), problems) from None

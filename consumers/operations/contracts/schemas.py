@@ -35,6 +35,7 @@ from consumers.operations.contracts.catalog import (
     variants_of,
 )
 from consumers.operations.contracts.examples import EXAMPLES, PUBLISH_EXAMPLES
+from statemachine.admission import RECONCILER_FIELDS
 from statemachine.events import EVENT_TYPES
 from statemachine.upcasting import CURRENT_VERSION
 
@@ -129,7 +130,7 @@ def event_schema(name: str, variant: Variant) -> dict[str, Any]:
     body = copy.deepcopy(body)
     description = body.pop("description")
     if variant == "publish":
-        defs = _as_published(defs)
+        defs = _referenced(body, _as_published(defs))
         body["required"] = [f for f in body["required"] if f not in OMITTABLE]
         description += (
             " As sent through auditrec (POST /events, auditrec publish): "
@@ -149,9 +150,12 @@ def event_schema(name: str, variant: Variant) -> dict[str, Any]:
 
 def _as_published(defs: dict[str, Any]) -> dict[str, Any]:
     """``defs`` as a publisher may send them (:mod:`statemachine.admission`): a failure only
-    ever the workflow's own."""
+    ever the workflow's own, without a reconciler decision's fields (and the definitions only
+    those used)."""
     defs = copy.deepcopy(defs)
     failed = defs.get("AuditFailedData", {}).get("properties", {})
+    for field in RECONCILER_FIELDS:
+        failed.pop(field, None)
     if "failed_by" in failed:
         failed["failed_by"] = {
             "type": "string",
@@ -164,6 +168,19 @@ def _as_published(defs: dict[str, Any]) -> dict[str, Any]:
         }
         defs.pop("FailedBy", None)
     return defs
+
+
+def _referenced(body: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """``defs`` without those nothing refers to any longer (from ``body`` or another kept
+    definition)."""
+    kept = dict(defs)
+    while True:
+        text = json.dumps(body) + json.dumps(kept)
+        unused = [name for name in kept if f'"#/$defs/{name}"' not in text]
+        if not unused:
+            return kept
+        for name in unused:
+            del kept[name]
 
 
 def schema_files() -> dict[str, dict[str, Any]]:

@@ -6,6 +6,7 @@ once."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -148,4 +149,21 @@ def test_a_record_naming_an_actor_is_refused() -> None:
     }
     record = Record("audit.ingest.v1", 0, 7, "a-in", json.dumps(body).encode(), (), 1)
     with pytest.raises(Refused, match=r"data\.actor: 'ops' is not who wrote the record"):
+        admit(record)
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"producer": "auditrec-reconciler"}, "producer: 'auditrec-reconciler' is one of"),
+        ({"data": {"rule": "errored"}}, "data.rule: only auditrec's reconciler"),
+        ({"data": {"reconciled_by": "watchdog"}}, "data.reconciled_by: only auditrec's"),
+    ],
+)
+def test_a_record_dressed_up_as_auditrec_s_is_refused(extra: dict[str, Any], named: str) -> None:
+    data = {"error_code": "oom", "error_detail": "x", "failed_by": "workflow"}
+    body = {"type": "AuditFailed", "audit_id": "a-in", "producer": "crawler", "data": data}
+    body = {**body, **extra, "data": {**data, **extra.get("data", {})}}
+    record = Record("audit.ingest.v1", 0, 8, "a-in", json.dumps(body).encode(), (), 1)
+    with pytest.raises(Refused, match=re.escape(named)):
         admit(record)

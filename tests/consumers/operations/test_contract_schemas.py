@@ -23,6 +23,7 @@ from consumers.operations.contracts.catalog import (
 from consumers.operations.contracts.examples import EXAMPLES
 from consumers.operations.contracts.schemas import event_schema, examples_of, schema_files
 from consumers.operations.publishing import validate_items
+from statemachine.admission import RECONCILER_FIELDS
 from statemachine.events import EVENT_TYPES, LIFECYCLE_TYPES
 from statemachine.upcasting import CURRENT_VERSION
 
@@ -135,6 +136,25 @@ def test_the_schemas_reject_what_the_models_reject() -> None:
             validate_items([bad])
 
 
+@pytest.mark.parametrize("field", RECONCILER_FIELDS)
+def test_the_publish_schema_has_no_reconciler_decision_field(field: str) -> None:
+    # given a workflow's failure as a publisher sends it, with a field of a reconciler decision
+    good = next(e for e in examples_of("AuditFailed", "publish") if "data" in e)
+    values = {"rule": "errored", "reconciled_by": "watchdog", "workflow_status": "errored"}
+    bad = {**good, "data": {**good["data"], field: values.get(field, {"a": 1})}}
+
+    # then the publish schema rejects it (the public one, of events auditrec writes, does not)
+    assert (
+        field
+        not in event_schema("AuditFailed", "publish")["$defs"]["AuditFailedData"]["properties"]
+    )
+    messages = [
+        e.message for e in validator(event_schema("AuditFailed", "publish")).iter_errors(bad)
+    ]
+    assert any("Additional properties are not allowed" in m and field in m for m in messages)
+    assert list(validator(event_schema("AuditFailed", "publish")).iter_errors(good)) == []
+
+
 def test_the_schemas_describe_the_models_exactly() -> None:
     # Without what the contract adds (descriptions, examples, titles), each schema is the
     # model's own JSON Schema; `type` is required, and when publishing the omittable fields
@@ -154,10 +174,13 @@ def test_the_schemas_describe_the_models_exactly() -> None:
         model = EVENT_TYPES[name].model_json_schema()
         schema = event_schema(name, variant)  # type: ignore[arg-type]
         if variant == "publish" and name == "AuditFailed":
-            # what a publisher sends is only ever the workflow's failure (statemachine.admission)
+            # what a publisher sends is only ever the workflow's failure (statemachine.admission),
+            # without a reconciler decision's fields (nor the definitions only they use)
             data = model["$defs"]["AuditFailedData"]["properties"]
             data["failed_by"] = {"type": "string", "enum": list(PUBLISHED_FAILED_BY)}
-            del model["$defs"]["FailedBy"]
+            for field in RECONCILER_FIELDS:
+                del data[field]
+            del model["$defs"]["FailedBy"], model["$defs"]["ReconciledBy"]
         assert bare(schema) == bare(model)
         required = {"type", *model["required"]}
         if variant == "publish":

@@ -26,7 +26,7 @@ from consumers.operations.deadletters import (
     show_dead_letter,
 )
 from consumers.runtime.metrics import DEAD_LETTERS_KEPT, DEAD_LETTERS_PURGED
-from statemachine.errors import InvalidInput, NotFound
+from statemachine.errors import InvalidInput, NotFound, Refused
 from statemachine.policy import Policy
 from tests.contracts.projection_store import at, started
 from tests.pipeline import Pipeline, append, probe_request, read_topic, run_until_idle
@@ -316,3 +316,26 @@ async def test_purge_removes_the_dead_letters_older_than_a_duration_and_records_
     # and purging again finds nothing older
     again = await purge_dead_letters(log, timedelta(hours=1), actor="ops", now=later)
     assert again["dead_letters"] == 0 and again["partitions"] == []
+
+
+async def test_a_corrected_body_names_only_the_replaying_actor(pipeline: Pipeline) -> None:
+    log, topics = pipeline.log, pipeline.topics
+    await log.append([OutRecord(topics.lifecycle, "a-dl", HOSTILE)])
+    await project(pipeline)
+    (item,) = (await list_dead_letters(log))["dead_letters"]
+    failure = {"error_code": "oom", "error_detail": "x", "failed_by": "workflow"}
+
+    def body(actor: str) -> bytes:
+        data = {**failure, "actor": actor}
+        return json.dumps({"type": "AuditFailed", "audit_id": "a-dl", "data": data}).encode()
+
+    # when the CLI user cli:alice replays it with a body naming someone else as the actor
+    with pytest.raises(Refused, match=r"the corrected body: data.actor: 'token:ops' is not who"):
+        await replay_dead_letter(log, item["position"], actor="cli:alice", body=body("token:ops"))
+    assert (await list_dead_letters(log))["dead_letters"][0]["replayed"] is None
+
+    # then naming themselves, it is published, and the mark is theirs
+    done = await replay_dead_letter(
+        log, item["position"], actor="cli:alice", body=body("cli:alice")
+    )
+    assert done["published"] is True and done["replayed"]["actor"] == "cli:alice"

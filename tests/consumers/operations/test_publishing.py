@@ -13,7 +13,7 @@ import pytest
 
 from consumers.operations.publishing import parse_json_lines, refuse_conflicts, validate_items
 from projections.factory import open_store
-from statemachine.errors import EventIdConflict, InvalidInput
+from statemachine.errors import EventIdConflict, InvalidInput, Refused
 from tests.contracts.projection_store import positioned
 
 
@@ -122,3 +122,20 @@ async def test_a_key_the_history_holds_with_other_content_is_refused_a_repeat_is
         (problem,) = err.value.problems
         assert problem.startswith(f"event_id {same} of audit a-1 already names")
         assert "(in the history)" in problem
+
+
+def test_a_line_names_only_the_cli_user_who_publishes_it() -> None:
+    line = (
+        '{"type": "AuditFailed", "audit_id": "a-1", "data": {"actor": "%s", '
+        '"error_code": "oom", "error_detail": "x", "failed_by": "workflow"}}'
+    )
+
+    (own,) = parse_json_lines([line % "cli:alice"], actor="cli:alice")
+    assert own.data.actor == "cli:alice"  # type: ignore[union-attr]
+    with pytest.raises(Refused) as refused:
+        parse_json_lines([line % "token:ops"], actor="cli:alice")
+    assert refused.value.problems == [
+        "line 1: data.actor: 'token:ops' is not who authenticated ('cli:alice'); the actor is "
+        "the token's (or the CLI user's), never the body's (name a person you act for in "
+        "on_behalf_of)"
+    ]

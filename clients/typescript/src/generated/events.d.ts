@@ -369,28 +369,6 @@ export interface AuditFailedData {
    */
   failed_by: "workflow";
   /**
-   * For a reconciler decision: what asked for the probe behind it.
-   * @example "watchdog"
-   */
-  reconciled_by?: ReconciledBy | null;
-  /**
-   * For a reconciler decision: the workflow status the decision rests on.
-   * @example "errored"
-   */
-  workflow_status?: string | null;
-  /**
-   * For a reconciler decision: the thresholds in force and the evidence, so the decision explains itself later.
-   * @example {"stale_running_after_s":900,"instance_lost_grace_s":600,"finalize_grace_s":600,"observed_status":"errored"}
-   */
-  policy?: {
-    [key: string]: string | number | boolean | null;
-  } | null;
-  /**
-   * For a reconciler decision: the rule that fired.
-   * @example "errored"
-   */
-  rule?: ("errored" | "terminated" | "instance_lost" | "never_attached" | "finalize_lost") | null;
-  /**
    * Who failed it, for an operator's failure: who authenticated, `token:<name>` (an API token), `anonymous` (an API without tokens) or `cli:<os user>`.
    * @example "token:ops-team"
    */
@@ -401,8 +379,6 @@ export interface AuditFailedData {
    */
   on_behalf_of?: string | null;
 }
-
-export type ReconciledBy = "watchdog" | "on_demand";
 
 /** Every event a publisher sends. */
 export type PublishedEvent = AuditStarted | WorkflowInstanceAttached | AuditProgressed | AuditCompleted | AuditFailed;
