@@ -13,7 +13,9 @@ the two leaves no mark, and the next replay publishes again — the same event, 
 ``event_id`` (the original's, or one derived from the original's position when a corrected
 body has none), which the projector's ``event_id`` dedupe and the reconciler's derived decision
 ids absorb. A corrected body is a door like ``POST /events``: only what other services publish
-is accepted (:func:`statemachine.admission.refusal`; :class:`Refused` otherwise, HTTP 403). A
+is accepted, naming no actor but the one replaying (:func:`statemachine.admission.refusal`;
+:class:`Refused` otherwise, HTTP 403), and, given the projection, no event id the history holds
+with other content (:class:`~statemachine.errors.EventIdConflict`, HTTP 409). A
 record of the ingest topic (a Kafka publisher's) is judged as the ingest component judges it,
 and replayed to the lifecycle topic, where that component would have appended it.
 """
