@@ -16,7 +16,8 @@ source record (its topic, partition and offset), carrying every consumer's reaso
   on SQLite one write transaction (the file's write lock serialises writers); on Kafka a
   transaction of a producer whose ``transactional_id`` names the source partition, so that
   starting it fences any other process's and lets the broker finish that one's transaction
-  first; what the look reads (``read_committed``) is then everything appended before.
+  first; the look reads (``read_committed``) once the transactions open on the dead-letter
+  partition have ended, and so sees everything appended before.
 
 Nothing is lost on a crash: the log's :meth:`~consumers.eventlog.port.EventLog.append` and a
 consumer's :meth:`~consumers.eventlog.port.Consumer.commit` set aside the dead letters among
@@ -47,4 +48,5 @@ class DeadLetterBox(ABC):
     async def set_aside(self, letters: Sequence[OutRecord]) -> int:
         """Keep each of ``letters`` (dead letters, :func:`is_dead_letter`) once per source
         record, merging reasons as the module says; returns the records appended (letters and
-        reason notes). Returns once they are durable."""
+        reason notes). Returns once they are durable and readable (``log.inspection`` reads
+        them)."""

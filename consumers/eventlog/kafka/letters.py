@@ -5,15 +5,22 @@ The letters of one source partition are set aside in one transaction of a produc
 ``transactional_id`` names that partition (``"{client_id}-dead-letters-{topic}-{partition}"``),
 started anew for each step: starting it fences any other producer of that id (another process
 setting aside a record of the same partition) and makes the broker finish that producer's
-transaction first, so the look that follows (a ``read_committed`` read of the dead-letter
-partitions the letters' keys fall in) sees every letter set aside before. A producer fenced
+transaction first. The look that follows reads the dead-letter partitions the letters' keys
+fall in (``read_committed``) once every transaction begun on them before has ended
+(``watermarks.py``): the commit markers of that producer's transaction land a moment after
+its commit, and another source partition's transaction open on the same partition holds back
+what a ``read_committed`` reader sees, however long ago the letters behind it were committed;
+so it sees every letter set aside before. After its commit a step waits the same way, so that
+what it set aside is readable when :meth:`KafkaDeadLetters.set_aside` returns. Either wait
+gives up after the log's ``request_timeout_ms`` with a retriable error (a transaction left
+open by a producer that died stays open until the broker aborts it). A producer fenced
 in turn by a later one fails its commit; the step is then taken again, from the look, after a
 random wait that grows with each try (a retriable error after :data:`ATTEMPTS`). In this
 process, steps of one source partition take turns (a lock), so its own consumers never fence
 one another.
 
-Dead letters are rare: a step costs a producer's start and a read of a dead-letter partition,
-which ``auditrec dead-letters purge`` keeps short.
+Dead letters are rare: a step costs a producer's start, a few ``ListOffsets`` requests and a
+read of a dead-letter partition, which ``auditrec dead-letters purge`` keeps short.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from consumers.eventlog.dead_letters import LETTER_HEADER, settle
 from consumers.eventlog.kafka.errors import translate
 from consumers.eventlog.kafka.inspection import KafkaInspection
 from consumers.eventlog.kafka.records import key_hash, send_all
+from consumers.eventlog.kafka.watermarks import wait_stable
 from consumers.eventlog.letters import DeadLetterBox
 from consumers.eventlog.values import OutRecord, Record, TopicPartition
 from statemachine.errors import EventLogError
@@ -46,6 +54,7 @@ _FENCED = (ProducerFenced, InvalidProducerEpoch)
 class LetterClients(Protocol):
     client_id: str
     transaction_timeout_ms: int
+    request_timeout_ms: int
 
     def _started(self) -> tuple[Any, ...]: ...
 
@@ -96,6 +105,8 @@ class KafkaDeadLetters(DeadLetterBox):
         self.log = log
         self.inspection = inspection
         self._turns: defaultdict[TopicPartition, asyncio.Lock] = defaultdict(asyncio.Lock)
+        # seconds a step waits for the transactions open on a dead-letter partition to end
+        self.stable_within = log.request_timeout_ms / 1000
 
     async def set_aside(self, letters: Sequence[OutRecord]) -> int:
         self.log._started()  # a stopped log refuses, as its other ports do
@@ -122,7 +133,13 @@ class KafkaDeadLetters(DeadLetterBox):
                     retriable=True,
                 ) from exc
 
-    async def _held(self, topic: str, partition: int) -> list[Record]:
+    async def _stable(self, topic: str, partitions: Sequence[int], where: str) -> None:
+        _, admin, _ = self.log._started()
+        with translate(where):
+            await wait_stable(admin, topic, partitions, timeout=self.stable_within)
+
+    async def _held(self, topic: str, partition: int, where: str) -> list[Record]:
+        await self._stable(topic, [partition], where)  # every letter committed is readable
         out: list[Record] = []
         async for batch in self.inspection.read(topic, partition, 0):
             out.extend(batch)
@@ -144,6 +161,7 @@ class KafkaDeadLetters(DeadLetterBox):
                 raise
             held: dict[tuple[str, int], dict[str, list[Record | OutRecord]]] = {}
             out: list[OutRecord] = []
+            written: set[tuple[str, int]] = set()  # the dead-letter partitions appended to
             partitions: dict[str, list[int]] = {}
             for letter in letters:
                 if letter.topic not in partitions:
@@ -152,7 +170,7 @@ class KafkaDeadLetters(DeadLetterBox):
                 at = (letter.topic, ids[key_hash(letter.key.encode()) % len(ids)])
                 if at not in held:
                     held[at] = defaultdict(list)
-                    for record in await self._held(*at):
+                    for record in await self._held(*at, where):
                         if record.key is not None:
                             held[at][record.key].append(record)
                 under_key = held[at][letter.key]
@@ -160,6 +178,7 @@ class KafkaDeadLetters(DeadLetterBox):
                 if settled is not None:
                     out.append(settled)
                     under_key.append(settled)
+                    written.add(at)
             if not out:
                 return 0
             try:
@@ -174,6 +193,8 @@ class KafkaDeadLetters(DeadLetterBox):
                     with contextlib.suppress(Exception):  # else the broker aborts it in time
                         await producer.abort_transaction()
                 raise
+            for topic, partition in sorted(written):  # readable once set_aside returns
+                await self._stable(topic, [partition], where)
             return len(out)
         finally:
             _collect(producer)

@@ -14,13 +14,17 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError, OutOfOrderSequenceNumber
 from aiokafka.structs import TopicPartition as KafkaTP
 
+from consumers.eventlog.codec import dead_letter
+from consumers.eventlog.dead_letters import read_dead_letter
 from consumers.eventlog.kafka.clients import bootstrap_servers
 from consumers.eventlog.kafka.log import KafkaEventLog
 from consumers.eventlog.kafka.offsets import fetch_group_offsets
+from consumers.eventlog.kafka.records import key_hash
 from consumers.eventlog.port import (
     AssignCallback,
     Consumer,
@@ -44,7 +48,7 @@ from tests.contracts.eventlog import (
     records,
     until_assigned,
 )
-from tests.contracts.eventlog_dead_letters import DeadLetterBoxContract
+from tests.contracts.eventlog_dead_letters import DeadLetterBoxContract, bad_records
 from tests.contracts.eventlog_inspection import LogInspectionContract
 from tests.contracts.eventlog_retention import LogRetentionContract
 from tests.eventually import eventually
@@ -112,7 +116,58 @@ class TestKafkaRetention(Kafka, LogRetentionContract):
 
 
 class TestKafkaDeadLetters(Kafka, DeadLetterBoxContract):
-    pass
+    async def test_a_transaction_open_ahead_of_a_dead_letter_does_not_hide_it(
+        self, log: EventLog, topics: Topics
+    ) -> None:
+        """A ``read_committed`` reader sees a partition up to its oldest open transaction: a
+        dead letter committed behind another producer's open transaction is kept all the
+        same, and setting its record aside again waits for that transaction to end instead
+        of appending a second copy."""
+        assert isinstance(log, KafkaEventLog)
+        (bad,) = await bad_records(log, topics, 1)
+        letter = dead_letter(topics, bad, "projector", "not valid JSON")
+        ids = await log.inspection.partitions(topics.dead_letter)
+        at = ids[key_hash(letter.key.encode()) % len(ids)]
+        servers = kafka_bootstrap().split(",")
+        # given another producer's transaction open on the letter's dead-letter partition
+        stray = AIOKafkaProducer(
+            bootstrap_servers=servers,
+            transactional_id=f"stray-{uuid.uuid4().hex}",
+            transaction_timeout_ms=60_000,
+        )
+        # and the letter committed behind it, by another process's box (its step looked
+        # before that transaction began)
+        other = AIOKafkaProducer(
+            bootstrap_servers=servers,
+            transactional_id=f"{log.client_id}-dead-letters-{bad.topic}-{bad.partition}",
+        )
+        await stray.start()
+        try:
+            await stray.begin_transaction()
+            await (await stray.send(topics.dead_letter, b"{}", key=b"other", partition=at))
+            await other.start()
+            async with other.transaction():
+                await other.send_and_wait(
+                    letter.topic, letter.value, letter.key.encode(), at, None, list(letter.headers)
+                )
+            await other.stop()
+
+            # when this process sets the record aside while that transaction stays open
+            log.dead_letters.stable_within = 1.0
+            with pytest.raises(EventLogError, match="stays open") as err:
+                await log.dead_letters.set_aside([letter])
+            assert err.value.retriable  # the consumer tries again, and does not move on
+
+            # then, once it ended, setting aside finds the letter and adds nothing
+            await stray.abort_transaction()
+            assert await log.dead_letters.set_aside([letter]) == 0
+            found = [read_dead_letter(r) for r in await read_all(log, topics.dead_letter)]
+            assert [(f.origin, f.reasons) for f in found if f is not None] == [
+                ((bad.topic, bad.partition, bad.offset), (("projector", "not valid JSON"),))
+            ]
+        finally:
+            await other.stop()
+            await stray.stop()
 
 
 @pytest.fixture
