@@ -35,6 +35,7 @@ __all__ = [
     "TableRow",
     "mermaid",
     "next_status",
+    "still_changes",
 ]
 
 INITIAL: Final = "none"
@@ -226,6 +227,18 @@ def next_status(status: str, trigger: str, audit: Facts | None = None) -> Row | 
         if not row.conditions or row.allows(audit):
             return row
     return None
+
+
+def still_changes(status: str, audit: Facts | None = None) -> bool:
+    """Whether some event can still move an audit in ``status`` (``audit`` its facts): a row of
+    the table leaves ``status`` under conditions ``audit`` meets. A terminal state for which
+    none does is final (a completion; a failure the workflow reported)."""
+    return any(
+        not row.conditions or row.allows(audit)
+        for (source, _), rows in _INDEX.items()
+        if source == status
+        for row in rows
+    )
 
 
 class _Marked:

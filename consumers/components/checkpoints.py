@@ -18,8 +18,10 @@ in a worker thread and the save in the background, at most one per partition at 
 cannot be read is ignored (logged): the partition is folded from the start of what the log
 holds, as without checkpoints.
 
-With the states go the event ids folded into each running audit
-(:mod:`consumers.components.keys`); a checkpoint saved before they were kept restores none.
+With the states go the event ids folded into each audit that can still change (a running
+audit, a failure that may be overturned or restored: :mod:`consumers.components.keys`), each
+restored as ``bytes`` of exactly its ids; a checkpoint saved before they were kept restores
+none.
 """
 
 from __future__ import annotations
@@ -116,7 +118,7 @@ def decode_checkpoint(
             holds[event.audit_id] = event
     keys: Keys = {}
     for audit_id, ids in (rest[0] if rest else {}).items():
-        keys[audit_id] = bytearray(ids)
+        keys[audit_id] = bytes(ids)  # exact; a bytearray again when the audit folds more
     return states, holds, keys
 
 

@@ -10,7 +10,8 @@ rebuilds its states, and they all end before partitions change hands or the cons
 Its own decisions, read back, are passed over (recognised by their very bytes): each was folded
 when it was made, and folding it again changes nothing. So is an event whose key
 ``(audit_id, event_id)`` was folded before, a duplicate or a conflict alike: the first content
-wins, as in the projection (:mod:`consumers.components.keys`).
+wins, as in the projection (:mod:`consumers.components.keys`), for every audit that can
+still change: a failed audit's keys are kept while it may be overturned or restored.
 
 State is in memory, per assigned partition. On assignment the partition is folded from its
 latest checkpoint (:mod:`consumers.components.checkpoints`; else from the beginning) up to the
@@ -91,7 +92,7 @@ class Reconciler(LogConsumer):
         # The decisions made here and not read back yet, per partition, as appended: read
         # back, they are passed over (see ``_handle``).
         self.made: dict[tuple[str, int], set[bytes]] = {}
-        # The event ids folded into each running audit, per partition.
+        # The event ids folded into each audit that can still change, per partition.
         self.keys: dict[tuple[str, int], Keys] = {}
         self._brake_engaged = brake_engaged
         self._brake = (False, -BRAKE_READ_EVERY)  # last answer, when read
@@ -277,7 +278,7 @@ class Reconciler(LogConsumer):
                     after = fold(states, holds, event, before)
                     if overturns(before, after):
                         overturned(event, info)
-                    settled(keys, audit_id, after.status == RUNNING)
+                    settled(keys, audit_id, after)
                     continue
                 decision = judge(states, holds, event, brake_engaged)
                 if decision is not None:  # beside the events it was made from
@@ -286,8 +287,7 @@ class Reconciler(LogConsumer):
                     first_seen(keys, decision)
                     if len(made) < MADE_KEPT:
                         made.add(made_record.value)
-                state = states.get(audit_id)
-                settled(keys, audit_id, state is not None and state.status == RUNNING)
+                settled(keys, audit_id, states.get(audit_id))
             except Exception as exc:  # one event must not hold back its partition
                 self.cannot_handle(record, exc, out)
         flush_counts()

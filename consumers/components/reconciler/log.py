@@ -133,7 +133,7 @@ class Rebuilt:
     checkpoint: int | None
     """Where the checkpoint it started from ends (``None``: none, from the log's start)."""
     keys: Keys
-    """The event ids folded into each running audit."""
+    """The event ids folded into each audit that can still change."""
 
 
 async def rebuild_partition(
@@ -176,7 +176,7 @@ async def rebuild_partition(
                 continue
             if (record.offset < start or own_decision(event)) and first_seen(keys, event):
                 after = fold_into(states, holds, event, states.get(event.audit_id))
-                settled(keys, event.audit_id, after.status == RUNNING)
+                settled(keys, event.audit_id, after)
     return Rebuilt(
         states, holds, count, restored.next_offset if restored is not None else None, keys
     )

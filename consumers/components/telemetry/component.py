@@ -17,10 +17,12 @@ failure an operator undoes (``AuditRestored``) is followed again only when that 
 operator's: one the reconciler made was reported already, and PostHog hears of an audit's
 reconciliation failure once, whatever restores and failures follow. An event whose key
 ``(audit_id, event_id)`` was folded before is passed over, a duplicate or a conflict alike, as
-the reconciler does (:mod:`consumers.components.keys`). Only running audits are kept in memory,
-and they are checkpointed (:mod:`consumers.components.checkpoints`) whenever a partition's
-offsets catch up with what was consumed (nothing waits in the outbox), so an assignment folds
-only what follows the latest checkpoint.
+the reconciler does (:mod:`consumers.components.keys`). Only running audits are followed in
+memory; a failed audit that may still change is kept compact (its status and who failed it)
+with its keys, so a conflict arriving after its failure is passed over. They are checkpointed
+(:mod:`consumers.components.checkpoints`) whenever a partition's offsets catch up with what was
+consumed (nothing waits in the outbox), so an assignment folds only what follows the latest
+checkpoint.
 
 **Exactly once, as far as PostHog can tell.** The SDK runs in ``sync_mode`` in a worker thread
 (bounded by its HTTP timeout): ``capture`` returns the event's uuid only once PostHog answered
@@ -46,7 +48,7 @@ import structlog
 
 from consumers.components.base import LogConsumer
 from consumers.components.checkpoints import Checkpoints
-from consumers.components.keys import Keys, first_seen, settled
+from consumers.components.keys import Keys, first_seen, kept, settled
 from consumers.components.telemetry.outbox import Outbox, Pending
 from consumers.components.telemetry.posthog import EVENT_NAME, build_client, capture_arguments
 from consumers.eventlog.codec import read
@@ -61,6 +63,18 @@ from statemachine.state import AuditState, evolve, initial
 __all__ = ["Telemetry"]
 
 log = structlog.get_logger("auditrec.telemetry")
+
+_COMPACT: dict[tuple[str, str | None], AuditState] = {}
+
+
+def _compact(state: AuditState) -> AuditState:
+    """An audit not followed, kept for its keys: its status and who failed it, one shared
+    state for each (no audit id: how a checkpoint tells it from a followed one)."""
+    at = (state.status, state.failed_by)
+    shared = _COMPACT.get(at)
+    if shared is None:
+        shared = _COMPACT[at] = AuditState(audit_id="", status=at[0], failed_by=at[1])
+    return shared
 
 
 class Telemetry(LogConsumer):
@@ -95,7 +109,7 @@ class Telemetry(LogConsumer):
             max_attempts=max_attempts,
         )
         self.partitions: dict[TopicPartition, dict[str, AuditState]] = {}
-        self.keys: dict[TopicPartition, Keys] = {}  # event ids folded into running audits
+        self.keys: dict[TopicPartition, Keys] = {}  # event ids of audits that can still change
         self._consumed: dict[TopicPartition, int] = {}
         self._committed: dict[TopicPartition, int] = {}
         self.checkpoints = Checkpoints(store.checkpoints, self.group)
@@ -179,11 +193,17 @@ class Telemetry(LogConsumer):
     def _fold(
         states: dict[str, AuditState], keys: Keys, event: AuditEvent
     ) -> tuple[AuditState, AuditState] | None:
-        """The audit's state before and after ``event``; ``None`` when its key was folded
-        before (passed over)."""
+        """The audit's state before and after ``event`` as followed (an audit not followed:
+        from its initial state); ``None`` when its key was folded before (passed over)."""
         if not first_seen(keys, event):
             return None
-        before = states.get(event.audit_id) or initial(event.audit_id)
+        audit_id = event.audit_id
+        before = states.get(audit_id)
+        unfollowed = None
+        if before is not None and before.audit_id == "":  # kept for its keys only
+            unfollowed, before = before._replace(audit_id=audit_id), None
+        if before is None:
+            before = initial(audit_id)
         if (
             event.type == "AuditRestored"
             and not before.exists
@@ -191,12 +211,16 @@ class Telemetry(LogConsumer):
         ):  # never reported: followed again, with the facts the restore carries
             before = AuditState(audit_id=event.audit_id, status="failed", failed_by="operator")
         after = evolve(before, event)
-        running = after.exists and after.status not in TERMINAL
-        if running:
-            states[event.audit_id] = after
+        where = after  # where the audit is, followed or not
+        if unfollowed is not None and not after.exists:
+            where = evolve(unfollowed, event)
+        if after.exists and after.status not in TERMINAL:
+            states[audit_id] = after
+        elif kept(where):  # not followed (reported once), but it may still change
+            states[audit_id] = _compact(where)
         else:
-            states.pop(event.audit_id, None)  # terminal audits are never reported again
-        settled(keys, event.audit_id, running)
+            states.pop(audit_id, None)
+        settled(keys, audit_id, where)
         return before, after
 
     # -- the loop -----------------------------------------------------------------------------
