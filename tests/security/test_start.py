@@ -1,14 +1,19 @@
 """What ``serve`` refuses before it listens, so the record never depends on a setting left
 out: an API without tokens beyond loopback, and a token short enough to guess. ``doctor``
-says the same. The process boundary is what is tested (its exit code at start-up)."""
+says the same. The process boundary is what is tested (its exit code at start-up). An API
+without tokens on loopback starts, and says once, in its log, that anyone who reaches it may
+change the record."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.cli import run, run_process
+from tests.security.conftest import serving
 
 # Were the refusal missing, serve would run until the timeout (and the test fail with it).
 START = 30.0
@@ -76,3 +81,25 @@ def test_a_connection_limit_out_of_range_stops_serve_naming_it(
     assert refused.returncode == 2, refused.stderr[-2000:]
     assert variable in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+OPEN_WARNING = (
+    "the API has no tokens: anyone who reaches it may read and change the record "
+    "(set AUDITREC_API_TOKENS)"
+)
+
+
+def test_an_api_without_tokens_on_loopback_starts_and_warns_once(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # given serve on loopback, no tokens: it starts, open as warned
+    log = tmp_path / "serve.log"
+    with serving(env, log, "--only", "api") as url:
+        assert httpx.get(f"{url}/audits", timeout=5).status_code == 200
+        assert httpx.get(f"{url}/audits", timeout=5).status_code == 200
+
+    # then its output warned once, naming the variable, where it listens and who may call
+    lines = [line for line in log.read_text().splitlines() if OPEN_WARNING in line]
+    assert len(lines) == 1, log.read_text()[-3000:]
+    assert "host=127.0.0.1" in lines[0] and "allowed_hosts=" in lines[0]
+    assert "warn" in lines[0].lower()
