@@ -9,9 +9,10 @@ names it. Every record about one source record shares its key (the source positi
 
 - the *dead letter*, written once per source record by the first consumer that sets it aside
   (header ``dead-letter-of``);
-- a *reason note* (header ``reason-for``) per other reason: a consumer that sets aside a record
-  already set aside, for a reason not yet recorded, adds a note rather than a second copy of
-  the original; the same reason adds nothing (:func:`settle`);
+- a *reason note* (header ``reason-for``) per other consumer's reason: a consumer that sets
+  aside a record already set aside, for a reason of its own not yet recorded (another
+  consumer's in the same words included), adds a note rather than a second copy of the
+  original; its reason recorded already adds nothing (:func:`settle`);
 - a *replay mark* (header ``replay-of``) naming the original record's position: a record is
   replayed once.
 
@@ -119,11 +120,12 @@ class DeadLetter:
             return "base64", base64.b64encode(self.original).decode()
 
     def with_reasons(self, more: Iterable[tuple[str, str]]) -> DeadLetter:
-        """This letter with ``more`` reasons (a reason already held is not added twice)."""
+        """This letter with ``more`` reasons (a consumer's reason already held is not added
+        twice; another consumer's in the same words is)."""
         reasons = list(self.reasons)
-        for consumer, reason in more:
-            if all(reason != held for _, held in reasons):
-                reasons.append((consumer, reason))
+        for given in more:
+            if given not in reasons:
+                reasons.append(given)
         return replace(self, reasons=tuple(reasons))
 
 
@@ -268,7 +270,8 @@ def settle(held: Iterable[Record | OutRecord], letter: OutRecord) -> OutRecord |
     """What to append for ``letter`` (:func:`~consumers.eventlog.codec.dead_letter`), given
     ``held``: the records already under its key (its partition's records of that key, and what
     is about to be appended with it). ``letter`` itself when its source record has no dead
-    letter yet; nothing when one exists and already holds the reason; else a reason note.
+    letter yet; nothing when one exists and already holds this consumer's reason; else a
+    reason note (another consumer's, the same words or not).
 
     A record that is no dead letter of ours (no ``dead-letter-of`` header) is appended as it
     is."""
@@ -277,20 +280,20 @@ def settle(held: Iterable[Record | OutRecord], letter: OutRecord) -> OutRecord |
         return letter
     origin, [(consumer, reason), *_] = mine
     lettered = False
-    reasons: set[str] = set()
+    reasons: set[tuple[str, str]] = set()  # by consumer: several may give the same reason
     for record in held:
         note = read_reason_note(record)
         if note is not None:
             if note.origin == origin:
-                reasons.add(note.reason)
+                reasons.add((note.consumer, note.reason))
             continue
         found = _letter_of(record)
         if found is not None and found[0] == origin:
             lettered = True
-            reasons.update(r for _, r in found[1])
+            reasons.update(found[1])
     if not lettered:
         return letter
-    if reason in reasons:
+    if (consumer, reason) in reasons:
         return None
     return reason_note(letter, origin, consumer, reason)
 

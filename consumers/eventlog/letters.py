@@ -10,8 +10,8 @@ source record (its topic, partition and offset), carrying every consumer's reaso
   in one partition of the dead-letter topic, in order;
 - :meth:`DeadLetterBox.set_aside` looks at what that partition holds under the key and
   appends, as :func:`~consumers.eventlog.dead_letters.settle` decides, the dead letter when
-  there is none yet, nothing when there is one holding the same reason, or a small reason note
-  (no second copy of the original) when the reason is new;
+  there is none yet, nothing when there is one holding this consumer's reason, or a small
+  reason note (no second copy of the original) when the consumer's reason is new;
 - the look and the append are one exclusive step per source partition across every process:
   on SQLite one write transaction (the file's write lock serialises writers); on Kafka a
   transaction of a producer whose ``transactional_id`` names the source partition, so that

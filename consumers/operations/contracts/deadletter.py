@@ -12,8 +12,9 @@ __all__ = ["EXAMPLE", "DeadLetter"]
 class DeadLetter(BaseModel):
     """A record a consumer could not decode or apply, with where it came from and why. The
     consumer moved on; the source position leads back to the whole record. Kept once per
-    source record: a consumer that sets aside a record already set aside adds nothing, or,
-    for a new reason, a reason note (header `reason-for`) after it in its partition."""
+    source record: a consumer that sets aside a record already set aside adds nothing when
+    its reason is recorded, or else a reason note (header `reason-for`) after it in its
+    partition, even in the words of another consumer's."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 

@@ -70,13 +70,15 @@ async def test_a_hostile_record_is_listed_shown_refused_then_replayed_once(
     await log.append([OutRecord(topics.lifecycle, "a-dl", HOSTILE)])
     await project(pipeline, reconciler=True)
 
-    # then both set it aside, and the log keeps it once, with the reason (the same for both)
+    # then both set it aside, and the log keeps it once, with each one's reason (the same words)
     listed = (await list_dead_letters(log))["dead_letters"]
     (letter,) = listed
     assert letter["consumer"] in (topics.group("projector"), topics.group("reconciler"))
     assert letter["origin"]["topic"] == topics.lifecycle and letter["key"] == "a-dl"
     assert letter["reason"].startswith("not valid JSON") and letter["replayed"] is None
-    assert [r["reason"] for r in letter["reasons"]] == [letter["reason"]]
+    assert sorted((r["consumer"], r["reason"]) for r in letter["reasons"]) == [
+        (topics.group(name), letter["reason"]) for name in ("projector", "reconciler")
+    ]
     mine = await list_dead_letters(log, consumer=letter["consumer"])
     assert mine["dead_letters"] == listed
     by_position = await list_dead_letters(log, order="position", limit=1)
@@ -261,7 +263,11 @@ async def test_dead_letters_written_once_per_consumer_before_are_merged(
 
     (item,) = (await list_dead_letters(log))["dead_letters"]
     assert item["key"] == "a-old" and item["consumer"] == projector
-    assert [r["reason"] for r in item["reasons"]] == ["not valid JSON", "cannot be handled: boom"]
+    assert [(r["consumer"], r["reason"]) for r in item["reasons"]] == [
+        (projector, "not valid JSON"),
+        (reconciler, "not valid JSON"),
+        (reconciler, "cannot be handled: boom"),
+    ]
     assert (await list_dead_letters(log, order="position"))["dead_letters"] == [item]
 
 
