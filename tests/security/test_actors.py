@@ -1,6 +1,7 @@
 """Who acted, and what may come in from outside, against a real serve: the actor is who
 authenticated (a body claiming another is refused, 403 naming both; a person acted for is
-``on_behalf_of``); no token, whatever its scope, publishes an observation, a decision, a
+``on_behalf_of``, and the command line's ``--operator ops`` is ``cli:<os user>`` acting for
+``ops``, never the token named ops); no token, whatever its scope, publishes an observation, a decision, a
 release or a restoration; a dead-letter replay with a forged body is refused; and what a
 publisher writes to Kafka goes through the ingest topic, where a decision is dead-lettered and
 never reaches the lifecycle log."""
@@ -8,6 +9,7 @@ never reaches the lifecycle log."""
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import re
 from collections.abc import Iterator
@@ -20,7 +22,7 @@ from aiokafka import AIOKafkaProducer
 
 from consumers.eventlog.port import OutRecord
 from consumers.workflows.simulator.server import SimulatorServer
-from tests.cli import run
+from tests.cli import run, run_process
 from tests.conftest import Backend
 from tests.consumers.api.conftest import (
     JSON,
@@ -505,3 +507,64 @@ def test_the_console_records_its_token_and_the_person_named(live: LiveServer) ->
 
     assert (failure["data"]["actor"], failure["data"]["on_behalf_of"]) == ("token:ops", "alice")
     assert "actor=token:ops, on_behalf_of=alice" in shown
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_the_cli_naming_ops_is_never_the_token_named_ops(
+    live: LiveServer, backend: Backend
+) -> None:
+    # given two running audits, and an API token named ops
+    by_cli, by_token = unique("cli-ops"), unique("token-ops")
+    with live.client(OPS) as ops:
+        for audit_id in (by_cli, by_token):
+            publish(ops, started(audit_id))
+            wait_for(ops, audit_id)
+
+        # when one is failed from the command line naming the operator "ops", a real process
+        failed = run_process(
+            "fail",
+            by_cli,
+            "--code",
+            "oom",
+            "--reason",
+            "r",
+            "--operator",
+            "ops",
+            "--json",
+            env=backend.environ(),
+        )
+        # and the other over HTTP with the token named ops
+        done = ops.post(f"/audits/{by_token}/fail", json={"code": "oom", "reason": "r"})
+        assert done.status_code == 200, done.text
+        for audit_id in (by_cli, by_token):
+            wait_for(ops, audit_id, lambda r: r["status"] == "failed")
+        history = {a: ops.get(f"/audits/{a}/events").json()["events"] for a in (by_cli, by_token)}
+
+    # then the record tells them apart: the command line is the OS user acting for "ops"
+    assert failed.returncode == 0, failed.stderr
+    user = f"cli:{getpass.getuser()}"
+    assert (json.loads(failed.stdout)["actor"], json.loads(failed.stdout)["on_behalf_of"]) == (
+        user,
+        "ops",
+    )
+    cli_failure, token_failure = history[by_cli][-1]["data"], history[by_token][-1]["data"]
+    assert (cli_failure["actor"], cli_failure["on_behalf_of"]) == (user, "ops")
+    assert token_failure["actor"] == "token:ops"
+    assert token_failure.get("on_behalf_of") is None
+    assert cli_failure["actor"] != token_failure["actor"]
+    # and a name posing as the token on the command line is still only the person acted for
+    posed = run_process(
+        "restore",
+        by_cli,
+        "--reason",
+        "r",
+        "--operator",
+        "token:ops",
+        "--json",
+        env=backend.environ(),
+    )
+    assert posed.returncode == 0, posed.stderr
+    assert (json.loads(posed.stdout)["actor"], json.loads(posed.stdout)["on_behalf_of"]) == (
+        user,
+        "token:ops",
+    )
