@@ -1,10 +1,10 @@
 """Who acted, and what may come in from outside, against a real serve: the actor is who
 authenticated (a body claiming another is refused, 403 naming both; a person acted for is
 ``on_behalf_of``, and the command line's ``--operator ops`` is ``cli:<os user>`` acting for
-``ops``, never the token named ops); no token, whatever its scope, publishes an observation, a decision, a
-release or a restoration; a dead-letter replay with a forged body is refused; and what a
-publisher writes to Kafka goes through the ingest topic, where a decision is dead-lettered and
-never reaches the lifecycle log."""
+``ops``, never the token named ops); no token, whatever its scope, publishes an observation,
+a decision, a release or a restoration; a dead-letter replay with a forged body is refused;
+and what a publisher writes to Kafka goes through the ingest topic, where a decision is
+dead-lettered and never reaches the lifecycle log."""
 
 from __future__ import annotations
 
