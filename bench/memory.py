@@ -3,7 +3,9 @@
 N running audits (realistic ids, URLs, users) are appended to an embedded log; a real
 ``Reconciler`` consumes and folds them.
 Memory is the growth of traced allocations retained by the reconciler, divided by N (target
-≤ 1 KB). Side by side: the cost of attaching a ``transitions`` Machine to each audit
+≤ 1 KB). Then the same for N audits failed by the reconciler (they may still be overturned or
+restored: a compact shared state and their event ids are kept) and failed by the workflow
+(final: the state only). Side by side: the cost of attaching a ``transitions`` Machine to each audit
 (``add_model``), measured on a smaller sample and given per audit.
 
     python bench/memory.py [--audits 100000]
@@ -25,11 +27,19 @@ from consumers.components.reconciler import Reconciler
 from consumers.eventlog.codec import encode
 from consumers.eventlog.port import Topics
 from consumers.eventlog.sqlite.log import SQLiteEventLog
-from statemachine.events import AuditProgressed, AuditProgressedData, AuditStarted, AuditStartedData
+from statemachine.events import (
+    AuditFailed,
+    AuditFailedData,
+    AuditProgressed,
+    AuditProgressedData,
+    AuditStarted,
+    AuditStartedData,
+)
 from statemachine.policy import Policy
 
 
-def events(n: int) -> list:
+def events(n: int, failed_by: str | None = None) -> list:
+    """Two events of each of ``n`` audits (a third, its failure, with ``failed_by``)."""
     t0 = datetime(2026, 11, 30, 8, tzinfo=UTC)
     out = []
     for i in range(n):
@@ -59,16 +69,28 @@ def events(n: int) -> list:
                 data=AuditProgressedData(current_phase="crawl", pages_crawled=i % 500),
             )
         )
+        if failed_by is not None:
+            out.append(
+                AuditFailed(
+                    event_id=uuid.uuid4(),
+                    audit_id=audit,
+                    occurred_at=t0 + timedelta(seconds=i + 120),
+                    producer="auditrec-reconciler" if failed_by == "reconciler" else "crawler",
+                    data=AuditFailedData(
+                        error_code="oom", error_detail="out of memory", failed_by=failed_by
+                    ),
+                )
+            )
     return out
 
 
-async def reconciler_bytes_per_audit(n: int) -> tuple[float, float]:
+async def reconciler_bytes_per_audit(n: int, failed_by: str | None = None) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         topics = Topics("bench")
         log = SQLiteEventLog(f"sqlite:///{Path(tmp)}/e.db", topics)
         async with log:
             await log.init()
-            batch = events(n)
+            batch = events(n, failed_by)
             for i in range(0, len(batch), 20_000):
                 await log.append([encode(topics.lifecycle, e) for e in batch[i : i + 20_000]])
             del batch
@@ -86,7 +108,7 @@ async def reconciler_bytes_per_audit(n: int) -> tuple[float, float]:
                 gc.collect()
                 after = tracemalloc.get_traced_memory()[0]
                 tracemalloc.stop()
-                assert reconciler.running == n, reconciler.running
+                assert reconciler.running == (n if failed_by is None else 0)
                 return (after - before) / n, elapsed
 
 
@@ -121,6 +143,9 @@ async def main() -> None:
     print(f"reconciler with {args.audits} running audits folded ({2 * args.audits} events)")
     print(f"  memory         {per_audit:7.0f} B per running audit  (target ≤ 1024 B)")
     print(f"  fold time      {elapsed:7.2f} s  ({2 * args.audits / elapsed:,.0f} events/s, traced)")
+    for by in ("reconciler", "workflow"):
+        failed, _ = await reconciler_bytes_per_audit(args.audits, by)
+        print(f"  memory         {failed:7.0f} B per audit failed by the {by}")
     m_bytes, m_time = machine_bytes_per_audit(args.machine_sample)
     print(f"a transitions Machine per audit (add_model, {args.machine_sample} sampled)")
     print(f"  memory         {m_bytes:7.0f} B per audit  → {m_bytes / per_audit:.0f}× ours")
