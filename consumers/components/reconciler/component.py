@@ -278,7 +278,8 @@ class Reconciler(LogConsumer):
                     after = fold(states, holds, event, before)
                     if overturns(before, after):
                         overturned(event, info)
-                    settled(keys, audit_id, after)
+                    if after is None or after.status != RUNNING:  # most audits run on
+                        settled(keys, audit_id, after)
                     continue
                 decision = judge(states, holds, event, brake_engaged)
                 if decision is not None:  # beside the events it was made from
