@@ -164,6 +164,9 @@ class Operations:
         attached = row.state.workflow_instance_id is not None
         if attached and await self._reads_budget().share_left(ON_DEMAND) == 0:
             return StatusResult(row, probed=False, note=self._share_spent_note())
+        task = self._inflight.get(audit_id)
+        if task is not None:  # another read started one while the budget was asked
+            return await asyncio.shield(task)
         task = asyncio.create_task(self._probe_now(row, inline))
         self._inflight[audit_id] = task
         task.add_done_callback(lambda t: self._probed(audit_id, t))
