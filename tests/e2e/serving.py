@@ -19,30 +19,37 @@ AUDITREC = str(Path(sys.executable).with_name("auditrec"))
 
 
 @contextlib.contextmanager
-def serve(env: dict[str, str], log_file: Path, *components: str) -> Iterator[str]:
-    """``auditrec serve [--only …]`` until the block ends (SIGTERM, then it must exit 0);
-    yields the API's base URL once it is ready."""
+def serving(
+    env: dict[str, str],
+    log: Path,
+    *args: str,
+    ready: str = "/readyz",
+    token: str | None = None,
+) -> Iterator[str]:
+    """``auditrec serve ARGS`` as a real process on a free port until the block ends (SIGTERM,
+    then it must exit 0); yields the API's base URL once ``GET ready`` (with ``token``)
+    answers 200."""
     port = free_port()
-    only = ["--only", ",".join(components)] if components else []
-    with log_file.open("w") as sink:
+    url = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with log.open("w") as sink:
         process = subprocess.Popen(
-            [AUDITREC, "serve", *only],
+            [AUDITREC, "serve", *args],
             env={**env, "AUDITREC_API_PORT": str(port)},
             stdout=sink,
             stderr=sink,
         )
-        url = f"http://127.0.0.1:{port}"
 
-        def ready() -> int | None:
+        def answer() -> int | None:
             if process.poll() is not None:
-                raise AssertionError(f"serve exited: {log_file.read_text()[-3000:]}")
+                raise AssertionError(f"serve exited: {log.read_text()[-3000:]}")
             try:
-                return httpx.get(f"{url}/readyz", timeout=2).status_code
+                return httpx.get(f"{url}{ready}", headers=headers, timeout=5).status_code
             except httpx.TransportError:
                 return None
 
         try:
-            eventually_sync(ready, until=lambda s: s == 200, timeout=90, message="serve ready")
+            eventually_sync(answer, until=lambda s: s == 200, timeout=90, message="serve ready")
             yield url
         finally:
             process.send_signal(signal.SIGTERM)
@@ -51,4 +58,13 @@ def serve(env: dict[str, str], log_file: Path, *components: str) -> Iterator[str
             except subprocess.TimeoutExpired:
                 process.kill()
                 raise
-    assert code == 0, log_file.read_text()[-3000:]
+    assert code == 0, log.read_text()[-3000:]
+
+
+@contextlib.contextmanager
+def serve(env: dict[str, str], log_file: Path, *components: str) -> Iterator[str]:
+    """``auditrec serve [--only …]`` until the block ends; yields the API's base URL once it
+    is ready (:func:`serving`)."""
+    only = ["--only", ",".join(components)] if components else []
+    with serving(env, log_file, *only) as url:
+        yield url

@@ -8,21 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import httpx
 import pytest
 
 from consumers.workflows.simulator.server import SimulatorServer
-from tests.consumers.api.conftest import LiveServer, free_port, server_settings
+from tests.consumers.api.conftest import LiveServer, server_settings
 from tests.consumers.api.ui.conftest import browser, console_env, serve  # noqa: F401
-from tests.e2e.serving import AUDITREC
-from tests.eventually import eventually_sync
+from tests.e2e.serving import serving as serve_process
 
 
 @pytest.fixture
@@ -49,39 +45,10 @@ def open_api(
 
 @contextlib.contextmanager
 def serving(env: dict[str, str], log: Path, *args: str, token: str | None = None) -> Iterator[str]:
-    """``auditrec serve ARGS`` as a real process on a free port until the block ends (SIGTERM,
-    then it must exit 0); yields the API's URL once it answers ``GET /audits`` (with
-    ``token``)."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with log.open("w") as sink:
-        process = subprocess.Popen(
-            [AUDITREC, "serve", *args],
-            env={**env, "AUDITREC_API_PORT": str(port)},
-            stdout=sink,
-            stderr=sink,
-        )
-
-    def ready() -> int | None:
-        if process.poll() is not None:
-            raise AssertionError(f"serve exited: {log.read_text()[-3000:]}")
-        try:
-            return httpx.get(f"{url}/audits", headers=headers, timeout=5).status_code
-        except httpx.TransportError:
-            return None
-
-    try:
-        eventually_sync(ready, until=lambda s: s == 200, timeout=90, message="serve answers")
+    """``auditrec serve ARGS`` as a real process (:func:`tests.e2e.serving.serving`), ready
+    once it answers ``GET /audits`` (with ``token``)."""
+    with serve_process(env, log, *args, ready="/audits", token=token) as url:
         yield url
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            code = process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            raise
-    assert code == 0, log.read_text()[-3000:]
 
 
 class OtherSite:
