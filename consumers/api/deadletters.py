@@ -14,10 +14,10 @@ from consumers.api.models import R403, R422, R503, Message, Problems, Responses
 from consumers.operations.deadletters import (
     MAX_LIMIT,
     list_dead_letters,
-    purge_dead_letters,
     replay_dead_letter,
     show_dead_letter,
 )
+from consumers.operations.purging import purge_dead_letters
 from consumers.operations.service import Operations
 from statemachine.errors import InvalidInput
 from statemachine.policy import parse_duration

@@ -16,10 +16,10 @@ from consumers.cli.output import err, out, print_json
 from consumers.operations.deadletters import (
     MAX_LIMIT,
     list_dead_letters,
-    purge_dead_letters,
     replay_dead_letter,
     show_dead_letter,
 )
+from consumers.operations.purging import purge_dead_letters
 from statemachine.errors import InvalidInput
 from statemachine.policy import parse_duration
 

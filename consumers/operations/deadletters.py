@@ -1,5 +1,6 @@
 """Dead letters as operators see them (``auditrec dead-letters``, ``/dead-letters``): list,
-show, replay a set-aside record to its original topic once it is valid, and purge the old ones.
+show, and replay a set-aside record to its original topic once it is valid (purging the old
+ones: :mod:`consumers.operations.purging`).
 
 One dead letter per source record: the log keeps one (:mod:`consumers.eventlog.letters`), and
 what it holds besides (reason notes, and the one-per-consumer letters written before) is
@@ -27,7 +28,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
 import structlog
@@ -39,7 +40,6 @@ from consumers.eventlog.dead_letters import (
     DeadLetter,
     ReplayMark,
     parse_position,
-    purge_mark,
     read_dead_letter,
     read_reason_note,
     read_replay_mark,
@@ -47,17 +47,14 @@ from consumers.eventlog.dead_letters import (
 )
 from consumers.eventlog.port import EventLog, Record, Topics
 from consumers.operations.publishing import complete_envelope, refuse_conflicts
-from consumers.runtime.metrics import DEAD_LETTERS_PURGED
 from projections.audits import AuditReads
 from statemachine.admission import refusal
 from statemachine.errors import DecodeError, InvalidInput, NotFound, Refused
 from statemachine.events import AuditEvent, derived_id
-from statemachine.policy import format_duration
 
 __all__ = [
     "MAX_LIMIT",
     "list_dead_letters",
-    "purge_dead_letters",
     "replay_dead_letter",
     "show_dead_letter",
 ]
@@ -344,74 +341,6 @@ async def replay_dead_letter(
         corrected=body is not None,
     )
     return {**result, "published": True, "replayed": _mark(record)}
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-async def purge_dead_letters(
-    log: EventLog,
-    older_than: timedelta,
-    *,
-    actor: str,
-    dry_run: bool = False,
-    now: datetime | None = None,
-) -> dict[str, Any]:
-    """Remove the records of the dead-letter topic written more than ``older_than`` ago: the
-    dead letters, and the notes and marks among them. Per partition, what is older is a
-    prefix (records are appended in time order), trimmed through the log's retention port.
-
-    Recorded three ways: a purge mark appended first to each partition purged (who, when,
-    older than what, which offsets, how many dead letters: it stays after the trim, as the
-    partition's newest record), the ``dead letters purged`` log line, and
-    ``auditrec_dead_letters_purged_total``. ``dry_run``: count only."""
-    at = now or datetime.now(UTC)
-    cutoff = at - older_than
-    topic = log.topics.dead_letter
-    cuts = await log.inspection.offsets_at(topic, int(cutoff.timestamp() * 1000))
-    starts = await log.inspection.start_offsets(topic)
-    parts: list[dict[str, Any]] = []
-    for partition, cut in sorted(cuts.items()):
-        start = starts.get(partition, 0)
-        if cut <= start:
-            continue
-        letters = records = 0
-        async for batch in log.inspection.read(topic, partition, start, cut):
-            records += len(batch)
-            letters += sum(1 for r in batch if read_dead_letter(r) is not None)
-        if records:
-            parts.append(
-                {
-                    "partition": partition,
-                    "from": start,
-                    "to": cut,
-                    "dead_letters": letters,
-                    "records": records,
-                }
-            )
-    result: dict[str, Any] = {
-        "older_than": format_duration(older_than),
-        "cutoff": _iso(cutoff),
-        "dry_run": dry_run,
-        "actor": actor,
-        "at": _iso(at),
-        "dead_letters": sum(p["dead_letters"] for p in parts),
-        "records": sum(p["records"] for p in parts),
-        "partitions": parts,
-    }
-    if dry_run or not parts:
-        return result
-    marks = [
-        purge_mark(topic, p["partition"], actor, at, result["older_than"], result["cutoff"], p)
-        for p in parts
-    ]
-    await log.append(marks)
-    await log.retention.trim(topic, {p["partition"]: p["to"] for p in parts})
-    DEAD_LETTERS_PURGED.inc(result["dead_letters"])
-    log_line = {k: result[k] for k in ("actor", "older_than", "cutoff", "dead_letters", "records")}
-    _logger.warning("dead letters purged", topic=topic, partitions=parts, **log_line)
-    return result
 
 
 async def _replay_ingested(

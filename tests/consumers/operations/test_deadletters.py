@@ -21,10 +21,10 @@ from consumers.eventlog.codec import dead_letter, decode, decode_probe, encode
 from consumers.eventlog.port import OutRecord, Record, Topics
 from consumers.operations.deadletters import (
     list_dead_letters,
-    purge_dead_letters,
     replay_dead_letter,
     show_dead_letter,
 )
+from consumers.operations.purging import purge_dead_letters
 from consumers.runtime.metrics import DEAD_LETTERS_KEPT, DEAD_LETTERS_PURGED
 from statemachine.errors import InvalidInput, NotFound, Refused
 from statemachine.policy import Policy
