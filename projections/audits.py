@@ -28,6 +28,12 @@ class AuditReads(ABC):
     async def get(self, audit_id: str) -> AuditRow | None: ...
 
     @abstractmethod
+    async def holding(self, instance_ids: Sequence[str]) -> dict[str, AuditRow]:
+        """The audits whose current workflow instance is one of ``instance_ids``, by instance
+        id (an instance no audit holds is absent; of two audits holding one instance, the one
+        started last). An indexed look-up: the event subscription asks it for every batch."""
+
+    @abstractmethod
     async def list_audits(
         self,
         *,

@@ -54,6 +54,7 @@ AUDITREC_PRODUCERS: Final = (
     "auditrec-brake",
     "auditrec-ingest",
     "auditrec-operator",
+    "auditrec-subscriber",
 )
 
 

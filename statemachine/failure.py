@@ -30,8 +30,14 @@ __all__ = ["PRODUCER", "derived", "failure_data"]
 PRODUCER = "auditrec-reconciler"
 
 
+_RECONCILED_BY = {
+    Trigger.WATCHDOG: ReconciledBy.WATCHDOG,
+    Trigger.SUBSCRIPTION: ReconciledBy.SUBSCRIPTION,
+}
+
+
 def _reconciled_by(trigger: Trigger) -> ReconciledBy:
-    return ReconciledBy.WATCHDOG if trigger is Trigger.WATCHDOG else ReconciledBy.ON_DEMAND
+    return _RECONCILED_BY.get(trigger, ReconciledBy.ON_DEMAND)
 
 
 def failure_data(
@@ -53,6 +59,9 @@ def failure_data(
     evidence["observation_id"] = str(obs.event_id)
     if d.workflow_ended_at is not None:
         evidence["workflow_ended_at"] = d.workflow_ended_at.isoformat()
+    if d.notice is not None:  # the event subscription reported it: when, and which message
+        evidence["reported_at"] = d.notice.at.isoformat()
+        evidence["message_id"] = d.notice.message_id
     if text:
         evidence["error"] = truncate(text)
     if d.workflow_instance_id:

@@ -38,6 +38,7 @@ __all__ = [
     "FailedBy",
     "HeldRelease",
     "Listed",
+    "Notice",
     "ProbeFailureReason",
     "ProbeRequestedData",
     "ReconciledBy",
@@ -55,6 +56,7 @@ class Trigger(StrEnum):
     WATCHDOG = "watchdog"
     ON_DEMAND = "on_demand"
     MANUAL = "manual"
+    SUBSCRIPTION = "subscription"
 
 
 class FailedBy(StrEnum):
@@ -66,6 +68,7 @@ class FailedBy(StrEnum):
 class ReconciledBy(StrEnum):
     WATCHDOG = "watchdog"
     ON_DEMAND = "on_demand"
+    SUBSCRIPTION = "subscription"
 
 
 class ProbeFailureReason(StrEnum):
@@ -94,6 +97,17 @@ class _ActedFor(_Frozen):
         if isinstance(out, dict) and out.get("on_behalf_of", "") is None:
             del out["on_behalf_of"]
         return out
+
+
+class Notice(_Frozen):
+    """A message of the Workflows event subscription that reported the instance's status."""
+
+    message_id: Tag
+    """The queue message's id."""
+    event: Label
+    """The message's event type, e.g. `cf.workflows.workflow.instance.errored`."""
+    at: Timestamp
+    """When the status changed (the message's `metadata.eventTimestamp`)."""
 
 
 class WorkflowError(_Frozen):
@@ -195,9 +209,11 @@ class WorkflowStatusObservedData(_ActedFor):
     """The watchdog tick that asked, if one did."""
     sweep_size: NonNegative | None = None
     """How many audits that tick asked about (the mass-failure brake's scope)."""
-    source: Literal["instance", "listing"] = "instance"
-    """Where the status was read: the instance itself, or the workflow's instance listing (never a
-    reason to fail)."""
+    source: Literal["instance", "listing", "subscription"] = "instance"
+    """Where the status was read: the instance itself, the workflow's instance listing, or a
+    message of the event subscription (neither of the last two is ever a reason to fail)."""
+    notice: Notice | None = None
+    """The event subscription's message behind the observation, when one reported it."""
     actor: Name | None = None
     """Who asked, for an operator's (manual) probe: who authenticated, `token:<name>`,
     `anonymous` or `cli:<os user>`."""
@@ -254,6 +270,9 @@ class ProbeRequestedData(_ActedFor):
     listed: Listed | None = None
     """Set when the instance was listed alive: the probe records that without asking for it
     alone."""
+    notice: Notice | None = None
+    """For a request of the event subscription (`trigger: subscription`): the message that
+    reported the instance ended, which the probe confirms with one request."""
     actor: Name | None = None
     """Who asked, for an operator's (manual) probe: who authenticated, `token:<name>`,
     `anonymous` or `cli:<os user>`."""

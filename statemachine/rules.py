@@ -79,6 +79,14 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
                 "instance is asked for alone)"
             ),
         )
+    if d.source == "subscription" and status not in HEALTHY_STATUSES:
+        return Verdict(
+            "subscription_only",
+            lambda: (
+                f"reported {status} by the event subscription → no change (a message alone "
+                "never fails an audit: the instance is asked for alone)"
+            ),
+        )
     age = d.observed_at - state.started_at
     if status in HEALTHY_STATUSES:  # rule 7, by far the most frequent verdict
         return Verdict(

@@ -104,6 +104,7 @@ def add_health_routes(public: APIRouter, private: APIRouter, backends: Backends)
             check(backends.log.ping), check(backends.store.ping), workflows_api(), brake_warnings()
         )
         checks = {"event_log": event_log, "database": database, "workflows_api": workflows}
+        warnings = [*warnings, *backends.health.warnings()]
         troubled = backends.health.problems()
         checks.update({f"component {name}": f"error: {why}" for name, why in troubled.items()})
         ready = event_log == "ok" and database == "ok" and usable and not troubled

@@ -7,17 +7,20 @@ Nothing below the interfaces knows this catalogue: the supervisor runs what it i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 import structlog
 
 from consumers.api.server import ApiServer
 from consumers.components.brake import Brake
+from consumers.components.confirmer import Confirmer, awaiting_confirmation
 from consumers.components.ingest import Ingest
 from consumers.components.probe import Probe
 from consumers.components.projector import Projector
 from consumers.components.reconciler import Reconciler
 from consumers.components.retention import Retention
+from consumers.components.subscriber import Subscriber
 from consumers.components.telemetry import Telemetry
 from consumers.components.watchdog import Watchdog
 from consumers.operations.backends import Backends
@@ -98,6 +101,11 @@ def _builder(backends: Backends, name: str) -> Builder:
             brake=Brake(backends.log, backends.store, backends.policy, owner=backends.process_id),
             discovery=await backends.discovery(),
             retention=_retention(backends),
+            confirming=(
+                functools.partial(awaiting_confirmation, backends.log)
+                if s.cloudflare_queue_id is not None
+                else None
+            ),
         )
 
     async def telemetry(built: dict[str, Component]) -> Component | None:
@@ -109,6 +117,32 @@ def _builder(backends: Backends, name: str) -> Builder:
     async def ingest(built: dict[str, Component]) -> Component:
         return Ingest(backends.log)
 
+    async def subscriber(built: dict[str, Component]) -> Component | None:
+        queue = backends.queue_client()
+        if queue is None:
+            log.info("event subscription off: AUDITREC_CLOUDFLARE_QUEUE_ID is not set")
+            return None
+        return Subscriber(
+            backends.log,
+            backends.store,
+            queue,
+            workflow=s.cloudflare_workflow,
+            poll=s.subscription_poll.total_seconds(),
+            batch=s.subscription_batch,
+            visibility=s.subscription_visibility.total_seconds(),
+            health=backends.health,
+        )
+
+    async def confirmer(built: dict[str, Component]) -> Component | None:
+        if s.cloudflare_queue_id is None:
+            return None
+        blind = s.probing_blind()
+        if blind is not None:
+            raise ConfigError(f"confirmer: {blind}")
+        client = backends.workflows_client()
+        await client.start()
+        return Confirmer(backends.log, client, backends.store)
+
     async def api(built: dict[str, Component]) -> Component:
         return ApiServer(Operations(backends))
 
@@ -119,6 +153,8 @@ def _builder(backends: Backends, name: str) -> Builder:
         "watchdog": watchdog,
         "telemetry": telemetry,
         "ingest": ingest,
+        "subscriber": subscriber,
+        "confirmer": confirmer,
         "api": api,
     }
     return builders[name]

@@ -54,26 +54,27 @@ log = structlog.get_logger("auditrec.probe")
 
 
 WARN_EVERY = 60.0  # seconds between warnings about probes failing for one reason
+Request = tuple[tuple[str, int], ProbeRequested]  # a request, and the partition it came from
 
 
-def _wait(group: list[tuple[tuple[str, int], ProbeRequested]], now: datetime) -> float | None:
+def _wait(group: list[Request], now: datetime) -> float | None:
     """How long the requests for one instance may wait for the API: the latest bound given."""
     bounds = [r.data.answer_by for _, r in group if r.data.answer_by is not None]
     return max(0.0, (max(bounds) - now).total_seconds()) if bounds else None
 
 
-def _spender(group: list[tuple[tuple[str, int], ProbeRequested]]) -> str:
+def _spender(group: list[Request]) -> str:
     """Whose budget slot the one call for an instance takes: the status reads' only when
     every request for it is a status read's (then their share caps it), else the watchdog's
     when it asked, else the operator's (``manual``)."""
     triggers = {r.data.trigger for _, r in group}
-    for trigger in (Trigger.WATCHDOG, Trigger.MANUAL):
+    for trigger in (Trigger.WATCHDOG, Trigger.MANUAL, Trigger.ON_DEMAND, Trigger.SUBSCRIPTION):
         if trigger in triggers:
             return trigger.value
-    return Trigger.ON_DEMAND.value if triggers else OTHER
+    return OTHER
 
 
-def _listed(group: list[tuple[tuple[str, int], ProbeRequested]]) -> Listed | None:
+def _listed(group: list[Request]) -> Listed | None:
     """The latest listing's word on the instance when every request for it carries one (a
     request without, e.g. a status read's, asks the instance itself for all of them)."""
     listed = [r.data.listed for _, r in group]
@@ -105,7 +106,7 @@ class Probe(LogConsumer):
 
     async def _handle(self, records: list[Record]) -> int:
         outputs: dict[tuple[str, int], list[OutRecord]] = {}
-        requests: list[tuple[tuple[str, int], ProbeRequested]] = []
+        requests: list[Request] = []
         records_by_id: dict[UUID, Record] = {}
         now = self.clock()
         for record in records:
@@ -116,17 +117,18 @@ class Probe(LogConsumer):
             except DecodeError as exc:
                 self.dead_letter(record, str(exc), out)
                 continue
-            if now - request.occurred_at > self.max_age:
+            if self.expired(request, now):
                 log.info("probe request expired", audit_id=request.audit_id)
                 continue
             requests.append((tp, request))
             records_by_id[request.event_id] = record
-        by_instance: dict[str | None, list[tuple[tuple[str, int], ProbeRequested]]] = {}
+        requests = await self.wanted(requests)
+        by_instance: dict[str | None, list[Request]] = {}
         for item in requests:
             by_instance.setdefault(item[1].data.workflow_instance_id, []).append(item)
         results = await asyncio.gather(
             *(
-                self._probe(instance, _wait(group, now), _listed(group), _spender(group))
+                self._probe(instance, self.bound(group, now), _listed(group), _spender(group))
                 for instance, group in by_instance.items()
             )
         )
@@ -136,7 +138,8 @@ class Probe(LogConsumer):
         ):
             for tp, request in group:
                 try:
-                    event = self._answer(request, instance, result, observed_at, source)
+                    cause = self.cause(request, records_by_id[request.event_id])
+                    event = self._answer(request, instance, result, observed_at, source, cause)
                     outputs[tp].append(encode(lifecycle, event))
                 except Exception as exc:  # one request must not hold back its partition
                     self.cannot_handle(records_by_id[request.event_id], exc, outputs[tp])
@@ -145,6 +148,23 @@ class Probe(LogConsumer):
         PROBE_BUDGET_LEFT.set(await self.client.budget_left())
         await self.commit(records, outputs)
         return len(records)
+
+    def expired(self, request: ProbeRequested, now: datetime) -> bool:
+        """Whether ``request`` is too old to answer (the watchdog asks again)."""
+        return now - request.occurred_at > self.max_age
+
+    async def wanted(self, requests: list[Request]) -> list[Request]:
+        """The requests of a batch to answer (all of them)."""
+        return requests
+
+    def bound(self, group: list[Request], now: datetime) -> float | None:
+        """How long the call for one instance may wait for the budget or a 429 pause."""
+        return _wait(group, now)
+
+    def cause(self, request: ProbeRequested, record: Record) -> UUID | str:
+        """What the answer's event id derives from: the request's id (a request is answered
+        once: its answer and offset are committed together)."""
+        return request.event_id
 
     async def _probe(
         self, instance: str | None, wait: float | None, listed: Listed | None, spender: str
@@ -196,14 +216,15 @@ class Probe(LogConsumer):
         result: InstanceStatus | ProbeFailure,
         observed_at: datetime,
         source: Source = "instance",
+        cause: UUID | str | None = None,
     ) -> WorkflowStatusObserved | WorkflowProbeFailed:
         """The observation; an answer that makes no valid observation is recorded as such."""
         try:
-            return cls._observation(request, instance, result, observed_at, source)
+            return cls._observation(request, instance, result, observed_at, source, cause)
         except ValidationError as exc:
             detail = f"unusable answer: {describe(exc)}"
             failure = ProbeFailure(ProbeFailureReason.INVALID_RESPONSE, None, detail)
-            return cls._observation(request, instance, failure, observed_at)
+            return cls._observation(request, instance, failure, observed_at, cause=cause)
 
     @staticmethod
     def _observation(
@@ -212,9 +233,10 @@ class Probe(LogConsumer):
         result: InstanceStatus | ProbeFailure,
         observed_at: datetime,
         source: Source = "instance",
+        cause: UUID | str | None = None,
     ) -> WorkflowStatusObserved | WorkflowProbeFailed:
         common = {
-            "event_id": derived_id(request.event_id, "probe-observation"),
+            "event_id": derived_id(cause or request.event_id, "probe-observation"),
             "audit_id": request.audit_id,
             "occurred_at": observed_at,
             "producer": PRODUCER,
@@ -244,6 +266,7 @@ class Probe(LogConsumer):
                     source=source,
                     actor=request.data.actor,
                     on_behalf_of=request.data.on_behalf_of,
+                    notice=request.data.notice,
                 ),
             )
         return WorkflowProbeFailed(

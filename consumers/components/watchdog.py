@@ -129,6 +129,7 @@ class Watchdog(Component):
         brake: Brake | None = None,
         discovery: Discovery | None = None,
         retention: Retention | None = None,
+        confirming: Callable[[], Awaitable[set[str]]] | None = None,
     ) -> None:
         self.log = event_log
         self.store = store
@@ -148,6 +149,9 @@ class Watchdog(Component):
         self.brake = brake
         self.discovery = discovery
         self.retention = retention
+        # The audits whose death the event subscription reported and whose confirming probe
+        # waits for the budget: one probe pending per audit, so a tick leaves them out.
+        self.confirming = confirming
         self._retained_slot = -1
         self._judged_at = 0.0
         self.opened: set[str] = set()  # sweeps this watchdog opened and has not seen judged
@@ -163,6 +167,17 @@ class Watchdog(Component):
         return await self.store.audits.stale_running(
             now - self.stale_after, max(limit, self.batch_limit)
         )
+
+    async def _unconfirmed(self, rows: list[AuditRow]) -> list[AuditRow]:
+        """``rows`` without the audits a confirmation is pending for (a probe each already)."""
+        if self.confirming is None or not rows:
+            return rows
+        try:
+            waiting = await self.confirming()
+        except EventLogError as exc:  # then a few audits may be asked about twice
+            log.warning("pending confirmations not read", error=str(exc)[:300])
+            return rows
+        return [r for r in rows if r.audit_id not in waiting] if waiting else rows
 
     async def _listing(self, rows: list[AuditRow]) -> Listing | None:
         """The alive instances among ``rows``' from the workflow's listing, when it is cheaper
@@ -194,7 +209,7 @@ class Watchdog(Component):
                 log.info("tick skipped: another watchdog holds the lock")
                 WATCHDOG_TICKS.labels("skipped").inc()
                 return Tick(sweep_id, now, [], skipped=True)
-            rows = await self.candidates(now)
+            rows = await self._unconfirmed(await self.candidates(now))
             listing = await self._listing(rows)
             if listing is None:
                 rows = rows[: self.batch_limit]

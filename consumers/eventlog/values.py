@@ -27,6 +27,12 @@ class Topics:
         return f"{self.prefix}.probe-requests.v1"
 
     @property
+    def confirmations(self) -> str:
+        """The probe requests of the event subscription: deaths its queue reported, confirmed
+        in order as the probe budget allows (a backlog here never holds back the watchdog's)."""
+        return f"{self.prefix}.confirmations.v1"
+
+    @property
     def dead_letter(self) -> str:
         return f"{self.prefix}.dead-letter.v1"
 
@@ -37,7 +43,13 @@ class Topics:
         return self.ingest_name or f"{self.prefix}.ingest.v1"
 
     def all(self) -> tuple[str, ...]:
-        return (self.lifecycle, self.probe_requests, self.dead_letter, self.ingest)
+        return (
+            self.lifecycle,
+            self.probe_requests,
+            self.dead_letter,
+            self.ingest,
+            self.confirmations,
+        )
 
     def group(self, component: str) -> str:
         """The consumer group of ``component``: ``<group prefix>-<component>``, the group

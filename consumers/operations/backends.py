@@ -26,6 +26,7 @@ from consumers.runtime.outages import retrying
 from consumers.runtime.settings import Settings
 from consumers.workflows.client import WorkflowsClient
 from consumers.workflows.discovery import Discovery
+from consumers.workflows.queues import QueueClient
 from consumers.workflows.ratelimit import ON_DEMAND, SharedRateLimit
 from projections.factory import open_store
 from projections.store import ProjectionStore
@@ -91,21 +92,40 @@ class Backends(LongLived):
 
     async def client(self) -> WorkflowsClient:
         if self._client is None:
-            s = self.settings
-            token = s.cloudflare_api_token.get_secret_value() if s.cloudflare_api_token else None
-            self._client = WorkflowsClient(
-                api_url=s.cloudflare_api_url,
-                account_id=s.account_id,
-                workflow=s.cloudflare_workflow,
-                api_token=token,
-                concurrency=s.probe_concurrency,
-                budget=s.probe_budget,
-                budget_window=s.probe_budget_window.total_seconds(),
-                timeout=s.probe_timeout.total_seconds(),
-                limiter=self.rate_limit(),
-            )
+            self._client = self.workflows_client()
             await self._client.start()
         return self._client
+
+    def workflows_client(self) -> WorkflowsClient:
+        """A Workflows client of its own (its own connections), spending the account's shared
+        budget: the confirmer's, whose calls may wait long for a slot."""
+        s = self.settings
+        token = s.cloudflare_api_token.get_secret_value() if s.cloudflare_api_token else None
+        return WorkflowsClient(
+            api_url=s.cloudflare_api_url,
+            account_id=s.account_id,
+            workflow=s.cloudflare_workflow,
+            api_token=token,
+            concurrency=s.probe_concurrency,
+            budget=s.probe_budget,
+            budget_window=s.probe_budget_window.total_seconds(),
+            timeout=s.probe_timeout.total_seconds(),
+            limiter=self.rate_limit(),
+        )
+
+    def queue_client(self) -> QueueClient | None:
+        """The event subscription's queue, when ``AUDITREC_CLOUDFLARE_QUEUE_ID`` names one."""
+        s = self.settings
+        if s.cloudflare_queue_id is None:
+            return None
+        secret = s.cloudflare_queues_token or s.cloudflare_api_token
+        return QueueClient(
+            api_url=s.cloudflare_api_url,
+            account_id=s.account_id,
+            queue_id=s.cloudflare_queue_id,
+            api_token=secret.get_secret_value() if secret else None,
+            timeout=s.probe_timeout.total_seconds(),
+        )
 
     def rate_limit(self) -> SharedRateLimit:
         """The account's probe budget in the store, with the watchdog's floor and the status

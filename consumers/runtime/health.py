@@ -29,6 +29,19 @@ class HealthBoard:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._entries: dict[str, _Entry] = {}
         self._clock = clock
+        self._warnings: dict[str, str] = {}
+
+    def warn(self, name: str, warning: str | None) -> None:
+        """Set (or, with ``None``, clear) ``name``'s warning: something ``/readyz`` reports
+        without calling the process unready (a source of observations that went quiet, with
+        polling still working)."""
+        if warning is None:
+            self._warnings.pop(name, None)
+        else:
+            self._warnings[name] = warning
+
+    def warnings(self) -> list[str]:
+        return [f"{name}: {text}" for name, text in sorted(self._warnings.items())]
 
     def expect(self, name: str) -> None:
         """``name`` is being built and started (readiness says so until it has started)."""

@@ -14,6 +14,10 @@ client adds it), timestamps in seconds since the epoch. The set, by who records 
   watchdog, manual, other), 429 pauses;
 - every consumer: lag and the last progress per partition, dead letters (by reason);
 - API: requests and their latency by route and status; ``auditrec_build_info``;
+- subscriber: queue messages (by event type and what became of them), pulls (by outcome),
+  the queue's backlog, the age of the oldest message pulled and not yet acknowledged,
+  confirmations waiting for the budget, and the time from a death the queue reported to the
+  audit's ``failed`` row;
 - the brake, telemetry, component health.
 """
 
@@ -30,6 +34,7 @@ __all__ = [
     "BRAKE_ENGAGED",
     "BUILD",
     "COMPONENT_HEALTHY",
+    "CONFIRMATIONS_WAITING",
     "CONSUMER_LAG",
     "CONSUMER_PROGRESS",
     "DEAD_LETTERED",
@@ -37,6 +42,7 @@ __all__ = [
     "DEAD_LETTERS_PURGED",
     "DECISIONS",
     "DECISIONS_HELD",
+    "DETECTION_SECONDS",
     "EVENTS_PROJECTED",
     "HTTP_DURATION",
     "HTTP_REQUESTS",
@@ -51,6 +57,11 @@ __all__ = [
     "PROBE_PAUSES",
     "PROBE_REQUEST_DURATION",
     "REGISTRY",
+    "SUBSCRIPTION_BACKLOG",
+    "SUBSCRIPTION_LAST_PULL",
+    "SUBSCRIPTION_MESSAGES",
+    "SUBSCRIPTION_OLDEST_UNACKED",
+    "SUBSCRIPTION_PULLS",
     "SWEEP_DURATION",
     "TELEMETRY",
     "WATCHDOG_CANDIDATES",
@@ -272,5 +283,50 @@ BRAKE_ENGAGED = Gauge(
 DECISIONS_HELD = Gauge(
     "auditrec_decisions_held",
     "Running audits whose failure is held by the mass-failure brake.",
+    registry=REGISTRY,
+)
+
+# --- the event subscription (subscriber, confirmer) ---------------------------------------------
+SUBSCRIPTION_MESSAGES = Counter(
+    "auditrec_subscription_messages",
+    "Messages of the Workflows event subscription, by event type (errored, started, ...) and "
+    "what became of them: pulled, redelivered (pulled again), acked, dead_lettered (unreadable), "
+    "unmatched (no audit holds the instance), ignored (another workflow's).",
+    ["event", "outcome"],
+    registry=REGISTRY,
+)
+SUBSCRIPTION_PULLS = Counter(
+    "auditrec_subscription_pulls",
+    "Pulls of the event subscription's queue, by outcome: messages, empty, or why it failed "
+    "(rate_limited, server_error, timeout, network, unauthorized, not_found, invalid_response).",
+    ["outcome"],
+    registry=REGISTRY,
+)
+SUBSCRIPTION_BACKLOG = Gauge(
+    "auditrec_subscription_backlog_messages",
+    "Messages in the event subscription's queue, as its last pull answer counted them.",
+    registry=REGISTRY,
+)
+SUBSCRIPTION_OLDEST_UNACKED = Gauge(
+    "auditrec_subscription_oldest_unacked_age_seconds",
+    "Age of the oldest message the subscriber has pulled and not yet acknowledged (0: none).",
+    registry=REGISTRY,
+)
+SUBSCRIPTION_LAST_PULL = Gauge(
+    "auditrec_subscription_last_pull_timestamp_seconds",
+    "When the subscriber last pulled its queue successfully.",
+    registry=REGISTRY,
+)
+CONFIRMATIONS_WAITING = Gauge(
+    "auditrec_subscription_confirmations_waiting",
+    "Deaths the queue reported whose confirming probe waits for the budget (the confirmer's "
+    "backlog).",
+    registry=REGISTRY,
+)
+DETECTION_SECONDS = Histogram(
+    "auditrec_detection_seconds",
+    "From a workflow's death as the event subscription reported it (eventTimestamp) to the "
+    "audit's failed row.",
+    buckets=(0.25, 0.5, 1, 2, 3, 5, 10, 30, 60, 300, 900, 3600),
     registry=REGISTRY,
 )

@@ -13,6 +13,8 @@ COMPONENTS: Final = (
     "watchdog",
     "telemetry",
     "ingest",
+    "subscriber",
+    "confirmer",
     "api",
 )
 # What an on-demand read or a sweep needs running somewhere to get an outcome.

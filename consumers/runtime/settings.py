@@ -123,6 +123,23 @@ class Settings(BaseSettings):
     """The name of the workflow the audits run as."""
     cloudflare_api_url: str = CLOUDFLARE_API_URL
     """The Workflows API's base URL (a simulator's: `http://127.0.0.1:8787/client/v4`)."""
+    cloudflare_queue_id: str | None = None
+    """The Queue the Workflows event subscription publishes to, read by its HTTP pull consumer:
+    set, the `subscriber` component learns of deaths in seconds (unset: polling alone)."""
+    cloudflare_queues_token: SecretStr | None = None
+    """The token that pulls and acknowledges that queue (Queues read and write; default: the
+    API token)."""
+    subscription_poll: Duration = Field(default=timedelta(seconds=1), gt=timedelta(0))
+    """How often the subscriber pulls the queue; it backs off (up to 30 s) while the queue is
+    empty and after a failed pull."""
+    subscription_batch: int = Field(default=100, ge=1, le=100)
+    """Messages a pull asks for (Cloudflare allows 1..100)."""
+    subscription_visibility: Duration = Field(
+        default=timedelta(seconds=60), ge=timedelta(seconds=15), le=timedelta(hours=12)
+    )
+    """How long a pulled message stays leased to the subscriber before the queue delivers it
+    again: room for a message whose audit the projection does not know yet to be looked for
+    again (10 s), and for its acknowledgement."""
 
     posthog_api_key: SecretStr | None = None
     """PostHog's project API key; telemetry is off while it is unset."""

@@ -40,6 +40,22 @@ class PostgresAudits(AuditReads):
             rec = await self.db.pool.fetchrow(f"{SELECT_ROWS} WHERE audit_id = $1", audit_id)
         return decode_row(rec) if rec is not None else None
 
+    async def holding(self, instance_ids: Sequence[str]) -> dict[str, AuditRow]:
+        wanted = list(dict.fromkeys(instance_ids))
+        if not wanted:
+            return {}
+        with self.db.errors("find the audits holding instances"):
+            recs = await self.db.pool.fetch(
+                f"{SELECT_ROWS} WHERE workflow_instance_id = ANY($1::text[]) "
+                "ORDER BY started_at, audit_id",
+                wanted,
+            )
+        found: dict[str, AuditRow] = {}
+        for rec in recs:
+            row = decode_row(rec)
+            found[row.state.workflow_instance_id or ""] = row  # the last started wins
+        return found
+
     async def list_audits(
         self,
         *,

@@ -184,6 +184,14 @@ CREATE TABLE console_sessions (
 );
 """,
     ),
+    (
+        9,
+        """
+-- The event subscription finds the audit an instance's message is about by its instance id.
+CREATE INDEX audits_instance ON audits (workflow_instance_id)
+    WHERE workflow_instance_id IS NOT NULL;
+""",
+    ),
 )
 # What a rebuild runs once it has emptied audit_events (kept as jsonb by migration 4).
 BODY_AS_JSON = (

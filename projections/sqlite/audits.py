@@ -46,6 +46,25 @@ class SQLiteAudits(AuditReads):
 
         return await self.db.read(work)
 
+    async def holding(self, instance_ids: Sequence[str]) -> dict[str, AuditRow]:
+        wanted = list(dict.fromkeys(instance_ids))
+
+        def work(conn: sqlite3.Connection) -> dict[str, AuditRow]:
+            found: dict[str, AuditRow] = {}
+            for i in range(0, len(wanted), 500):
+                chunk = wanted[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                query = (
+                    f"{SELECT_ROWS} WHERE workflow_instance_id IN ({marks}) "
+                    "ORDER BY started_at, audit_id"
+                )
+                for values in conn.execute(query, chunk):
+                    row = decode_row(values)
+                    found[row.state.workflow_instance_id or ""] = row  # the last started wins
+            return found
+
+        return await self.db.read(work) if wanted else {}
+
     async def list_audits(
         self,
         *,

@@ -14,7 +14,7 @@ from projections.row import COLUMN_KINDS, ColumnKind
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "upgrade"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _TYPE_OF_KIND: dict[ColumnKind, str] = {
     "text": "TEXT",
     "integer": "INTEGER",
@@ -41,6 +41,8 @@ CREATE INDEX IF NOT EXISTS audits_watchdog ON audits
     (last_observed_at, started_at) WHERE status = 'running';
 CREATE INDEX IF NOT EXISTS audits_listing ON audits (status, started_at, audit_id);
 CREATE INDEX IF NOT EXISTS audits_started ON audits (started_at, audit_id);
+CREATE INDEX IF NOT EXISTS audits_instance ON audits (workflow_instance_id)
+    WHERE workflow_instance_id IS NOT NULL;
 {history}
 CREATE TABLE IF NOT EXISTS projector_offsets (
     consumer TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
@@ -114,6 +116,10 @@ def upgrade(conn: sqlite3.Connection) -> None:
     conn.execute(
         "CREATE INDEX IF NOT EXISTS audits_held ON audits (held_at) "
         "WHERE held_decision_id IS NOT NULL"
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS audits_instance ON audits (workflow_instance_id) "
+        "WHERE workflow_instance_id IS NOT NULL"
     )
     _rekey_history(conn)
     conn.execute("UPDATE schema_version SET version = ? WHERE version < ?", (SCHEMA_VERSION,) * 2)

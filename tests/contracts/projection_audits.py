@@ -17,6 +17,7 @@ from tests.contracts.projection_store import (
     StoreFixtures,
     assert_utc,
     at,
+    attached,
     completed,
     failed,
     lifecycle_mix,
@@ -170,6 +171,31 @@ class AuditReadsContract(StoreFixtures):
             "seen-late",
         ]
         assert await store.audits.stale_running(at(0), 100) == []
+
+    async def test_holding_finds_the_audit_of_each_current_instance(
+        self, store: ProjectionStore
+    ) -> None:
+        events: list[AuditEvent] = [
+            started("a-one", at(0), instance="wf-one"),
+            started("a-moved", at(1), instance="wf-old"),
+            attached("a-moved", "wf-new", at(2)),
+            started("a-none", at(3), instance=None),
+            started("a-first", at(4), instance="wf-shared"),
+            started("a-second", at(5), instance="wf-shared"),
+            failed("a-one", at(6)),
+        ]
+        await store.writer.apply(positioned(events), {}, CONSUMER)
+        asked = ["wf-one", "wf-old", "wf-new", "wf-shared", "wf-nobody", "wf-one"]
+        found = await store.audits.holding(asked)
+        assert {i: r.audit_id for i, r in found.items()} == {
+            "wf-one": "a-one",  # whatever its status: the caller judges it
+            "wf-new": "a-moved",  # the current instance, never the one it left
+            "wf-shared": "a-second",  # of two, the one started last
+        }
+        assert found["wf-one"].status == "failed"
+        assert await store.audits.holding([]) == {}
+        many = [f"wf-{i}" for i in range(1200)] + ["wf-new"]  # more than one query's worth
+        assert list(await store.audits.holding(many)) == ["wf-new"]
 
     async def test_count_by_status(self, store: ProjectionStore) -> None:
         assert await store.audits.count_by_status() == {}

@@ -113,7 +113,7 @@ async def test_a_file_of_schema_version_1_is_upgraded_keeping_its_rows(tmp_path:
     # when this version opens it
     async with open_store(url) as store:
         # then the columns are back, the row is intact and the version is current
-        assert await store.init() == SCHEMA_VERSION == 4
+        assert await store.init() == SCHEMA_VERSION == 5
         row = await store.audits.get("a-old")
         assert row is not None and row.status == "running" and row.state.held_decision_id is None
         hold = held("a-old")

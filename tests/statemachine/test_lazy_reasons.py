@@ -54,6 +54,12 @@ def eager(state: AuditState | None, event: AuditEvent, policy: Policy) -> tuple[
             f"listed {status} → no change (a listing alone never fails an audit: the "
             "instance is asked for alone)",
         )
+    if d.source == "subscription" and status not in HEALTHY_STATUSES:
+        return (
+            "subscription_only",
+            f"reported {status} by the event subscription → no change (a message alone "
+            "never fails an audit: the instance is asked for alone)",
+        )
     if status == "errored":
         text = error_text(d.error)
         code = classify(text) or "unknown"
@@ -141,7 +147,7 @@ OBSERVATIONS = st.builds(
     st.sampled_from(["wf-1", "wf-old", None]),
     ERRORS,
     st.none() | WHEN,
-    st.sampled_from(["instance", "listing"]),
+    st.sampled_from(["instance", "listing", "subscription"]),
     st.sampled_from([None, 3, 50]),
 )
 PROBE_FAILURES = st.builds(

@@ -7,7 +7,13 @@ from datetime import timedelta
 
 import pytest
 
-from statemachine.events import AuditFailed, AuditFailureSimulated, WorkflowError, derived_id
+from statemachine.events import (
+    AuditFailed,
+    AuditFailureSimulated,
+    Notice,
+    WorkflowError,
+    derived_id,
+)
 from statemachine.explain import explain
 from statemachine.policy import Policy, format_duration, parse_duration
 from statemachine.rules import PRODUCER, decide, judge
@@ -376,6 +382,31 @@ def test_a_listing_alone_never_fails_an_audit(status: str) -> None:
     assert verdict is not None and verdict.rule == "listing_only"
     assert verdict.failure is None and decision is None
     assert verdict.reason.startswith(f"listed {status} → no change")
+
+
+@pytest.mark.parametrize("status", ["errored", "terminated", "complete", "not_found"])
+def test_a_subscription_message_alone_never_fails_an_audit(status: str) -> None:
+    reported = observed(status, when=at(60 * 24), ended=at(60), source="subscription")
+    verdict, decision = decide(running(), reported, POLICY)
+
+    assert verdict is not None and verdict.rule == "subscription_only"
+    assert verdict.failure is None and decision is None
+    assert verdict.reason.startswith(f"reported {status} by the event subscription → no change")
+
+
+def test_a_failure_confirmed_for_the_subscription_is_reconciled_by_it_with_the_notice() -> None:
+    notice = {"message_id": "m-1", "event": "cf.workflows.workflow.instance.errored", "at": at(5)}
+    confirmed = observed("errored", when=at(6), ended=at(5), trigger="subscription")
+    confirmed = confirmed.model_copy(
+        update={"data": confirmed.data.model_copy(update={"notice": Notice(**notice)})}
+    )
+    _verdict, decision = decide(running(), confirmed, POLICY)
+
+    assert isinstance(decision, AuditFailed)
+    assert decision.data.reconciled_by == "subscription"
+    assert decision.data.policy is not None
+    assert decision.data.policy["reported_at"] == at(5).isoformat()
+    assert decision.data.policy["message_id"] == "m-1"
 
 
 def test_a_listed_alive_status_is_healthy_like_the_instance_said_it() -> None:

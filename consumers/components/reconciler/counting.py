@@ -11,9 +11,10 @@ observation that a batch of thousands need not pay.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
-from consumers.runtime.metrics import DECISIONS, JUDGED
+from consumers.runtime.metrics import DECISIONS, DETECTION_SECONDS, JUDGED
 from statemachine.events import (
     AuditEvent,
     AuditFailed,
@@ -62,6 +63,20 @@ def flush_counts() -> None:
     _decided_since.clear()
 
 
+def _time_to_detection(decision: AuditFailed) -> None:
+    """For a failure the event subscription reported: the seconds since the instance ended
+    (the message's ``eventTimestamp``), as the decision is made (its row follows within
+    milliseconds)."""
+    reported = (decision.data.policy or {}).get("reported_at")
+    if decision.data.reconciled_by != "subscription" or not isinstance(reported, str):
+        return
+    try:
+        took = datetime.now(UTC) - datetime.fromisoformat(reported)
+    except (TypeError, ValueError):
+        return
+    DETECTION_SECONDS.observe(max(took.total_seconds(), 0.0))
+
+
 def count_verdict(verdict: Verdict | None, decision: AuditEvent | None, event: AuditEvent) -> None:
     """Count (until :func:`flush_counts`) the verdict on an observation or a probe failure, and
     the failure a released hold becomes (trigger ``release``); other events: nothing. Events
@@ -80,6 +95,7 @@ def count_verdict(verdict: Verdict | None, decision: AuditEvent | None, event: A
         code, outcome = decision.data.decision.error_code, "held"
     elif type(decision) is AuditFailed:
         code, outcome = decision.data.error_code, "failed"
+        _time_to_detection(decision)
     elif type(decision) is AuditFailureSimulated:
         code, outcome = decision.data.error_code, "shadow"
     else:

@@ -44,6 +44,8 @@ def new_topics(topics: Topics, partitions: int, replication_factor: int) -> list
         # dead letters are removed only by `auditrec dead-letters purge`, which records it
         NewTopic(topics.dead_letter, DEAD_LETTER_PARTITIONS, rf, topic_configs=forever),
         NewTopic(topics.ingest, n, rf, topic_configs={"retention.ms": str(7 * DAY_MS)}),
+        # a burst of deaths waits here for the budget: days, not hours, of room
+        NewTopic(topics.confirmations, n, rf, topic_configs={"retention.ms": str(7 * DAY_MS)}),
     ]
 
 

@@ -40,6 +40,7 @@ CHANNEL_KEYS: Final[dict[Channel, str]] = {
     "probe-requests": "probeRequests",
     "dead-letter": "deadLetter",
     "ingest": "ingest",
+    "confirmations": "confirmations",
 }
 _KEY: Final = {
     "type": "string",
@@ -153,16 +154,22 @@ def asyncapi_document(topics: Topics, *, kafka_servers: tuple[str, ...] = ()) ->
         "probe-requests": topics.probe_requests,
         "dead-letter": topics.dead_letter,
         "ingest": topics.ingest,
+        "confirmations": topics.confirmations,
     }
     on_channel: dict[str, list[str]] = {key: [] for key in address}
     on_channel["ingest"] = [name for name in EVENT_TYPES if is_public(name)]
     for name in EVENT_TYPES:
         on_channel[topic_of(name)].append(name)
     on_channel["dead-letter"].append("DeadLetter")
+    on_channel["confirmations"].append("ProbeRequested")
     descriptions = {
         "lifecycle": "The event store: every audit's lifecycle, keyed by audit id.",
         "probe-requests": "Requests to probe an audit's workflow instance, keyed by audit id.",
         "dead-letter": "Records a consumer could not decode or apply, with the reason.",
+        "confirmations": (
+            "Probe requests of the event subscription (deaths its queue reported), keyed by "
+            "audit id, answered in order as the probe budget allows."
+        ),
         "ingest": (
             "What Kafka publishers write, keyed by audit id: the publisher types (as POST "
             "/events takes them), validated onto the lifecycle topic by the ingest component."

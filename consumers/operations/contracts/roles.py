@@ -15,7 +15,7 @@ from statemachine.events import LIFECYCLE_TYPES
 
 __all__ = ["ROLES", "Channel", "Role", "Use"]
 
-Channel = Literal["lifecycle", "probe-requests", "dead-letter", "ingest"]
+Channel = Literal["lifecycle", "probe-requests", "dead-letter", "ingest", "confirmations"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +95,43 @@ ROLES: Final[tuple[Role, ...]] = (
         "Asks the Workflows API about an instance for each probe request; decides nothing.",
         uses=(
             Use("receive", "probe-requests", _only("ProbeRequested"), "probe requests"),
+            Use(
+                "send",
+                "lifecycle",
+                _only("WorkflowStatusObserved", "WorkflowProbeFailed"),
+                "what it observed, or why it could not",
+            ),
+            _DEAD,
+        ),
+    ),
+    Role(
+        "subscriber",
+        "Pulls the Cloudflare Queue of the Workflows event subscription: an instance reported "
+        "ended asks for a probe to confirm it; one reported queued, started or paused is "
+        "observed from the message. Acknowledges a message once what it caused is in the log.",
+        uses=(
+            Use(
+                "send",
+                "confirmations",
+                _only("ProbeRequested"),
+                "probe requests confirming deaths the queue reported, in order of death",
+            ),
+            Use(
+                "send",
+                "lifecycle",
+                _only("WorkflowStatusObserved"),
+                "statuses the queue reported (queued, running, paused)",
+            ),
+            _DEAD,
+        ),
+    ),
+    Role(
+        "confirmer",
+        "The probe for the event subscription's requests: one request each, in order, waiting "
+        "for the budget (never dropped) with what the watchdog's floor and the status reads "
+        "leave.",
+        uses=(
+            Use("receive", "confirmations", _only("ProbeRequested"), "confirmation requests"),
             Use(
                 "send",
                 "lifecycle",
