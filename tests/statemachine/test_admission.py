@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from consumers.components import brake, ingest, probe, watchdog
+from consumers.components import brake, ingest, probe, subscriber, watchdog
 from consumers.operations import action_events
 from statemachine import failure
 from statemachine.admission import (
@@ -73,6 +73,7 @@ def test_auditrec_s_own_producers_are_every_component_s() -> None:
         brake.PRODUCER,
         ingest.PRODUCER,
         action_events.PRODUCER,
+        subscriber.PRODUCER,
     }
     assert own == set(AUDITREC_PRODUCERS)
 

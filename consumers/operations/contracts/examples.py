@@ -155,6 +155,11 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
             "actor": "token:ops-team",
             "on_behalf_of": "alice",
             "source": "instance",
+            "notice": {
+                "message_id": "8a1e6f0b2c9d4e7fa1b2c3d4e5f60718",
+                "event": "cf.workflows.workflow.instance.errored",
+                "at": "2026-11-30T08:20:00Z",
+            },
         },
         producer="probe",
     ),
@@ -185,6 +190,11 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
             "on_behalf_of": "alice",
             "answer_by": "2026-11-30T08:31:00Z",
             "listed": {"status": "running", "at": "2026-11-30T08:30:00Z"},
+            "notice": {
+                "message_id": "8a1e6f0b2c9d4e7fa1b2c3d4e5f60718",
+                "event": "cf.workflows.workflow.instance.errored",
+                "at": "2026-11-30T08:20:00Z",
+            },
         },
         producer="watchdog",
     ),
