@@ -27,7 +27,7 @@ from tests.services import kafka_bootstrap
 
 AUDITREC = str(Path(sys.executable).with_name("auditrec"))
 TOKEN = "cf-doctor-token-0123456789abcdef"
-CHECKS = ["event log", "database", "workflows api", "posthog", "clock", "api"]
+CHECKS = ["event log", "database", "workflows api", "event subscription", "posthog", "clock", "api"]
 
 
 def doctor(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -1,5 +1,6 @@
 """The checks of the HTTP services auditrec talks to: the Workflows API (one cheap
-authenticated call: token, account and workflow) and the PostHog host (telemetry)."""
+authenticated call: token, account and workflow), the event subscription's queue (its metadata,
+never a pull) and the PostHog host (telemetry)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from consumers.operations.doctor.report import CHECK_TIMEOUT, Check
 from consumers.runtime.settings import Settings
 from consumers.workflows.answers import PROBABLE_CAUSE
 from consumers.workflows.client import WorkflowsClient
+from consumers.workflows.queues import QueueClient, QueueFailure
 
-__all__ = ["POSTHOG_DEFAULT_HOST", "check_posthog", "check_workflows"]
+__all__ = ["POSTHOG_DEFAULT_HOST", "check_posthog", "check_subscription", "check_workflows"]
 
 POSTHOG_DEFAULT_HOST = "https://us.i.posthog.com"  # the SDK's when AUDITREC_POSTHOG_HOST is unset
 
@@ -44,6 +46,55 @@ async def check_workflows(settings: Settings, timeout: float = CHECK_TIMEOUT) ->
         f"{what}: {failure.reason.value}: {failure.detail}",
         PROBABLE_CAUSE.get(failure.reason, "check the AUDITREC_CLOUDFLARE_* settings"),
     )
+
+
+_QUEUE_CAUSE = {
+    "unauthorized": "the token lacks Queues permission: give AUDITREC_CLOUDFLARE_QUEUES_TOKEN "
+    "(or the API token) Queues read and write",
+    "not_found": "no such queue in this account: check AUDITREC_CLOUDFLARE_QUEUE_ID (the queue's "
+    "id, not its name) and AUDITREC_CLOUDFLARE_ACCOUNT_ID",
+}
+
+
+async def check_subscription(settings: Settings, timeout: float = CHECK_TIMEOUT) -> Check:
+    """The queue's metadata, read without pulling (a pull would lease real messages and move
+    them toward the queue's dead-letter queue): it exists, the token may read it, and it has
+    an HTTP pull consumer. Reading cannot prove the token may also acknowledge (a write)."""
+    name = "event subscription"
+    queue_id = settings.cloudflare_queue_id
+    if queue_id is None:
+        return Check(name, True, "off (AUDITREC_CLOUDFLARE_QUEUE_ID unset): deaths are polled")
+    secret = settings.cloudflare_queues_token or settings.cloudflare_api_token
+    client = QueueClient(
+        api_url=settings.cloudflare_api_url,
+        account_id=settings.account_id,
+        queue_id=queue_id,
+        api_token=secret.get_secret_value() if secret is not None else None,
+        timeout=min(timeout, settings.probe_timeout.total_seconds()),
+    )
+    async with client:
+        answer = await client.describe()
+    what = f"queue {queue_id!r} of account {settings.account_id!r}"
+    if isinstance(answer, QueueFailure):
+        return Check(
+            name,
+            False,
+            f"{what}: {answer.reason}: {answer.detail}",
+            _QUEUE_CAUSE.get(answer.reason, "check AUDITREC_CLOUDFLARE_API_URL and the network"),
+        )
+    consumers = answer.get("consumers") or []
+    kinds = {c.get("type") for c in consumers if isinstance(c, dict)}
+    label = answer.get("queue_name") or queue_id
+    if "http_pull" not in kinds:
+        return Check(
+            name,
+            False,
+            f"{what} ({label}) has no HTTP pull consumer (consumers: "
+            f"{', '.join(sorted(str(k) for k in kinds)) or 'none'})",
+            f"enable one: `wrangler queues consumer http add {label}` (a queue has either a "
+            "Worker consumer or an HTTP pull consumer)",
+        )
+    return Check(name, True, f"{what} ({label}) answers and has an HTTP pull consumer")
 
 
 async def check_posthog(settings: Settings, timeout: float = CHECK_TIMEOUT) -> Check:
