@@ -38,7 +38,7 @@ from projections.store import ProjectionStore
 from statemachine.errors import DecodeError
 from statemachine.events import ProbeRequested
 
-__all__ = ["PATIENCE", "Confirmer", "awaiting_confirmation"]
+__all__ = ["PATIENCE", "Confirmer", "awaiting_confirmation", "confirmations_waiting"]
 
 PATIENCE = 3600.0  # seconds a confirmation may wait for the budget (a window is minutes)
 REMEMBERED = 50_000  # request ids answered here, to skip one appended twice
@@ -133,3 +133,14 @@ async def awaiting_confirmation(event_log: EventLog, limit: int = SCAN_LIMIT) ->
             if left <= 0:
                 break
     return audits
+
+
+async def confirmations_waiting(event_log: EventLog) -> int:
+    """How many confirmations the confirmer has not answered yet (its backlog), read outside
+    its group."""
+    topic = event_log.topics.confirmations
+    group = event_log.topics.group(Confirmer.name)
+    ends = await event_log.inspection.end_offsets(topic)
+    committed = await event_log.inspection.group_offsets(group, topic)
+    starts = await event_log.inspection.start_offsets(topic)
+    return sum(max(end - max(committed.get(p, 0), starts.get(p, 0)), 0) for p, end in ends.items())

@@ -1,6 +1,7 @@
 """What the console's overview shows, gathered in one place: audits by status, recent failures
 by error code and by how they were found, running audits past the stale threshold, the
-mass-failure brake and its held decisions, and how the components are doing.
+mass-failure brake and its held decisions, the event subscription's backlog, and how the
+components are doing.
 
 Every figure is one indexed query on the projection store (no scan of the table), so the page
 stays cheap however many audits there are.
@@ -13,9 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from consumers.components.confirmer import confirmations_waiting
 from consumers.operations.backends import Backends
 from consumers.operations.service import Operations
 from projections.row import AuditRow
+from statemachine.errors import EventLogError
 
 __all__ = ["WINDOWS", "Overview", "gather_overview"]
 
@@ -39,6 +42,9 @@ class Overview:
     brake: dict[str, Any]
     components: dict[str, tuple[str, int]]  # this process: name -> (state, lag)
     live: dict[str, list[str]]  # component -> the processes running it (recent heartbeats)
+    # The event subscription, when a queue is configured: its queue id, the confirmations
+    # waiting for the budget, and this process's warning about its last pull (if any).
+    subscription: dict[str, Any] | None = None
 
     def failure_codes(self, window: str) -> list[tuple[str, int]]:
         """Failures in ``window`` by error code, most first."""
@@ -82,4 +88,17 @@ async def gather_overview(ops: Operations) -> Overview:
         brake=brake,
         components=backends.health.snapshot(),
         live=live,
+        subscription=await _subscription(backends),
     )
+
+
+async def _subscription(backends: Backends) -> dict[str, Any] | None:
+    queue_id = backends.settings.cloudflare_queue_id
+    if queue_id is None:
+        return None
+    try:
+        waiting: int | None = await confirmations_waiting(backends.log)
+    except EventLogError:
+        waiting = None
+    warnings = [w for w in backends.health.warnings() if w.startswith("subscriber:")]
+    return {"queue_id": queue_id, "waiting": waiting, "warning": warnings[0] if warnings else None}
