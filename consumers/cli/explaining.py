@@ -101,6 +101,12 @@ def demo(work_dir: Path | None) -> None:
     sys.exit(run(run_demo(work_dir, out)))
 
 
+def _non_empty(ids: tuple[str, ...]) -> tuple[str, ...]:
+    if any(not i for i in ids):
+        raise click.BadParameter("a queue id must not be empty")
+    return ids
+
+
 @click.command("simulate-workflows")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8787, show_default=True)
@@ -112,8 +118,19 @@ def demo(work_dir: Path | None) -> None:
 @click.option(
     "--seed", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="JSON seed file."
 )
+@click.option(
+    "--queue",
+    "queues",
+    multiple=True,
+    metavar="ID",
+    callback=lambda _ctx, _param, ids: _non_empty(ids),
+    help="Serve a Cloudflare Queue with this id, subscribed to every event of every workflow, "
+    "for an HTTP pull consumer (repeatable).",
+)
 @handle_errors
-def simulate_workflows(host: str, port: int, token: str | None, seed: Path | None) -> None:
+def simulate_workflows(
+    host: str, port: int, token: str | None, seed: Path | None, queues: tuple[str, ...]
+) -> None:
     """Run the Cloudflare Workflows API simulator.
 
     Point auditrec at it with AUDITREC_CLOUDFLARE_API_URL=http://HOST:PORT/client/v4 (and,
@@ -128,15 +145,19 @@ def simulate_workflows(host: str, port: int, token: str | None, seed: Path | Non
        "instances": [{"id": "wf-1", "status": "errored", "workflow": "site-audit",
                       "error": {"name": "Error", "message": "Worker exceeded memory limit"},
                       "start": "2026-12-01T08:00:00Z", "end": "2026-12-01T09:00:00Z"}],
-       "faults": [{"id": "wf-2", "kind": "rate_limit", "retry_after": 30, "times": 1}]}
+       "faults": [{"id": "wf-2", "kind": "rate_limit", "retry_after": 30, "times": 1}],
+       "queues": [{"id": "q-1", "workflows": ["site-audit"], "events": ["instance.errored"],
+                   "max_retries": 3, "faults": {"duplicate": 0.1, "seed": 7}}]}
     Statuses: queued, running, paused, errored, terminated, complete, waiting,
     waitingForPause, rollingBack, unknown. Fault kinds: latency, rate_limit, server_error,
     success_false, forbidden, malformed, custom, none; a fault on the id "@instances" applies
-    to the instance listing. "listing": false serves no listing (404).
+    to the instance listing. "listing": false serves no listing (404). A queue receives a
+    message on every status change of its workflows' instances, pulled and acknowledged at
+    /client/v4/accounts/ANY/queues/ID/messages/pull and .../ack.
     The control API (/_sim/...) changes all of it while it runs: see docs/guides/running.md."""
     from consumers.workflows.simulator.server import run_simulator
 
     err.print(
         f"Workflows API simulator on http://{host}:{port}/client/v4 (control API under /_sim/)"
     )
-    run_simulator(host, port, token, seed)
+    run_simulator(host, port, token, seed, queues)

@@ -1,7 +1,8 @@
-"""The Workflows simulator's HTTP side: a Starlette app that routes the Workflows REST API and
-the ``/_sim`` control API (see :mod:`.server`) to a :class:`Simulator`, with the
-Cloudflare response envelope, error codes and injected faults. With a token, both need it:
-the API answers 403 without it as Cloudflare does, the control API 401.
+"""The Workflows simulator's HTTP side: a Starlette app that routes the Workflows REST API, the
+Queues API of its HTTP pull consumers, and the ``/_sim`` control API (see :mod:`.server`) to a
+:class:`Simulator`, with the Cloudflare response envelope, error codes and injected faults.
+With a token, all need it: the APIs answer 403 without it as Cloudflare does, the control API
+401.
 """
 
 from __future__ import annotations
@@ -20,8 +21,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from consumers.workflows.simulator.bodies import ConfigBody, FaultBody, InstanceBody
+from consumers.workflows.simulator.bodies import (
+    AckBody,
+    ConfigBody,
+    FaultBody,
+    InjectBody,
+    InstanceBody,
+    PullBody,
+    QueueBody,
+    QueueFaultsBody,
+)
 from consumers.workflows.simulator.listing import ListingQuery, page_of
+from consumers.workflows.simulator.queues import PullRefused, QueueNotFound
 from consumers.workflows.simulator.state import LISTING, Fault, Instance, Simulator, iso
 
 __all__ = ["API_PREFIX", "build_app"]
@@ -38,6 +49,16 @@ _API_ROUTE = re.compile(
     r"^/accounts/(?P<account>[^/]+)/workflows/(?P<workflow>[^/]+)"
     r"(?:(?P<list>/instances)(?:/(?P<instance>[^/]+)(?P<status>/status)?)?)?/?$"
 )
+_QUEUE_ROUTE = re.compile(
+    r"^/accounts/(?P<account>[^/]+)/queues/(?P<queue>[^/]+)(?P<action>/messages/(?:pull|ack))?/?$"
+)
+# The Queues API's errors (developers.cloudflare.com/queues/reference/error-codes); the codes of
+# an overloaded queue and of an internal error are the simulator's choice.
+_QUEUE_NOT_FOUND = (10104, "Queue does not exist")
+_QUEUE_BAD_BODY = 10207  # JSONRequestBodyInvalid: the body does not match the expected schema
+_QUEUE_OVERLOADED = (10250, "Queue is overloaded")
+_QUEUE_INTERNAL = (15000, "Internal error")
+_SIM_QUEUE = re.compile(r"^/_sim/queues/(?P<queue>[^/]+)(?P<sub>/faults|/messages)?$")
 _SIM_INSTANCE = re.compile(r"^/_sim/workflows/(?P<workflow>[^/]+)/instances/(?P<instance>[^/]+)$")
 _SIM_WORKFLOW = re.compile(r"^/_sim/workflows/(?P<workflow>[^/]+)$")
 _SIM_FAULT = re.compile(r"^/_sim/faults/(?P<instance>[^/]+)$")
@@ -69,6 +90,8 @@ def build_app(sim: Simulator) -> Starlette:
             return await _control(sim, request, path)
         if m := _API_ROUTE.match(path):
             return await _api(sim, request, m)
+        if m := _QUEUE_ROUTE.match(path):
+            return await _queue_api(sim, request, m)
         return _no_route()
 
     methods = ["GET", "PUT", "PATCH", "POST", "DELETE"]
@@ -155,13 +178,13 @@ def _answer(
             return _ok(inst.result())
         if not (method == "PATCH" and status):
             return _no_route()
-    return _change_status(sim, inst, request)
+    return _change_status(sim, workflow, inst, request)
 
 
-def _change_status(sim: Simulator, inst: Instance, request: Request) -> Response:
+def _change_status(sim: Simulator, workflow: str, inst: Instance, request: Request) -> Response:
     # Read synchronously from the cached body: the handler awaited it before routing.
     action = getattr(request.state, "json", {}).get("status")
-    changed = sim.change_status(inst, action)
+    changed = sim.change_status(workflow, inst, action)
     if changed is None:
         return _error(400, 10021, "status must be pause, resume, terminate or restart")
     status, now = changed
@@ -178,12 +201,86 @@ def _list(instances: dict[str, Instance], workflow: str, request: Request) -> JS
     return _ok(items, result_info=info)
 
 
+# --- the Queues API (HTTP pull consumers) -----------------------------------------------------
+
+
+async def _queue_api(sim: Simulator, request: Request, m: re.Match[str]) -> Response:
+    _, delay = sim.arrive(None)  # counted, and slowed by the configured latency, like the rest
+    try:
+        if delay > 0 and await _client_left_within(request, delay):
+            return Response(status_code=499)
+        if not _authorized(sim, request):
+            return _error(403, *_AUTH)
+        queue, action = unquote(m["queue"]), m["action"]
+        expected = "GET" if action is None else "POST"
+        if request.method != expected:
+            return _no_route()
+        body = getattr(request.state, "json", {})
+        try:
+            if action is None:
+                return _ok(sim.queues.describe(queue))
+            if action.endswith("/ack"):
+                ack = AckBody.model_validate(body)
+                retries = [(r.lease_id, r.delay_seconds) for r in ack.retries]
+                return _ok(sim.queues.ack(queue, [a.lease_id for a in ack.acks], retries))
+            pull = PullBody.model_validate(body)
+            result = sim.queues.pull(queue, pull.batch_size, pull.visibility_timeout_ms)
+        except ValidationError as exc:
+            return _error(400, _QUEUE_BAD_BODY, _first_problem(exc))
+        except QueueNotFound:
+            return _error(404, *_QUEUE_NOT_FOUND)
+        if isinstance(result, PullRefused):
+            return _pull_refused(result)
+        return _ok(result)
+    finally:
+        sim.leave()
+
+
+def _pull_refused(refused: PullRefused) -> JSONResponse:
+    headers = {}
+    if refused.retry_after is not None:
+        headers["retry-after"] = str(max(0, round(refused.retry_after)))
+    if refused.http_status == 429:
+        return _error(429, *_QUEUE_OVERLOADED, headers=headers)
+    return _error(refused.http_status, *_QUEUE_INTERNAL, headers=headers)
+
+
+def _first_problem(exc: ValidationError) -> str:
+    """A validation error as one sentence naming the field, e.g. ``batch_size: Input should be
+    less than or equal to 100``."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "body"
+    return f"{where}: {first['msg']}"
+
+
+def _queue_control(sim: Simulator, method: str, m: re.Match[str], body: Any) -> Response:
+    queue, sub = unquote(m["queue"]), m["sub"]
+    try:
+        if sub is None and method == "PUT":
+            return JSONResponse(sim.queues.put(queue, QueueBody.model_validate(body)))
+        if sub is None and method == "GET":
+            return JSONResponse(sim.queues.stats(queue))
+        if sub is None and method == "DELETE":
+            return Response(status_code=204 if sim.queues.delete(queue) else 404)
+        if sub == "/faults" and method == "PUT":
+            sim.queues.set_faults(queue, QueueFaultsBody.model_validate(body))
+            return JSONResponse(sim.queues.stats(queue))
+        if sub == "/messages" and method == "POST":
+            item = InjectBody.model_validate(body)
+            return JSONResponse({"id": sim.queues.inject(queue, item.body, item.content_type)})
+    except QueueNotFound:
+        return JSONResponse({"error": f"no queue {queue!r}"}, 404)
+    return JSONResponse({"error": f"no route for {method} {m.group(0)}"}, 404)
+
+
 # --- the control API --------------------------------------------------------------------------
 
 
 async def _control(sim: Simulator, request: Request, path: str) -> Response:
     method, body = request.method, getattr(request.state, "json", None)
     try:
+        if m := _SIM_QUEUE.match(path):
+            return _queue_control(sim, method, m, body)
         if m := _SIM_INSTANCE.match(path):
             wf, iid = unquote(m["workflow"]), unquote(m["instance"])
             if method == "PUT":

@@ -1,30 +1,60 @@
 """The Workflows simulator's JSON formats: a seed document and the control API's bodies
-(an instance, a fault, the config), validated with pydantic (unknown fields are refused); and
-the names they share with the state: the default workflow, fault kinds and error values.
+(an instance, a fault, the config, a queue and its faults, an injected message), validated with
+pydantic (unknown fields are refused); the Queues API's pull and ack bodies; and the names they
+share with the state: the default workflow, fault kinds and error values.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
+    "ACCOUNT_ID",
     "DEFAULT_WORKFLOW",
+    "EVENT_PREFIX",
+    "EVENT_TYPES",
+    "VERSION_ID",
+    "AckBody",
     "ConfigBody",
     "ErrorValue",
     "FaultBody",
     "FaultKind",
+    "InjectBody",
     "InstanceBody",
+    "PullBody",
+    "PullErrorBody",
+    "QueueBody",
+    "QueueFaultsBody",
     "Seed",
+    "iso",
 ]
 
 DEFAULT_WORKFLOW = "site-audit"
+VERSION_ID = "00000000-0000-4000-8000-000000000001"  # every instance's workflow version
+ACCOUNT_ID = "0" * 32  # the account named in event bodies (any account id reaches the API)
 FaultKind = Literal[
     "latency", "rate_limit", "server_error", "success_false", "forbidden", "malformed",
     "custom", "none",
 ]  # fmt: skip
 ErrorValue = dict[str, str | None] | str | None
+# The event types of a Workflows event subscription, by the instance status that publishes them.
+EVENT_PREFIX = "cf.workflows.workflow."
+EVENT_TYPES = {
+    "queued": EVENT_PREFIX + "instance.queued", "running": EVENT_PREFIX + "instance.started",
+    "paused": EVENT_PREFIX + "instance.paused", "errored": EVENT_PREFIX + "instance.errored",
+    "terminated": EVENT_PREFIX + "instance.terminated",
+    "complete": EVENT_PREFIX + "instance.completed",
+}  # fmt: skip
+
+
+def iso(value: datetime | None) -> str | None:
+    """A time as the API writes it: ISO 8601 in UTC with milliseconds and ``Z``."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class _Body(BaseModel):
@@ -65,9 +95,76 @@ class ConfigBody(_Body):
     listing: bool | None = None  # False: the instance listing answers 404 (no such route)
 
 
+class PullErrorBody(_Body):
+    http_status: Literal[429, 500, 502, 503]
+    times: int | None = Field(default=None, ge=1)  # None: every pull
+    retry_after: float | None = Field(default=None, ge=0)
+
+
+class QueueFaultsBody(_Body):
+    duplicate: float = Field(default=0.0, ge=0, le=1)
+    drop: float = Field(default=0.0, ge=0, le=1)
+    delay_ms: float = Field(default=0.0, ge=0)
+    reorder: bool = False
+    pull_error: PullErrorBody | None = None
+    seed: int | None = None
+
+
+class QueueBody(_Body):
+    workflows: list[str] | None = None  # None: every workflow
+    events: list[str] | None = None  # None: all six; short ("instance.errored") or full names
+    max_retries: int = Field(default=3, ge=0, le=100)
+    account_id: str = Field(default=ACCOUNT_ID, min_length=1)
+    faults: QueueFaultsBody = QueueFaultsBody()
+
+    @field_validator("events")
+    @classmethod
+    def _known_events(cls, events: list[str] | None) -> list[str] | None:
+        if events is None:
+            return None
+        full = [e if e.startswith(EVENT_PREFIX) else EVENT_PREFIX + e for e in events]
+        unknown = sorted(set(full) - set(EVENT_TYPES.values()))
+        if unknown:
+            known = sorted(EVENT_TYPES.values())
+            raise ValueError(f"unknown event types {unknown}; known: {known}")
+        return full
+
+
+class _SeedQueue(QueueBody):
+    id: str = Field(min_length=1)
+
+
+class InjectBody(_Body):
+    body: str
+    content_type: Literal["json", "text", "bytes"] = "json"
+
+
+class _ApiBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # the API ignores what it does not know
+
+
+class PullBody(_ApiBody):
+    batch_size: int = Field(default=10, ge=1, le=100)
+    visibility_timeout_ms: int = Field(default=30_000, ge=1, le=43_200_000)
+
+
+class _Ack(_ApiBody):
+    lease_id: str
+
+
+class _Retry(_Ack):
+    delay_seconds: float = Field(default=0, ge=0, le=86_400)
+
+
+class AckBody(_ApiBody):
+    acks: list[_Ack] = []
+    retries: list[_Retry] = []
+
+
 class Seed(_Body):
     workflows: list[str] = []
     latency_ms: float | None = Field(default=None, ge=0)
     listing: bool | None = None
     instances: list[_SeedInstance] = []
     faults: list[_SeedFault] = []
+    queues: list[_SeedQueue] = []

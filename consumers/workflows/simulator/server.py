@@ -16,11 +16,43 @@ Unknown instance: 404 ``10400 workflows.api.error.instance.not_found``; unknown 
 bearer token: 403 ``10000 Authentication error``. Routing uses the raw (still percent-encoded)
 path, so an id is exactly one path segment and may contain ``/``, spaces and ``*``.
 
+Cloudflare Queues fed by a Workflows event subscription, for an HTTP pull consumer
+(:mod:`.queues`): every status change of an instance of a subscribed workflow (a PUT that
+creates it or changes its status, a status PATCH that changes it, every restart) publishes a
+message whose ``body`` is the JSON string ``{"type": "cf.workflows.workflow.instance.<event>",
+"source": {"type": "workflows.workflow", "workflowName"}, "payload": {"versionId",
+"instanceId"}, "metadata": {"accountId", "eventSubscriptionId", "eventSchemaVersion": 1,
+"eventTimestamp"}}`` (events: queued, started ← running, paused, errored, terminated,
+completed ← complete; other statuses publish nothing), with ``metadata`` ``{"CF-Content-Type":
+"json", "CF-sourceMessageSource": "workflows.workflow"}``:
+
+- ``POST …/accounts/{acc}/queues/{q}/messages/pull`` ``{"batch_size": 1..100 (10),
+  "visibility_timeout_ms": 1..43200000 (30000)}``: ``result: {"messages": [{"id", "body",
+  "attempts", "lease_id", "metadata", "timestamp_ms"}], "message_backlog_count", "metadata":
+  {"metrics": {"backlog_count", "backlog_bytes", "oldest_message_timestamp_ms"}}}``, at once;
+  visible messages oldest first, each leased (hidden) for the visibility timeout with a new
+  ``lease_id`` and ``attempts`` + 1, visible again when the lease lapses
+- ``POST …/queues/{q}/messages/ack`` ``{"acks": [{"lease_id"}], "retries": [{"lease_id",
+  "delay_seconds"}]}``: ``result: {"ackCount", "retryCount", "warnings": {lease_id: why}}``;
+  only a current lease counts. A message delivered ``max_retries + 1`` times whose lease lapses
+  or is retried is dead-lettered
+- ``GET …/queues/{q}``: the queue, with its ``http_pull`` consumer
+
+A bad pull or ack body: 400 ``10207`` naming the field; unknown queue: 404 ``10104 Queue does
+not exist``; no token: 403 ``10000``.
+
 The control API (JSON; with a token configured it needs the same bearer token, else 401) lives
 under ``/_sim``:
 ``PUT|GET|DELETE /_sim/workflows/{wf}/instances/{id}``, ``PUT /_sim/workflows/{wf}``,
 ``PUT|DELETE /_sim/faults/{id}``, ``GET|PUT /_sim/config``, ``GET /_sim/stats``,
-``POST /_sim/reset``. The same state has a Python API (:class:`Simulator`) for in-process tests.
+``POST /_sim/reset``; and for queues ``PUT /_sim/queues/{q}`` ``{"workflows": [..]|null,
+"events": [..]|null (short "instance.errored" or full names), "max_retries": 3, "faults"}``
+(create or replace, empty), ``GET`` (stats: ``published visible leased delayed acked retried
+expired dead_lettered dropped duplicated pulls acks pull_errors``, ``messages``,
+``dead_letters``), ``DELETE``, ``PUT /_sim/queues/{q}/faults``, ``POST
+/_sim/queues/{q}/messages`` ``{"body": "<string>", "content_type": "json"|"text"|"bytes"}``
+(inject any message). The same state has a Python API (:class:`Simulator`, its ``queues``,
+``add_queue`` and ``queue_stats``) for in-process tests.
 
 Faults are per instance id and apply to its next ``times`` requests (``None``: forever):
 ``latency`` (delay, then the normal answer), ``rate_limit`` (429; ``retry-after`` and
@@ -29,6 +61,14 @@ Faults are per instance id and apply to its next ``times`` requests (``None``: f
 a truncated JSON body), ``custom`` (``http_status``, raw ``body``, ``headers``), ``none``
 (clears). ``latency_ms`` and ``headers`` apply to every kind. Faults set on the id
 ``@instances`` apply to the listing's requests.
+
+Queue faults (``faults`` of a queue): ``duplicate`` (0..1, chance a published message is
+enqueued twice, as two ids with one body), ``drop`` (0..1, chance a status change publishes
+nothing), ``delay_ms`` (a message becomes visible that long after publishing), ``reorder``
+(pulls take visible messages in random order), ``pull_error`` ``{"http_status": 429|500|502|503,
+"times": n|null, "retry_after": s|null}`` (the next ``times`` pulls answer that error, 429 with
+``10250 Queue is overloaded``, 5xx with ``15000 Internal error``; ``retry-after`` when set),
+``seed`` (makes the chances reproducible).
 
 :class:`SimulatorServer` runs it with uvicorn on a free loopback port in a background thread
 (``with`` or ``async with``); :func:`run_simulator` serves it in the foreground for the CLI.
@@ -41,6 +81,7 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -140,14 +181,23 @@ class SimulatorServer:
         await asyncio.to_thread(self.stop)
 
 
-def run_simulator(host: str, port: int, token: str | None, seed: Path | None = None) -> None:
+def run_simulator(
+    host: str,
+    port: int,
+    token: str | None,
+    seed: Path | None = None,
+    queues: Sequence[str] = (),
+) -> None:
     """Serve the simulator in the foreground until interrupted (``auditrec simulate-workflows``).
 
-    ``seed`` is a JSON file in the format of :meth:`Simulator.load_seed`.
+    ``seed`` is a JSON file in the format of :meth:`Simulator.load_seed`; ``queues`` are the ids
+    of queues subscribed to every event of every workflow.
     """
     sim = Simulator(token=token)
     if seed is not None:
         sim.load_seed(json.loads(Path(seed).read_text(encoding="utf-8")))
+    for queue_id in queues:
+        sim.add_queue(queue_id)
     print(
         f"Workflows API simulator: http://{host}:{port}{API_PREFIX} "
         f"(control API under /_sim; token {'required' if token else 'not required'})",

@@ -1,5 +1,6 @@
 """The Workflows simulator's in-memory state: workflows, instances, faults and request
-statistics, behind one lock.
+statistics, behind one lock; and the account's queues (:mod:`.queues`), to which every status
+change of an instance is published.
 
 The JSON formats of a seed and of the control API bodies are in :mod:`.bodies`; the HTTP side
 is :mod:`.app`; :mod:`.server` documents the whole simulator and runs it.
@@ -18,11 +19,16 @@ from typing import Any
 
 from consumers.workflows.simulator.bodies import (
     DEFAULT_WORKFLOW,
+    VERSION_ID,
     ErrorValue,
     FaultKind,
     InstanceBody,
+    QueueBody,
+    QueueFaultsBody,
     Seed,
+    iso,
 )
+from consumers.workflows.simulator.queues import Queues
 from statemachine.vocabulary import WORKFLOW_STATUSES, WORKFLOW_TERMINAL_STATUSES
 
 __all__ = ["LISTING", "STATUSES", "TERMINAL", "Fault", "Instance", "Simulator", "iso"]
@@ -34,12 +40,6 @@ TERMINAL = WORKFLOW_TERMINAL_STATUSES
 # are one path segment, and the listing has none).
 LISTING = "@instances"
 _AUTO: Any = object()  # "not given": derive the timestamp from the status
-
-
-def iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _now() -> datetime:
@@ -74,7 +74,7 @@ class Instance:
             "status": self.status, "error": self.error, "output": self.output,
             "params": self.params, "queued": iso(self.queued), "start": iso(self.start),
             "end": iso(self.end), "success": self.status == "complete" if self.end else None,
-            "trigger": {"source": "api"}, "versionId": "00000000-0000-4000-8000-000000000001",
+            "trigger": {"source": "api"}, "versionId": VERSION_ID,
             "step_count": 0, "steps": [],
         }  # fmt: skip
 
@@ -82,7 +82,7 @@ class Instance:
         return {
             "id": self.id, "status": self.status, "created_on": iso(self.queued),
             "modified_on": iso(self.modified), "started_on": iso(self.start),
-            "ended_on": iso(self.end), "version_id": "00000000-0000-4000-8000-000000000001",
+            "ended_on": iso(self.end), "version_id": VERSION_ID,
             "workflow_id": workflow,
         }  # fmt: skip
 
@@ -103,6 +103,7 @@ class Simulator:
         self._arrivals: deque[float] = deque(maxlen=100_000)  # monotonic seconds
         self._in_flight = 0
         self._max_in_flight = 0
+        self.queues = Queues()
 
     # --- state -----------------------------------------------------------------------------
 
@@ -137,7 +138,11 @@ class Simulator:
         inst = Instance(instance_id, status, error, queued or start or now, start, end, output,
                         dict(params or {}))  # fmt: skip
         with self._lock:
-            self._workflows.setdefault(workflow, {})[instance_id] = inst
+            instances = self._workflows.setdefault(workflow, {})
+            before = instances.get(instance_id)
+            instances[instance_id] = inst
+            if before is None or before.status != status:
+                self.queues.status_changed(workflow, instance_id, status, now)
             return inst.result()
 
     def delete_instance(self, instance_id: str, *, workflow: str = DEFAULT_WORKFLOW) -> bool:
@@ -176,6 +181,7 @@ class Simulator:
             self.latency_ms = 0.0
             self.listing = True
             self.token = self._first_token
+            self.queues.clear()
 
     def load_seed(self, seed: dict[str, Any]) -> None:
         """Apply a seed document: ``{workflows: [..], latency_ms, instances: [{workflow?, id,
@@ -191,6 +197,28 @@ class Simulator:
             self.put_instance(item.workflow, item.id, item)
         for f in doc.faults:
             self.set_fault(f.id, f.kind, **f.model_dump(exclude={"id", "kind"}))
+        for q in doc.queues:
+            self.queues.put(q.id, q)
+
+    # --- queues (the state is :attr:`queues`; these are shortcuts for tests) ------------------
+
+    def add_queue(
+        self,
+        queue_id: str,
+        *,
+        workflows: list[str] | None = None,
+        events: list[str] | None = None,
+        max_retries: int = 3,
+        **faults: Any,
+    ) -> dict[str, Any]:
+        """Create or replace a queue subscribed to ``workflows``' ``events`` (``None``: all);
+        ``faults`` are :class:`~.bodies.QueueFaultsBody` fields. Its stats."""
+        config = QueueBody(workflows=workflows, events=events, max_retries=max_retries,
+                           faults=QueueFaultsBody(**faults))  # fmt: skip
+        return self.queues.put(queue_id, config)
+
+    def queue_stats(self, queue_id: str) -> dict[str, Any]:
+        return self.queues.stats(queue_id)
 
     # --- stats -----------------------------------------------------------------------------
 
@@ -257,11 +285,15 @@ class Simulator:
         with self._lock:
             yield self._workflows
 
-    def change_status(self, inst: Instance, action: Any) -> tuple[str, datetime] | None:
+    def change_status(
+        self, workflow: str, inst: Instance, action: Any
+    ) -> tuple[str, datetime] | None:
         """Apply a status action (``pause``, ``resume``, ``terminate``, ``restart``) to an
-        instance; its new status and the time, or ``None`` for an unknown action."""
+        instance of ``workflow``; its new status and the time, or ``None`` for an unknown
+        action. A changed status (and every restart: the instance starts again) is published."""
         now = _now()
         with self._lock:
+            before = inst.status
             if action == "pause":
                 inst.status = "paused"
             elif action == "resume":
@@ -274,4 +306,6 @@ class Simulator:
             else:
                 return None
             inst.modified = now
+            if inst.status != before or action == "restart":
+                self.queues.status_changed(workflow, inst.id, inst.status, now)
             return inst.status, now
