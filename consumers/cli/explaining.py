@@ -153,7 +153,9 @@ def simulate_workflows(
     success_false, forbidden, malformed, custom, none; a fault on the id "@instances" applies
     to the instance listing. "listing": false serves no listing (404). A queue receives a
     message on every status change of its workflows' instances, pulled and acknowledged at
-    /client/v4/accounts/ANY/queues/ID/messages/pull and .../ack.
+    /client/v4/accounts/ANY/queues/ID/messages/pull and .../ack. Queue faults: duplicate and
+    drop (chances 0..1), delay_ms, reorder, pull_error {"http_status": 429|500|502|503,
+    "times", "retry_after"}, seed.
     The control API (/_sim/...) changes all of it while it runs: see docs/guides/running.md."""
     from consumers.workflows.simulator.server import run_simulator
 
