@@ -11,6 +11,7 @@ after its delay, and a lease that lapses makes it visible again. A message deliv
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import secrets
@@ -85,6 +86,7 @@ class _Queue:
     dead: list[Message] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     pull_errors_left: int | None = None
+    backlog_bytes: int = 0  # of the messages' bodies, kept as they come and go
 
     @property
     def faults(self) -> QueueFaultsBody:
@@ -201,24 +203,25 @@ class Queues:
                 return refused
             now = self._clock()
             self._settle(q, now)
-            visible = [m for m in q.messages.values() if m.lease_id is None and m.visible_at <= now]
+            visible = (m for m in q.messages.values() if m.lease_id is None and m.visible_at <= now)
             if q.faults.reorder:
-                batch = q.rng.sample(visible, min(batch_size, len(visible)))
+                candidates = list(visible)
+                batch = q.rng.sample(candidates, min(batch_size, len(candidates)))
             else:
-                batch = visible[:batch_size]
+                batch = list(itertools.islice(visible, batch_size))  # stops at a full batch
             for m in batch:
                 m.attempts += 1
                 m.lease_id = secrets.token_urlsafe(32)
                 m.lease_until = now + visibility_timeout_ms / 1000
                 q.leases[m.lease_id] = m.id
-            backlog = list(q.messages.values())
+            # Messages are kept in publishing order: the first is the oldest.
+            oldest = next(iter(q.messages.values()), None)
             metrics = {
-                "backlog_count": len(backlog),
-                "backlog_bytes": sum(len(m.body.encode()) for m in backlog),
-                "oldest_message_timestamp_ms": min((m.timestamp_ms for m in backlog), default=0),
-            }
+                "backlog_count": len(q.messages), "backlog_bytes": q.backlog_bytes,
+                "oldest_message_timestamp_ms": oldest.timestamp_ms if oldest else 0,
+            }  # fmt: skip
             return {"messages": [m.delivery() for m in batch],
-                    "message_backlog_count": len(backlog),
+                    "message_backlog_count": len(q.messages),
                     "metadata": {"metrics": metrics}}  # fmt: skip
 
     def ack(
@@ -235,7 +238,7 @@ class Queues:
             acked = retried = 0
             for lease_id in acks:
                 if (m := self._take_lease(q, lease_id, warnings)) is not None:
-                    del q.messages[m.id]
+                    self._remove(q, m)
                     q.counts["acked"] += 1
                     acked += 1
             for lease_id, delay in retries:
@@ -257,8 +260,13 @@ class Queues:
         visible_at = self._clock() + q.faults.delay_ms / 1000
         m = Message(secrets.token_hex(16), body, content_type, int(time.time() * 1000), visible_at)
         q.messages[m.id] = m
+        q.backlog_bytes += len(body.encode())
         q.counts["published"] += 1
         return m
+
+    def _remove(self, q: _Queue, m: Message) -> None:
+        del q.messages[m.id]
+        q.backlog_bytes -= len(m.body.encode())
 
     def _pull_error(self, q: _Queue) -> PullRefused | None:
         error = q.faults.pull_error
@@ -271,8 +279,10 @@ class Queues:
 
     def _settle(self, q: _Queue, now: float) -> None:
         """Release the messages whose lease has lapsed."""
-        for m in [m for m in q.messages.values() if m.lease_id and m.lease_until <= now]:
-            q.leases.pop(m.lease_id or "", None)
+        lapsed = [(lease, q.messages[i]) for lease, i in q.leases.items()
+                  if q.messages[i].lease_until <= now]  # fmt: skip
+        for lease, m in lapsed:
+            del q.leases[lease]
             q.counts["expired"] += 1
             self._release(q, m, now)
 
@@ -290,7 +300,7 @@ class Queues:
         deliveries are spent."""
         m.lease_id = None
         if m.attempts > q.config.max_retries:
-            del q.messages[m.id]
+            self._remove(q, m)
             q.dead.append(m)
             q.counts["dead_lettered"] += 1
         else:

@@ -208,7 +208,9 @@ def test_an_acknowledged_message_is_gone(server: SimulatorServer, http: httpx.Cl
     stats = server.sim.queue_stats("q")
     assert [m["body"] for m in stats["messages"]] == ["b"]
     assert (stats["acked"], stats["acks"]) == (1, 1)
-    assert pull(http, server)["message_backlog_count"] == 1
+    after = pull(http, server)
+    assert after["message_backlog_count"] == 1
+    assert after["metadata"]["metrics"]["backlog_bytes"] == len(b"b")
 
 
 def test_a_retried_message_comes_back_after_its_delay(
