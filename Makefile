@@ -100,6 +100,7 @@ bench: venv services-up
 	$(BIN)/python bench/on_demand_budget.py
 	$(BIN)/python bench/judge.py
 	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/simulator_queue.py
 
 services-up:
 	bash scripts/services.sh up
