@@ -39,7 +39,8 @@ completed ← complete; other statuses publish nothing), with ``metadata`` ``{"C
 - ``GET …/queues/{q}``: the queue, with its ``http_pull`` consumer
 
 A bad pull or ack body: 400 ``10207`` naming the field; unknown queue: 404 ``10104 Queue does
-not exist``; no token: 403 ``10000``.
+not exist``; no token: 403 ``10000``. The configured latency delays these requests too, and
+they count in the stats.
 
 The control API (JSON; with a token configured it needs the same bearer token, else 401) lives
 under ``/_sim``:
