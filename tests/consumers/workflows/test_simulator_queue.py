@@ -16,6 +16,7 @@ import httpx
 import pytest
 from cloudflare import Cloudflare, NotFoundError
 
+from consumers.workflows.queues import Acked, Pulled, QueueClient, QueueFailure, message_text
 from consumers.workflows.simulator.server import STATUSES, Simulator, SimulatorServer
 from tests.eventually import eventually_sync
 
@@ -518,3 +519,31 @@ def test_the_official_cloudflare_sdk_pulls_acks_retries_and_reads_the_queue(
     assert consumer.settings is not None and consumer.settings.max_retries == 5
     with pytest.raises(NotFoundError):
         client.queues.get("missing", account_id=ACC)
+
+
+# --- auditrec's own Queues client --------------------------------------------------------------
+
+
+async def test_auditrecs_queue_client_reads_the_simulator(server: SimulatorServer) -> None:
+    server.sim.add_queue("q", pull_error={"http_status": 429, "times": 1, "retry_after": 2})
+    server.sim.set_instance("wf-1", "errored")
+    queue = QueueClient(api_url=server.url, account_id=ACC, queue_id="q", api_token=TOKEN)
+    missing = QueueClient(api_url=server.url, account_id=ACC, queue_id="nope", api_token=TOKEN)
+    async with queue, missing:
+        limited = await queue.pull(10, 60_000)
+        assert isinstance(limited, QueueFailure)
+        assert (limited.reason, limited.retry_after) == ("rate_limited", 2)
+
+        pulled = await queue.pull(10, 60_000)
+        assert isinstance(pulled, Pulled) and pulled.backlog == 1
+        (message,) = pulled.messages
+        assert json.loads(message_text(message))["payload"]["instanceId"] == "wf-1"
+
+        acked = await queue.ack([message.lease_id])
+        assert isinstance(acked, Acked) and (acked.acked, acked.retried) == (1, 0)
+        assert server.sim.queue_stats("q")["messages"] == []
+
+        described = await queue.describe()
+        assert isinstance(described, dict) and described["queue_id"] == "q"
+        gone = await missing.pull(1, 1_000)
+        assert isinstance(gone, QueueFailure) and gone.reason == "not_found"
