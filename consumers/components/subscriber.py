@@ -77,6 +77,7 @@ PRODUCER = "auditrec-subscriber"
 MATCH_WITHIN = 10.0  # seconds a message waits for the projection to know its instance
 MAX_BACKOFF = 30.0  # seconds between pulls at most after failures
 ACK_MARGIN = 5.0  # seconds before a lease ends after which acknowledging it is not tried
+# (at most a quarter of the visibility timeout)
 log = structlog.get_logger("auditrec.subscriber")
 
 
@@ -122,6 +123,7 @@ class Subscriber(Component):
         self.poll = poll
         self.batch = batch
         self.visibility = visibility
+        self.ack_margin = min(ACK_MARGIN, visibility / 4)
         self.health = health
         self.clock = clock
         self.reader = event_log.topics.group(self.name)  # as dead letters name it
@@ -235,13 +237,13 @@ class Subscriber(Component):
             row = rows.get(report.instance_id)
             if row is None:
                 waited = now - held.since
-                if waited < MATCH_WITHIN and held.lease_ends - now > ACK_MARGIN:
+                if waited < MATCH_WITHIN and held.lease_ends - now > self.ack_margin:
                     continue
                 SUBSCRIPTION_MESSAGES.labels(report.event, "unmatched").inc()
                 log.info(
                     "no audit holds the instance",
                     workflow_instance_id=report.instance_id,
-                    event=report.event,
+                    reported=report.event,
                 )
             elif row.status != "running":
                 pass  # settled already: nothing to confirm
@@ -313,7 +315,7 @@ class Subscriber(Component):
         for lease, event, sent_ms in done:
             self._unacked[lease] = _Unacked(event, sent_ms, now + self.visibility)
         for lease, item in list(self._unacked.items()):
-            if item.lease_ends - now <= ACK_MARGIN:  # it comes back, and is absorbed
+            if item.lease_ends - now <= self.ack_margin:  # it comes back, and is absorbed
                 del self._unacked[lease]
         if not self._unacked:
             return

@@ -147,12 +147,14 @@ class QueueClient(LongLived):
             return answer
         if not isinstance(answer, dict):
             return self._failure("invalid_response", 200, "ack answer is not an object")
-        warnings = answer.get("warnings") or []
-        return Acked(
-            int(answer.get("ackCount") or 0),
-            int(answer.get("retryCount") or 0),
-            [str(w) for w in warnings] if isinstance(warnings, list) else [str(warnings)],
-        )
+        warnings = answer.get("warnings") or {}
+        if isinstance(warnings, dict):  # {lease id: why it was not acknowledged}
+            said = [f"{lease}: {why}" for lease, why in warnings.items()]
+        elif isinstance(warnings, list):
+            said = [str(w) for w in warnings]
+        else:
+            said = [str(warnings)]
+        return Acked(int(answer.get("ackCount") or 0), int(answer.get("retryCount") or 0), said)
 
     async def describe(self) -> dict[str, Any] | QueueFailure:
         """The queue's metadata (its name, consumers), read without pulling anything: a pull

@@ -17,7 +17,7 @@ bearer token: 403 ``10000 Authentication error``. Routing uses the raw (still pe
 path, so an id is exactly one path segment and may contain ``/``, spaces and ``*``.
 
 Cloudflare Queues fed by a Workflows event subscription, for an HTTP pull consumer
-(:mod:`.queues`): every status change of an instance of a subscribed workflow (a PUT that
+(:mod:`.eventqueues`): every status change of an instance of a subscribed workflow (a PUT that
 creates it or changes its status, a status PATCH that changes it, every restart) publishes a
 message whose ``body`` is the JSON string ``{"type": "cf.workflows.workflow.instance.<event>",
 "source": {"type": "workflows.workflow", "workflowName"}, "payload": {"versionId",

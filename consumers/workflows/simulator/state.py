@@ -1,5 +1,5 @@
 """The Workflows simulator's in-memory state: workflows, instances, faults and request
-statistics, behind one lock; and the account's queues (:mod:`.queues`), to which every status
+statistics, behind one lock; and the account's queues (:mod:`.eventqueues`), to which every status
 change of an instance is published.
 
 The JSON formats of a seed and of the control API bodies are in :mod:`.bodies`; the HTTP side
@@ -28,7 +28,7 @@ from consumers.workflows.simulator.bodies import (
     Seed,
     iso,
 )
-from consumers.workflows.simulator.queues import Queues
+from consumers.workflows.simulator.eventqueues import Queues
 from statemachine.vocabulary import WORKFLOW_STATUSES, WORKFLOW_TERMINAL_STATUSES
 
 __all__ = ["LISTING", "STATUSES", "TERMINAL", "Fault", "Instance", "Simulator", "iso"]

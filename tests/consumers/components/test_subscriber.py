@@ -1,0 +1,435 @@
+"""The event subscription end to end on each backend pair: the simulator's queue (over real
+HTTP) → subscriber → confirmer (asking the simulator) → reconciler → projector.
+
+Each test gives the simulator a queue subscribed to its workflow; changing an instance's status
+publishes a message, as Cloudflare's event subscription does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from consumers.components import subscriber as subscribing
+from consumers.components.confirmer import Confirmer, awaiting_confirmation
+from consumers.components.probe import Probe
+from consumers.components.projector import Projector
+from consumers.components.reconciler import Reconciler
+from consumers.components.subscriber import Subscriber
+from consumers.components.watchdog import Watchdog
+from consumers.eventlog.dead_letters import read_dead_letter
+from consumers.runtime.health import HealthBoard
+from consumers.workflows.client import WorkflowsClient
+from consumers.workflows.queues import QueueClient
+from consumers.workflows.simulator.server import SimulatorServer
+from statemachine.events import AuditEvent, AuditStarted
+from statemachine.policy import Policy
+from tests.eventually import eventually
+from tests.pipeline import Pipeline, append, read_topic, run_until_idle
+
+QUEUE = "q-events"
+ACCOUNT = "acc"
+POLICY = Policy(finalize_grace=timedelta(minutes=10))
+
+
+class Rig:
+    """The simulator's queue and the components reading it, on one backend pair."""
+
+    def __init__(self, pipeline: Pipeline, simulator: SimulatorServer) -> None:
+        self.pipeline = pipeline
+        self.simulator = simulator
+        self.http = httpx.AsyncClient(base_url=simulator.root_url, timeout=10)
+        self.client = WorkflowsClient(
+            api_url=simulator.url,
+            account_id=ACCOUNT,
+            workflow="site-audit",
+            api_token=None,
+            timeout=5.0,
+            max_retries=0,
+        )
+        self.projector = Projector(pipeline.log, pipeline.store.writer)
+        self.reconciler = Reconciler(pipeline.log, POLICY)
+        self.confirmer = Confirmer(pipeline.log, self.client, pipeline.store)
+        self.health = HealthBoard()
+        self.subscribers: list[Subscriber] = []
+
+    async def subscriber(self, *, visibility: float = 30.0) -> Subscriber:
+        queue = QueueClient(
+            api_url=self.simulator.url, account_id=ACCOUNT, queue_id=QUEUE, api_token=None
+        )
+        sub = Subscriber(
+            self.pipeline.log,
+            self.pipeline.store,
+            queue,
+            workflow="site-audit",
+            poll=0.01,
+            batch=100,
+            visibility=visibility,
+            health=self.health,
+        )
+        self.subscribers.append(sub)
+        await sub.start()
+        return sub
+
+    async def __aenter__(self) -> Rig:
+        await self.client.start()
+        await self.queue(faults=None)
+        for c in (self.projector, self.reconciler, self.confirmer):
+            await c.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for sub in self.subscribers:
+            await sub.stop()
+        for c in (self.confirmer, self.reconciler, self.projector):
+            await c.stop()
+        await self.client.stop()
+        await self.http.aclose()
+
+    async def queue(self, faults: dict[str, Any] | None, **extra: Any) -> None:
+        body: dict[str, Any] = {"workflows": ["site-audit"], **extra}
+        if faults is not None:
+            body["faults"] = faults
+        answer = await self.http.put(f"/_sim/queues/{QUEUE}", json=body)
+        assert answer.status_code == 200, answer.text
+
+    async def stats(self) -> dict[str, Any]:
+        answer = await self.http.get(f"/_sim/queues/{QUEUE}")
+        assert answer.status_code == 200, answer.text
+        stats: dict[str, Any] = answer.json()
+        return stats
+
+    async def inject(self, body: str, content_type: str = "json") -> None:
+        answer = await self.http.post(
+            f"/_sim/queues/{QUEUE}/messages", json={"body": body, "content_type": content_type}
+        )
+        assert answer.status_code in (200, 201, 204), answer.text
+
+    async def instance(self, instance: str, status: str, **body: Any) -> None:
+        answer = await self.http.put(
+            f"/_sim/workflows/site-audit/instances/{instance}", json={"status": status, **body}
+        )
+        assert answer.status_code == 200, answer.text
+
+    async def start_audit(self, audit_id: str, instance: str) -> None:
+        """A running audit on a running instance, projected (the queue's messages for the
+        instance's start are drained and acknowledged)."""
+        await self.instance(instance, "running")
+        started = datetime.now(UTC) - timedelta(minutes=1)
+        await append(
+            self.pipeline.log, self.pipeline.topics.lifecycle, [audit(audit_id, instance, started)]
+        )
+        await self.drain()
+
+    async def drain(self, *subs: Subscriber) -> None:
+        subs = subs or tuple(self.subscribers) or (await self.subscriber(),)
+        await run_until_idle(self.projector)
+        for _ in range(3):  # a confirmation → an observation → a decision → its row
+            await run_until_idle(*subs, self.confirmer, self.reconciler, self.projector)
+
+    async def history(self, audit_id: str) -> list[AuditEvent]:
+        return [h.event for h in await self.pipeline.store.audits.history(audit_id)]
+
+
+def audit(audit_id: str, instance: str, at: datetime) -> AuditStarted:
+    return AuditStarted(
+        event_id=uuid.uuid4(),
+        audit_id=audit_id,
+        occurred_at=at,
+        producer="crawler",
+        data={"project_id": "p-1", "workflow_instance_id": instance, "started_at": at},
+    )
+
+
+def types(history: list[AuditEvent]) -> list[str]:
+    return [e.type for e in history]
+
+
+@pytest.fixture
+async def rig(pipeline: Pipeline, simulator: SimulatorServer) -> AsyncIterator[Rig]:
+    async with Rig(pipeline, simulator) as opened:
+        yield opened
+
+
+# --- each message type --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "code"),
+    [
+        ("errored", {"name": "Error", "message": "Exceeded Memory Limit"}, "oom"),
+        ("terminated", None, "workflow_terminated"),
+    ],
+)
+async def test_a_death_the_queue_reports_is_confirmed_with_one_request_and_fails_the_audit(
+    rig: Rig, status: str, error: Any, code: str
+) -> None:
+    await rig.start_audit("a-1", "wf-1")
+    requests_before = rig.simulator.sim.requests_for("wf-1")
+
+    await rig.instance("wf-1", status, error=error)
+    await rig.drain()
+
+    row = await rig.pipeline.store.audits.get("a-1")
+    assert row is not None and row.status == "failed"
+    assert row.state.error_code == code
+    assert row.state.reconciled_by == "subscription"
+    history = await rig.history("a-1")
+    failed = [e for e in history if e.type == "AuditFailed"]
+    assert len(failed) == 1
+    policy = failed[0].data.policy  # type: ignore[union-attr]
+    assert policy is not None and policy["trigger"] == "subscription"
+    assert "reported_at" in policy and "message_id" in policy
+    # one GET confirmed it; the message itself asked for nothing more
+    assert rig.simulator.sim.requests_for("wf-1") - requests_before == 1
+    stats = await rig.stats()
+    assert stats["visible"] == 0 and stats["leased"] == 0
+
+
+async def test_a_completion_the_queue_reports_is_confirmed_and_waits_for_the_finalize_grace(
+    rig: Rig,
+) -> None:
+    await rig.start_audit("a-done", "wf-done")
+
+    await rig.instance("wf-done", "complete")
+    await rig.drain()
+
+    row = await rig.pipeline.store.audits.get("a-done")
+    assert row is not None and row.status == "running"  # the publisher's AuditCompleted may come
+    observed = [e for e in await rig.history("a-done") if e.type == "WorkflowStatusObserved"]
+    confirmed = [e for e in observed if e.data.trigger == "subscription"]  # type: ignore[union-attr]
+    assert [e.data.status for e in confirmed if e.data.source == "instance"] == ["complete"]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("status", "observed"), [("queued", "queued"), ("paused", "paused")])
+async def test_a_live_status_the_queue_reports_is_observed_without_a_request(
+    rig: Rig, status: str, observed: str
+) -> None:
+    await rig.start_audit("a-live", "wf-live")
+    requests_before = rig.simulator.sim.requests_for("wf-live")
+
+    await rig.instance("wf-live", status)
+    await rig.drain()
+
+    reported = [
+        e
+        for e in await rig.history("a-live")
+        if e.type == "WorkflowStatusObserved" and e.data.source == "subscription"  # type: ignore[union-attr]
+    ]
+    # the start (running) when the audit began, then this status
+    assert [e.data.status for e in reported] == ["running", observed]  # type: ignore[union-attr]
+    assert reported[-1].data.notice is not None  # type: ignore[union-attr]
+    assert rig.simulator.sim.requests_for("wf-live") == requests_before
+    row = await rig.pipeline.store.audits.get("a-live")
+    assert row is not None and row.status == "running"
+
+
+# --- exactly once over an at-least-once queue ---------------------------------------------------
+
+
+async def test_duplicated_and_reordered_messages_change_nothing_twice(rig: Rig) -> None:
+    await rig.queue({"duplicate": 1.0, "reorder": True, "seed": 7})
+    for i in range(5):
+        await rig.start_audit(f"a-{i}", f"wf-{i}")
+
+    for i in range(5):
+        await rig.instance(f"wf-{i}", "errored", error="Exceeded Memory Limit")
+    await rig.drain()
+
+    for i in range(5):
+        history = await rig.history(f"a-{i}")
+        assert types(history).count("AuditFailed") == 1, types(history)
+        # the duplicate start message was the same event: one observation of it
+        starts = [
+            e
+            for e in history
+            if e.type == "WorkflowStatusObserved" and e.data.source == "subscription"  # type: ignore[union-attr]
+        ]
+        assert len(starts) == 1
+    stats = await rig.stats()
+    assert stats["duplicated"] >= 10 and stats["visible"] == 0 and stats["leased"] == 0
+
+
+class Crash(Exception):
+    """The process dies between the append and the acknowledgement."""
+
+
+async def test_a_crash_between_the_append_and_the_ack_redelivers_and_changes_nothing(
+    rig: Rig,
+) -> None:
+    await rig.start_audit("a-crash", "wf-crash")
+    crashing = await rig.subscriber(visibility=0.5)
+
+    async def crash(*args: Any, **kwargs: Any) -> Any:
+        raise Crash()
+
+    crashing.queue.ack = crash  # type: ignore[method-assign]
+    await rig.instance("wf-crash", "errored", error="Exceeded Memory Limit")
+
+    async def appended_then_crashed() -> bool:
+        try:
+            await crashing.step()
+        except Crash:
+            return True
+        return False
+
+    await eventually(appended_then_crashed, timeout=10, interval=0)
+    await crashing.stop()
+    rig.subscribers.remove(crashing)
+    assert await awaiting_confirmation(rig.pipeline.log) == {"a-crash"}
+
+    # the lease ends, the queue delivers the message again to another subscriber
+    await asyncio.sleep(0.6)
+    await rig.drain(await rig.subscriber())
+
+    history = await rig.history("a-crash")
+    assert types(history).count("AuditFailed") == 1
+    stats = await rig.stats()
+    assert stats["visible"] == 0 and stats["leased"] == 0 and stats["acked"] >= 2
+
+
+async def test_two_subscribers_on_one_queue_lose_nothing_and_double_nothing(rig: Rig) -> None:
+    n = 20
+    for i in range(n):
+        await rig.start_audit(f"a-{i}", f"wf-{i}")
+    one, two = await rig.subscriber(), await rig.subscriber()
+    for sub in (one, two):
+        sub.batch = 3  # small batches: both get some
+
+    for i in range(n):
+        await rig.instance(f"wf-{i}", "terminated")
+
+    async def both() -> None:
+        await asyncio.gather(run_until_idle(one), run_until_idle(two))
+
+    await both()
+    await rig.drain(one, two)
+
+    assert one.pulled > 0 and two.pulled > 0
+    for i in range(n):
+        history = await rig.history(f"a-{i}")
+        assert types(history).count("AuditFailed") == 1, (i, types(history))
+    stats = await rig.stats()
+    assert stats["visible"] == 0 and stats["leased"] == 0
+
+
+# --- what cannot be matched or read -------------------------------------------------------------
+
+
+async def test_an_unreadable_message_is_dead_lettered_and_acknowledged(rig: Rig) -> None:
+    sub = await rig.subscriber()
+    await rig.inject("this is not JSON")
+    await rig.inject('{"type": "cf.workflows.workflow.instance.exploded"}')
+
+    await rig.drain(sub)
+
+    records = await read_topic(rig.pipeline.log, rig.pipeline.topics.dead_letter)
+    letters = [read_dead_letter(r) for r in records]
+    mine = [x for x in letters if x is not None and x.origin and x.origin[0] == sub.source]
+    assert len(mine) == 2
+    reasons = sorted(x.reason for x in mine)
+    assert reasons[0].startswith("unreadable message: not JSON")
+    assert reasons[1] == "unreadable message: unknown instance event 'exploded'"
+    assert {x.original for x in mine} == {
+        b"this is not JSON",
+        b'{"type": "cf.workflows.workflow.instance.exploded"}',
+    }
+    stats = await rig.stats()
+    assert stats["visible"] == 0 and stats["leased"] == 0 and stats["acked"] == 2
+
+
+async def test_a_message_for_an_audit_not_projected_yet_waits_for_it(rig: Rig) -> None:
+    sub = await rig.subscriber()
+    await rig.instance("wf-early", "running")
+    await rig.instance("wf-early", "errored", error="Exceeded Memory Limit")
+    await run_until_idle(sub)  # pulled; no audit holds wf-early yet: held, not acknowledged
+    assert (await rig.stats())["leased"] == 2
+
+    started = datetime.now(UTC) - timedelta(minutes=1)
+    await append(
+        rig.pipeline.log, rig.pipeline.topics.lifecycle, [audit("a-early", "wf-early", started)]
+    )
+    await rig.drain(sub)
+
+    row = await rig.pipeline.store.audits.get("a-early")
+    assert row is not None and row.status == "failed" and row.state.reconciled_by == "subscription"
+
+
+async def test_a_message_no_audit_ever_holds_is_counted_unmatched_and_acknowledged(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(subscribing, "MATCH_WITHIN", 0.2)
+    sub = await rig.subscriber()
+    await rig.instance("wf-orphan", "errored", error="boom")
+
+    async def acknowledged() -> bool:
+        await sub.step()
+        stats = await rig.stats()
+        return bool(stats["acked"] == 1 and stats["leased"] == 0)
+
+    await eventually(acknowledged, timeout=10, interval=0.05)
+    assert await awaiting_confirmation(rig.pipeline.log) == set()
+
+
+# --- faults: the watchdog carries on ------------------------------------------------------------
+
+
+async def test_a_pull_outage_warns_and_the_watchdog_still_finds_the_death(rig: Rig) -> None:
+    await rig.start_audit("a-out", "wf-out")
+    await rig.queue({"pull_error": {"http_status": 503, "times": None}})
+    sub = await rig.subscriber()
+
+    await rig.instance("wf-out", "errored", error="Exceeded Memory Limit")
+    await sub.step()
+
+    assert any("the last pull of queue q-events failed" in w for w in rig.health.warnings())
+    watchdog = Watchdog(
+        rig.pipeline.log,
+        rig.pipeline.store,
+        stale_after=timedelta(seconds=30),
+        interval=timedelta(minutes=5),
+        batch_limit=10,
+    )
+    probe = Probe(rig.pipeline.log, rig.client)
+    await probe.start()
+    try:
+        await watchdog.tick()
+        await run_until_idle(probe, rig.reconciler, rig.projector)
+    finally:
+        await probe.stop()
+    row = await rig.pipeline.store.audits.get("a-out")
+    assert row is not None and row.status == "failed" and row.state.reconciled_by == "watchdog"
+
+    await rig.queue(None)  # the queue answers again: the warning goes
+    await eventually(lambda: _pulled_ok(sub, rig), timeout=10, interval=0.05)
+
+
+async def _pulled_ok(sub: Subscriber, rig: Rig) -> bool:
+    await sub.step()
+    return not rig.health.warnings()
+
+
+async def test_the_watchdog_leaves_out_audits_whose_confirmation_waits(rig: Rig) -> None:
+    await rig.start_audit("a-wait", "wf-wait")
+    await rig.start_audit("a-other", "wf-other")
+    sub = await rig.subscriber()
+    await rig.instance("wf-wait", "errored", error="boom")
+    await run_until_idle(sub)  # appended to the confirmations; the confirmer has not run
+
+    watchdog = Watchdog(
+        rig.pipeline.log,
+        rig.pipeline.store,
+        stale_after=timedelta(seconds=30),
+        interval=timedelta(minutes=5),
+        batch_limit=10,
+        confirming=lambda: awaiting_confirmation(rig.pipeline.log),
+    )
+    tick = await watchdog.tick()
+
+    assert [r.audit_id for r in tick.candidates] == ["a-other"]
