@@ -255,29 +255,55 @@ def test_run_as_the_manifest_says_the_process_answers_its_probes(
     run_as_the_manifest_says(name, simulator, tmp_path)
 
 
-def test_the_subscriber_pod_pulls_once_the_queue_is_named_and_stays_up_while_pulls_fail(
+def pulls(exposition: str) -> dict[str, float]:
+    """The subscriber's pulls by outcome, from a /metrics exposition."""
+    found: dict[str, float] = {}
+    for line in exposition.splitlines():
+        if line.startswith("auditrec_subscription_pulls_total{"):
+            outcome = line.split('outcome="', 1)[1].split('"', 1)[0]
+            found[outcome] = float(line.rsplit(" ", 1)[1])
+    return found
+
+
+def test_the_subscriber_pod_pulls_its_queue_once_the_queue_is_named(
     simulator: SimulatorServer, tmp_path: Path
 ) -> None:
-    # given the subscriber Deployment with a queue named, on a Workflows API that has no such
-    # queue (every pull fails), then the pod still answers its probes (no restart loop: the
-    # AuditrecSubscriptionPullFailing alert says it), and its subscriber does pull
-    def pulls(exposition: str) -> list[str]:
-        return [
-            line
-            for line in exposition.splitlines()
-            if line.startswith("auditrec_subscription_pulls_total{")
-        ]
+    # given the subscriber Deployment with the ConfigMap's queue id set, on a Workflows API
+    # that serves that queue (the simulator's, subscribed to every workflow's events)
+    simulator.sim.add_queue("site-audit-events")
 
+    # when it runs, then it answers its probes and pulls the queue (empty: no workflow ran)
+    exposition = run_as_the_manifest_says(
+        "auditrec-subscriber",
+        simulator,
+        tmp_path,
+        metrics_show=lambda text: pulls(text).get("empty", 0) >= 1,
+        AUDITREC_CLOUDFLARE_QUEUE_ID="site-audit-events",
+    )
+    assert set(pulls(exposition)) == {"empty"}
+    (last,) = [
+        line
+        for line in exposition.splitlines()
+        if line.startswith("auditrec_subscription_last_pull_timestamp_seconds ")
+    ]
+    assert float(last.rsplit(" ", 1)[1]) > 0
+    assert 'auditrec_component_healthy{component="confirmer"} 1.0' in exposition
+
+
+def test_the_subscriber_pod_stays_up_while_its_pulls_fail(
+    simulator: SimulatorServer, tmp_path: Path
+) -> None:
+    # given the subscriber Deployment with a queue id the account does not have (every pull
+    # fails), then the pod still answers its probes (no restart loop: the
+    # AuditrecSubscriptionPullFailing alert says it) and exits 0 when stopped
     exposition = run_as_the_manifest_says(
         "auditrec-subscriber",
         simulator,
         tmp_path,
         metrics_show=lambda text: bool(pulls(text)),
-        AUDITREC_CLOUDFLARE_QUEUE_ID="events",
+        AUDITREC_CLOUDFLARE_QUEUE_ID="no-such-queue",
     )
-    # every pull failed (no queue there), and the process serves on
-    assert all('"messages"' not in line and '"empty"' not in line for line in pulls(exposition))
-    assert 'auditrec_component_healthy{component="confirmer"}' in exposition
+    assert set(pulls(exposition)) == {"not_found"}
 
 
 def test_the_api_fails_closed_while_the_secrets_token_is_empty(tmp_path: Path) -> None:
