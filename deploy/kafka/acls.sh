@@ -29,7 +29,10 @@ acl() {
   fi
 }
 
-# auditrec: every topic of its prefix (it creates them at init), its groups, its transactions.
+# auditrec: every topic of its prefix (it creates them at init: lifecycle, probe-requests,
+# confirmations, dead-letter, ingest), every group of its group prefix (one per component:
+# <group prefix>-projector, -reconciler, -probe, -confirmer, ...; the subscriber reads a
+# Cloudflare Queue, not Kafka, and appends as auditrec), its transactions.
 acl --allow-principal "$AUDITREC_PRINCIPAL" --operation All \
   --resource-pattern-type prefixed --topic "$TOPIC_PREFIX."
 acl --allow-principal "$AUDITREC_PRINCIPAL" --operation All \

@@ -99,4 +99,11 @@ def test_the_dashboard_shows_what_an_operator_needs() -> None:
         "auditrec_decisions_held",
         "auditrec_component_healthy",
         "auditrec_build",
+        "auditrec_detection_seconds",
+        "auditrec_subscription_messages",
+        "auditrec_subscription_pulls",
+        "auditrec_subscription_backlog_messages",
+        "auditrec_subscription_confirmations_waiting",
+        "auditrec_subscription_oldest_unacked_age_seconds",
+        "auditrec_subscription_last_pull_timestamp_seconds",
     }

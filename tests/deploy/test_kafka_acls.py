@@ -9,6 +9,9 @@ import json
 import subprocess
 from pathlib import Path
 
+from consumers.eventlog.values import Topics
+from consumers.runtime.names import COMPONENTS
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "deploy" / "kafka" / "acls.sh"
 
@@ -100,3 +103,37 @@ def test_without_the_cluster_or_auditrecs_principal_it_grants_nothing(tmp_path: 
     assert done.returncode != 0
     assert "KAFKA_BOOTSTRAP" in done.stderr
     assert calls == []
+
+
+def test_auditrecs_grants_cover_every_topic_and_group_it_uses(tmp_path: Path) -> None:
+    # given the names auditrec derives (the confirmations topic and the subscriber's and
+    # confirmer's groups included), with the group prefix set apart
+    topics = Topics(prefix="shop", group_prefix="shop-prod")
+    done, calls = grants(
+        tmp_path,
+        KAFKA_BOOTSTRAP="kafka:9093",
+        AUDITREC_PRINCIPAL="User:auditrec",
+        TOPIC_PREFIX="shop",
+        GROUP_PREFIX="shop-prod",
+    )
+
+    assert done.returncode == 0, done.stderr
+    mine = of(calls, "User:auditrec")
+
+    def granted(kind: str, name: str) -> set[str]:
+        found: set[str] = set()
+        for call in mine:
+            if kind not in call:
+                continue
+            pattern = call[call.index(kind) + 1]
+            prefixed = "--resource-pattern-type" in call
+            if name == pattern or (prefixed and name.startswith(pattern)):
+                found |= operations(call)
+        return found
+
+    assert topics.confirmations == "shop.confirmations.v1"
+    for topic in topics.all():
+        assert granted("--topic", topic) == {"All"}, topic
+    for component in COMPONENTS:
+        assert granted("--group", topics.group(component)) == {"All"}, component
+    assert granted("--group", "shop-confirmer") == set()  # another environment's group

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,15 @@ def test_every_manifest_parses_and_kustomize_lists_it() -> None:
     for doc in manifests():
         assert doc["apiVersion"] and doc["metadata"]["name"].startswith("auditrec")
     kinds = sorted(d["kind"] for d in manifests())
-    assert kinds == ["ConfigMap", "Deployment", "Deployment", "Job", "Secret", "Service"]
+    assert kinds == [
+        "ConfigMap",
+        "Deployment",
+        "Deployment",
+        "Deployment",
+        "Job",
+        "Secret",
+        "Service",
+    ]
 
 
 def test_the_settings_are_auditrecs_and_valid() -> None:
@@ -117,9 +126,24 @@ def test_every_workload_runs_the_image_with_the_config_and_the_secret() -> None:
     assert [c["args"] for c in containers(job)] == [["init"]]
 
 
-def test_the_api_and_the_pipeline_run_every_component_once() -> None:
+def test_the_deployments_run_every_component_once() -> None:
     run = [c for d in of_kind("Deployment") for c in containers(d) for c in components(c)]
     assert sorted(run) == sorted(COMPONENTS)
+
+
+def test_the_event_subscription_runs_apart_and_is_off_until_its_queue_is_named() -> None:
+    # the subscriber and the confirmer in a Deployment of their own; the pipeline's command
+    # does not depend on the queue being set
+    by_name = {d["metadata"]["name"]: d for d in of_kind("Deployment")}
+    (subscriber,) = containers(by_name["auditrec-subscriber"])
+    assert components(subscriber) == ["subscriber", "confirmer"]
+    (pipeline,) = containers(by_name["auditrec-pipeline"])
+    assert not {"subscriber", "confirmer"} & set(components(pipeline))
+    # the queue is named in the ConfigMap (read by the pipeline's watchdog too), empty: off
+    assert config()["AUDITREC_CLOUDFLARE_QUEUE_ID"] == ""
+    assert settings_of(config()).cloudflare_queue_id is None
+    # its own token is optional: empty, the API token pulls
+    assert secret_template()["AUDITREC_CLOUDFLARE_QUEUES_TOKEN"] == ""
 
 
 def test_each_deployments_probes_name_a_port_and_a_path_it_serves() -> None:
@@ -150,11 +174,17 @@ def test_the_api_service_selects_the_api_pods_on_its_port() -> None:
     assert container_port(containers(api)[0], port["targetPort"]) == settings_of(config()).api_port
 
 
-@pytest.mark.parametrize("name", ["auditrec-api", "auditrec-pipeline"])
-def test_run_as_the_manifest_says_the_process_answers_its_probes(
-    name: str, simulator: SimulatorServer, tmp_path: Path
-) -> None:
-    # given the Deployment's command and settings, on the embedded backends and free ports
+def run_as_the_manifest_says(
+    name: str,
+    simulator: SimulatorServer,
+    tmp_path: Path,
+    metrics_show: Callable[[str], bool] = lambda _: True,
+    **extra: str,
+) -> str:
+    """Run the Deployment ``name``'s command with its settings (and ``extra``) on the embedded
+    backends and free ports, check that it answers every probe of the manifest, wait until its
+    /metrics show what ``metrics_show`` looks for, stop it (it must exit 0), and give those
+    metrics."""
     (deployment,) = [d for d in of_kind("Deployment") if d["metadata"]["name"] == name]
     (container,) = containers(deployment)
     settings = settings_of(config())
@@ -170,6 +200,7 @@ def test_run_as_the_manifest_says_the_process_answers_its_probes(
         AUDITREC_CLOUDFLARE_API_URL=simulator.url,
         AUDITREC_CLOUDFLARE_ACCOUNT_ID="acct-1",
         AUDITREC_INSTANCE_ID=f"{name}-0",
+        **extra,
     )
     init = subprocess.run([AUDITREC, "init"], env=env, capture_output=True, text=True, timeout=60)
     assert init.returncode == 0, init.stderr
@@ -196,6 +227,16 @@ def test_run_as_the_manifest_says_the_process_answers_its_probes(
                     status, until=lambda s: s == 200, timeout=60, interval=0.2, message=kind
                 )
                 assert answered == 200
+            metrics_url = f"http://127.0.0.1:{ports[settings.metrics_port]}/metrics"
+            if "api" in components(container):
+                metrics_url = f"http://127.0.0.1:{ports[settings.api_port]}/metrics"
+            exposition = eventually_sync(
+                lambda: httpx.get(metrics_url, timeout=5).text,
+                until=metrics_show,
+                timeout=30,
+                interval=0.2,
+                message="the metrics looked for",
+            )
         finally:
             serve.terminate()
             try:
@@ -204,6 +245,65 @@ def test_run_as_the_manifest_says_the_process_answers_its_probes(
                 serve.kill()
                 serve.wait()
     assert serve.returncode == 0, log_file.read_text()[-3000:]
+    return exposition
+
+
+@pytest.mark.parametrize("name", ["auditrec-api", "auditrec-pipeline", "auditrec-subscriber"])
+def test_run_as_the_manifest_says_the_process_answers_its_probes(
+    name: str, simulator: SimulatorServer, tmp_path: Path
+) -> None:
+    run_as_the_manifest_says(name, simulator, tmp_path)
+
+
+def pulls(exposition: str) -> dict[str, float]:
+    """The subscriber's pulls by outcome, from a /metrics exposition."""
+    found: dict[str, float] = {}
+    for line in exposition.splitlines():
+        if line.startswith("auditrec_subscription_pulls_total{"):
+            outcome = line.split('outcome="', 1)[1].split('"', 1)[0]
+            found[outcome] = float(line.rsplit(" ", 1)[1])
+    return found
+
+
+def test_the_subscriber_pod_pulls_its_queue_once_the_queue_is_named(
+    simulator: SimulatorServer, tmp_path: Path
+) -> None:
+    # given the subscriber Deployment with the ConfigMap's queue id set, on a Workflows API
+    # that serves that queue (the simulator's, subscribed to every workflow's events)
+    simulator.sim.add_queue("site-audit-events")
+
+    # when it runs, then it answers its probes and pulls the queue (empty: no workflow ran)
+    exposition = run_as_the_manifest_says(
+        "auditrec-subscriber",
+        simulator,
+        tmp_path,
+        metrics_show=lambda text: pulls(text).get("empty", 0) >= 1,
+        AUDITREC_CLOUDFLARE_QUEUE_ID="site-audit-events",
+    )
+    assert set(pulls(exposition)) == {"empty"}
+    (last,) = [
+        line
+        for line in exposition.splitlines()
+        if line.startswith("auditrec_subscription_last_pull_timestamp_seconds ")
+    ]
+    assert float(last.rsplit(" ", 1)[1]) > 0
+    assert 'auditrec_component_healthy{component="confirmer"} 1.0' in exposition
+
+
+def test_the_subscriber_pod_stays_up_while_its_pulls_fail(
+    simulator: SimulatorServer, tmp_path: Path
+) -> None:
+    # given the subscriber Deployment with a queue id the account does not have (every pull
+    # fails), then the pod still answers its probes (no restart loop: the
+    # AuditrecSubscriptionPullFailing alert says it) and exits 0 when stopped
+    exposition = run_as_the_manifest_says(
+        "auditrec-subscriber",
+        simulator,
+        tmp_path,
+        metrics_show=lambda text: bool(pulls(text)),
+        AUDITREC_CLOUDFLARE_QUEUE_ID="no-such-queue",
+    )
+    assert set(pulls(exposition)) == {"not_found"}
 
 
 def test_the_api_fails_closed_while_the_secrets_token_is_empty(tmp_path: Path) -> None:

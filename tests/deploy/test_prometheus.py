@@ -76,6 +76,9 @@ def test_the_expected_alerts_are_defined() -> None:
         "AuditrecDeadLetters",
         "AuditrecDeadLettersKept",
         "AuditrecComponentUnhealthy",
+        "AuditrecSubscriptionSilent",
+        "AuditrecSubscriptionPullFailing",
+        "AuditrecConfirmationsBacklog",
     }
 
 
