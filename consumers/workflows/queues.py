@@ -17,6 +17,7 @@ are those of Cloudflare's API as the official SDKs parse them; an older pull ans
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -70,11 +71,18 @@ class QueueFailure:
 
 
 def message_text(message: QueueMessage) -> str:
-    """The message's body as text: a ``bytes`` message (``CF-Content-Type``) is base64."""
+    """The message's body as text. A ``bytes`` message (``CF-Content-Type``) is base64; so
+    is a ``json`` one by Cloudflare's pull-consumer page, while clients report them as plain
+    JSON: a ``json`` body that is not JSON text already is read as base64."""
     kind = str(message.metadata.get("CF-Content-Type", "json"))
-    if kind == "bytes":
-        return base64.b64decode(message.body, validate=True).decode()
-    return message.body
+    body = message.body
+    if kind == "bytes" or (kind == "json" and body.lstrip()[:1] not in ("{", "[", '"', "")):
+        try:
+            return base64.b64decode(body, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            if kind == "bytes":
+                raise
+    return body
 
 
 class QueueClient(LongLived):

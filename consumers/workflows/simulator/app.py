@@ -31,8 +31,8 @@ from consumers.workflows.simulator.bodies import (
     QueueBody,
     QueueFaultsBody,
 )
-from consumers.workflows.simulator.listing import ListingQuery, page_of
 from consumers.workflows.simulator.eventqueues import PullRefused, QueueNotFound
+from consumers.workflows.simulator.listing import ListingQuery, page_of
 from consumers.workflows.simulator.state import LISTING, Fault, Instance, Simulator, iso
 
 __all__ = ["API_PREFIX", "build_app"]

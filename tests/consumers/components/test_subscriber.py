@@ -118,13 +118,16 @@ class Rig:
         assert answer.status_code == 200, answer.text
 
     async def start_audit(self, audit_id: str, instance: str) -> None:
-        """A running audit on a running instance, projected (the queue's messages for the
-        instance's start are drained and acknowledged)."""
-        await self.instance(instance, "running")
+        await self.start_audits([(audit_id, instance)])
+
+    async def start_audits(self, audits: list[tuple[str, str]]) -> None:
+        """Running audits on running instances, projected (the queue's messages for the
+        instances' starts are drained and acknowledged)."""
         started = datetime.now(UTC) - timedelta(minutes=1)
-        await append(
-            self.pipeline.log, self.pipeline.topics.lifecycle, [audit(audit_id, instance, started)]
-        )
+        for _, instance in audits:
+            await self.instance(instance, "running")
+        lifecycle = self.pipeline.topics.lifecycle
+        await append(self.pipeline.log, lifecycle, [audit(a, i, started) for a, i in audits])
         await self.drain()
 
     async def drain(self, *subs: Subscriber) -> None:
@@ -235,8 +238,7 @@ async def test_a_live_status_the_queue_reports_is_observed_without_a_request(
 
 async def test_duplicated_and_reordered_messages_change_nothing_twice(rig: Rig) -> None:
     await rig.queue({"duplicate": 1.0, "reorder": True, "seed": 7})
-    for i in range(5):
-        await rig.start_audit(f"a-{i}", f"wf-{i}")
+    await rig.start_audits([(f"a-{i}", f"wf-{i}") for i in range(5)])
 
     for i in range(5):
         await rig.instance(f"wf-{i}", "errored", error="Exceeded Memory Limit")
@@ -296,8 +298,7 @@ async def test_a_crash_between_the_append_and_the_ack_redelivers_and_changes_not
 
 async def test_two_subscribers_on_one_queue_lose_nothing_and_double_nothing(rig: Rig) -> None:
     n = 20
-    for i in range(n):
-        await rig.start_audit(f"a-{i}", f"wf-{i}")
+    await rig.start_audits([(f"a-{i}", f"wf-{i}") for i in range(n)])
     one, two = await rig.subscriber(), await rig.subscriber()
     for sub in (one, two):
         sub.batch = 3  # small batches: both get some
@@ -416,8 +417,7 @@ async def _pulled_ok(sub: Subscriber, rig: Rig) -> bool:
 
 
 async def test_the_watchdog_leaves_out_audits_whose_confirmation_waits(rig: Rig) -> None:
-    await rig.start_audit("a-wait", "wf-wait")
-    await rig.start_audit("a-other", "wf-other")
+    await rig.start_audits([("a-wait", "wf-wait"), ("a-other", "wf-other")])
     sub = await rig.subscriber()
     await rig.instance("wf-wait", "errored", error="boom")
     await run_until_idle(sub)  # appended to the confirmations; the confirmer has not run
