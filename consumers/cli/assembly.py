@@ -98,7 +98,13 @@ def _builder(backends: Backends, name: str) -> Builder:
             ready=projection_caught_up,
             owner=backends.process_id,
             answer_within=s.sweep_wait,
-            brake=Brake(backends.log, backends.store, backends.policy, owner=backends.process_id),
+            brake=Brake(
+                backends.log,
+                backends.store,
+                backends.policy,
+                owner=backends.process_id,
+                window=s.brake_window,
+            ),
             discovery=await backends.discovery(),
             retention=_retention(backends),
             confirming=(

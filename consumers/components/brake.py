@@ -97,12 +97,14 @@ class Brake:
         *,
         owner: str,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        window: timedelta | None = None,
     ) -> None:
         self.log = event_log
         self.store = store
         self.policy = policy
         self.owner = owner
         self.clock = clock
+        self.window = window
         self.still_open: set[str] = set()  # the open sweeps when last looked
 
     def watches(self, size: int) -> bool:
@@ -195,6 +197,45 @@ class Brake:
         return SweepVerdict(
             sweep.sweep_id, verdict_name, len(observations), len(lost), released, engaged
         )
+
+    async def judge_window(self) -> bool:
+        """The sliding window (``AUDITREC_BRAKE_WINDOW``): decisions that belong to no sweep
+        (a status read's, a death the event subscription reported and a probe found gone) are
+        judged here. When the ``instance_lost`` failures found outside the watchdog's sweeps
+        within the window (and since the brake last ended) reach ``BRAKE_MIN_AUDITS``, the
+        brake engages, and the reconciler holds every further ``instance_lost`` decision until
+        an operator releases or discards them. True when it engaged now."""
+        if self.window is None or not self.policy.brake_on:
+            return False
+        state = await self.store.brake.state()
+        if state.engaged:
+            return False
+        now = self.clock()
+        since = now - self.window
+        if state.ended_at is not None and state.ended_at > since:
+            since = state.ended_at
+        counts = await self.store.audits.failure_counts(since)
+        lost = sum(
+            n
+            for (code, by), n in counts.items()
+            if code in HELD_ERROR_CODES and by is not None and by != "watchdog"
+        )
+        if lost < self.policy.brake_min_audits:
+            return False
+        window = f"window-{now.strftime('%Y%m%dT%H%M%S')}"
+        engaged = await self.store.brake.engage_brake(window, lost, lost, now)
+        if engaged:
+            log.warning(
+                "mass-failure brake engaged by the sliding window: instance_lost decisions "
+                "are held",
+                lost=lost,
+                window_s=self.window.total_seconds(),
+                min_audits=self.policy.brake_min_audits,
+                fix="check the Workflows API, then `auditrec brake release` or "
+                "`auditrec brake discard`",
+            )
+            await self.report()
+        return engaged
 
     # -- the operator's way out ---------------------------------------------------------------
 

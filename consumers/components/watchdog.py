@@ -59,6 +59,7 @@ __all__ = ["PRODUCER", "Tick", "Watchdog", "probe_requests"]
 
 PRODUCER = "auditrec-watchdog"
 REPORT_EVERY = 30.0  # seconds between refreshes of the brake's gauges
+WINDOW_EVERY = 5.0  # seconds between judgments of the brake's sliding window
 log = structlog.get_logger("auditrec.watchdog")
 
 
@@ -154,6 +155,7 @@ class Watchdog(Component):
         self.confirming = confirming
         self._retained_slot = -1
         self._judged_at = 0.0
+        self._window_judged_at = -WINDOW_EVERY
         self.opened: set[str] = set()  # sweeps this watchdog opened and has not seen judged
         self._reported_at = -REPORT_EVERY
         self._audits_reported_at = -REPORT_EVERY
@@ -255,6 +257,9 @@ class Watchdog(Component):
             verdicts = await self.brake.judge_due(force=True, only=self.opened)
         else:
             verdicts = await self.brake.judge_due()
+            if time.monotonic() - self._window_judged_at >= WINDOW_EVERY:
+                self._window_judged_at = time.monotonic()
+                await self.brake.judge_window()
             if time.monotonic() - self._reported_at >= REPORT_EVERY:
                 self._reported_at = time.monotonic()
                 if not verdicts:  # a verdict reports already

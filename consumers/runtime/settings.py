@@ -195,6 +195,10 @@ class Settings(BaseSettings):
     brake_min_share: float = Field(default=0.5, ge=0.0, le=1.0)
     """The share of a sweep's observations that must fail `instance_lost` for the brake to
     engage."""
+    brake_window: Duration = Field(default=timedelta(minutes=5), gt=timedelta(0))
+    """The sliding window over which the brake also judges `instance_lost` decisions that
+    belong to no sweep (status reads, deaths the event subscription reported): at least
+    `AUDITREC_BRAKE_MIN_AUDITS` of them within it engage the brake."""
 
     mode: Literal["enforce", "shadow"] = "enforce"
     """`shadow`: record what would fail (`AuditFailureSimulated`) without failing it."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import timedelta
 
+from consumers.components.brake import Brake
 from consumers.workflows.client import WorkflowsClient
 from consumers.workflows.simulator.server import SimulatorServer
 from statemachine.events import (
@@ -18,8 +19,9 @@ from statemachine.events import (
     Trigger,
     derived_id,
 )
-from tests.consumers.components.stack import NOW, Stack
-from tests.contracts.projection_store import at, started
+from statemachine.policy import Policy
+from tests.consumers.components.stack import NOW, POLICY, Stack
+from tests.contracts.projection_store import CONSUMER, at, failed, positioned, started
 from tests.pipeline import Pipeline, append, lifecycle_events, probe_request
 
 
@@ -168,3 +170,66 @@ async def test_discarded_holds_keep_their_audits_running_and_an_engaged_brake_ho
         assert of_type(events, AuditFailed) == []
         row = await pipeline.store.audits.get("lost-00")
         assert row is not None and row.state.last_observed_status == "running"
+
+
+# --- the sliding window: decisions that belong to no sweep --------------------------------------
+
+
+async def test_instance_lost_failures_outside_sweeps_engage_the_brake_over_its_window(
+    pipeline: Pipeline,
+) -> None:
+    store = pipeline.store
+    brake = Brake(
+        pipeline.log, store, POLICY, owner="t", clock=lambda: NOW, window=timedelta(minutes=5)
+    )
+
+    def lost(audit_id: str, minute: int, by: str) -> AuditEvent:
+        return failed(
+            audit_id, NOW - timedelta(minutes=minute), by="reconciler", code="instance_lost",
+            reconciled_by=by, rule="instance_lost",
+        )  # fmt: skip
+
+    events: list[AuditEvent] = []
+    for i in range(19):  # found by status reads and the event subscription, within the window
+        events += [
+            started(f"a-{i}", at(0)),
+            lost(f"a-{i}", 1, ("on_demand", "subscription")[i % 2]),
+        ]
+    for i in range(30):  # the watchdog's sweeps judge their own; older ones are out of it
+        events += [started(f"w-{i}", at(0)), lost(f"w-{i}", 1, "watchdog")]
+        events += [started(f"o-{i}", at(0)), lost(f"o-{i}", 6, "on_demand")]
+    await store.writer.apply(positioned(events), {}, CONSUMER)
+
+    assert await brake.judge_window() is False
+    assert not (await store.brake.state()).engaged
+
+    await store.writer.apply(
+        positioned([started("a-19", at(0)), lost("a-19", 0, "subscription")]), {}, CONSUMER
+    )
+    assert await brake.judge_window() is True
+    state = await store.brake.state()
+    assert state.engaged and state.lost == 20 and (state.sweep_id or "").startswith("window-")
+
+    # released by an operator: what came before the release does not engage it again
+    await store.brake.end_brake("released", "cli:ops", NOW)
+    assert await brake.judge_window() is False
+    assert not (await store.brake.state()).engaged
+
+
+async def test_without_a_window_or_with_the_brake_off_nothing_is_judged(pipeline: Pipeline) -> None:
+    events: list[AuditEvent] = []
+    for i in range(25):
+        events += [started(f"a-{i}", at(0))]
+        events += [
+            failed(f"a-{i}", NOW, by="reconciler", code="instance_lost",
+                   reconciled_by="subscription", rule="instance_lost")
+        ]  # fmt: skip
+    await pipeline.store.writer.apply(positioned(events), {}, CONSUMER)
+    off = Policy(brake_min_audits=0)
+    for brake in (
+        Brake(pipeline.log, pipeline.store, POLICY, owner="t", clock=lambda: NOW),
+        Brake(pipeline.log, pipeline.store, off, owner="t", clock=lambda: NOW,
+              window=timedelta(minutes=5)),
+    ):  # fmt: skip
+        assert await brake.judge_window() is False
+    assert not (await pipeline.store.brake.state()).engaged
