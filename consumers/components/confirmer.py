@@ -48,6 +48,7 @@ log = structlog.get_logger("auditrec.confirmer")
 
 class Confirmer(Probe):
     name = "confirmer"
+    max_records = 20  # a batch waits for the budget whole: keep its wait short
 
     def __init__(
         self,
