@@ -247,8 +247,9 @@ def test_missing_topics_of_an_existing_embedded_log(
     assert checks(result)["event log"]["detail"] == (
         "embedded log reachable; topics missing: doc.dead-letter.v1"
     )
+    # the other four topics: doctor created none
     with sqlite3.connect(tmp_path / "events.db") as conn:
-        assert conn.execute("SELECT count(*) FROM topics").fetchone() == (4,)  # the other four topics, none made by doctor
+        assert conn.execute("SELECT count(*) FROM topics").fetchone() == (4,)
 
 
 def test_an_old_schema_is_reported_not_migrated(
