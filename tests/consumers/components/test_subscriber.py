@@ -8,6 +8,7 @@ publishes a message, as Cloudflare's event subscription does.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -433,3 +434,40 @@ async def test_the_watchdog_leaves_out_audits_whose_confirmation_waits(rig: Rig)
     tick = await watchdog.tick()
 
     assert [r.audit_id for r in tick.candidates] == ["a-other"]
+
+
+async def test_a_burst_of_deaths_waits_for_the_budget_and_loses_none(rig: Rig) -> None:
+    n = 8
+    await rig.start_audits([(f"a-{i}", f"wf-{i}") for i in range(n)])
+    rig.confirmer.client = slow = WorkflowsClient(
+        api_url=rig.simulator.url,
+        account_id=ACCOUNT,
+        workflow="site-audit",
+        api_token=None,
+        budget=3,
+        budget_window=1.0,
+        max_retries=0,
+    )
+    await slow.start()
+    began = time.monotonic()
+    try:
+        for i in range(n):
+            await rig.instance(f"wf-{i}", "errored", error="Exceeded Memory Limit")
+        await rig.drain()
+        await eventually(
+            lambda: _all_failed(rig, n), timeout=30, interval=0.1, message="every audit failed"
+        )
+    finally:
+        await slow.stop()
+
+    # every death confirmed with one request, none dropped, at three requests a second at
+    # most: eight take two windows past the first
+    took = time.monotonic() - began
+    assert sum(rig.simulator.sim.requests_for(f"wf-{i}") for i in range(n)) == n
+    assert took >= 1.9, took
+
+
+async def _all_failed(rig: Rig, n: int) -> bool:
+    await run_until_idle(rig.confirmer, rig.reconciler, rig.projector)
+    rows = [await rig.pipeline.store.audits.get(f"a-{i}") for i in range(n)]
+    return all(r is not None and r.status == "failed" for r in rows)
