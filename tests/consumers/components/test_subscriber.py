@@ -134,7 +134,7 @@ class Rig:
     async def drain(self, *subs: Subscriber) -> None:
         subs = subs or tuple(self.subscribers) or (await self.subscriber(),)
         await run_until_idle(self.projector)
-        for _ in range(3):  # a confirmation → an observation → a decision → its row
+        for _ in range(2):  # a round steps the chain through; the second finds it quiet
             await run_until_idle(*subs, self.confirmer, self.reconciler, self.projector)
 
     async def history(self, audit_id: str) -> list[AuditEvent]:
