@@ -76,6 +76,7 @@ __all__ = ["MATCH_WITHIN", "MAX_BACKOFF", "PRODUCER", "Subscriber"]
 PRODUCER = "auditrec-subscriber"
 MATCH_WITHIN = 10.0  # seconds a message waits for the projection to know its instance
 MAX_BACKOFF = 30.0  # seconds between pulls at most after failures
+ACK_BATCH = 100  # leases acknowledged per call (a pull's most)
 ACK_MARGIN = 5.0  # seconds before a lease ends after which acknowledging it is not tried
 # (at most a quarter of the visibility timeout)
 log = structlog.get_logger("auditrec.subscriber")
@@ -319,22 +320,24 @@ class Subscriber(Component):
                 del self._unacked[lease]
         if not self._unacked:
             return
-        leases = list(self._unacked)
-        answer = await self.queue.ack(leases)
-        if isinstance(answer, QueueFailure):
-            log.warning(
-                "acknowledgement failed: tried again",
-                reason=answer.reason,
-                detail=answer.detail[:200],
-                messages=len(leases),
-            )
-            return
-        for lease in leases:
-            item = self._unacked.pop(lease)
-            SUBSCRIPTION_MESSAGES.labels(item.event, "acked").inc()
-        self.acked += answer.acked
-        if answer.warnings:
-            log.info("acknowledgement warnings", warnings=answer.warnings[:5])
+        pending = list(self._unacked)
+        for start in range(0, len(pending), ACK_BATCH):
+            leases = pending[start : start + ACK_BATCH]
+            answer = await self.queue.ack(leases)
+            if isinstance(answer, QueueFailure):
+                log.warning(
+                    "acknowledgement failed: tried again",
+                    reason=answer.reason,
+                    detail=answer.detail[:200],
+                    messages=len(leases),
+                )
+                return
+            for lease in leases:
+                item = self._unacked.pop(lease)
+                SUBSCRIPTION_MESSAGES.labels(item.event, "acked").inc()
+            self.acked += answer.acked
+            if answer.warnings:
+                log.info("acknowledgement warnings", warnings=answer.warnings[:5])
 
     def _report_oldest(self) -> None:
         sent = [h.message.timestamp_ms for h in self._held.values()]
