@@ -1,6 +1,7 @@
 """``auditrec doctor`` as a user runs it: healthy setups on both backend pairs, then one broken
 service at a time (a closed port, an uninitialised log or database, a token or workflow the
-Workflows simulator refuses, an unreachable PostHog host), each reported with its fix, and
+Workflows simulator refuses, an event subscription's queue that is unknown, refused or has no
+pull consumer, an unreachable PostHog host), each reported with its fix, and
 nothing created or migrated by doctor itself."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from consumers.workflows.answers import PROBABLE_CAUSE
@@ -313,6 +315,95 @@ def test_blind_probing_is_a_failure(sqlite_pair: Backend, simulator: SimulatorSe
     assert workflows["fix"].startswith(
         "probing Cloudflare's Workflows API needs AUDITREC_CLOUDFLARE_API_TOKEN; set it"
     )
+
+
+# -- the event subscription's queue ------------------------------------------------------
+
+
+def queue(simulator: SimulatorServer, queue_id: str, **config: Any) -> None:
+    """A queue in the simulator, made through its control API."""
+    answer = httpx.put(
+        f"{simulator.root_url}/_sim/queues/{queue_id}",
+        json=config,
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=10,
+    )
+    assert answer.status_code == 200, answer.text
+
+
+def test_the_queue_is_checked_without_pulling(
+    sqlite_pair: Backend, simulator: SimulatorServer
+) -> None:
+    env = environ(sqlite_pair, simulator, AUDITREC_CLOUDFLARE_QUEUE_ID="site-audit-events")
+    queue(simulator, "site-audit-events")
+    init(env)
+
+    result = doctor(env)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    subscription = checks(result)["event subscription"]
+    assert subscription["ok"] and subscription["fix"] is None
+    assert "'site-audit-events'" in subscription["detail"]
+    assert "has an HTTP pull consumer" in subscription["detail"]
+    stats = simulator.sim.queue_stats("site-audit-events")
+    assert (stats["pulls"], stats["acks"]) == (0, 0)  # nothing leased, nothing moved
+
+
+def test_an_unknown_queue_names_the_queue_and_the_setting(
+    sqlite_pair: Backend, simulator: SimulatorServer
+) -> None:
+    env = environ(sqlite_pair, simulator, AUDITREC_CLOUDFLARE_QUEUE_ID="no-such-queue")
+    queue(simulator, "site-audit-events")
+    init(env)
+
+    result = doctor(env)
+
+    assert result.returncode == 1
+    assert failed(result) == ["event subscription"]
+    subscription = checks(result)["event subscription"]
+    assert "queue 'no-such-queue' of account 'acct-1': not_found" in subscription["detail"]
+    assert "AUDITREC_CLOUDFLARE_QUEUE_ID" in subscription["fix"]
+    assert "id, not its name" in subscription["fix"]
+
+
+def test_a_queues_token_the_api_refuses_asks_for_queues_permission(
+    sqlite_pair: Backend, simulator: SimulatorServer
+) -> None:
+    env = environ(
+        sqlite_pair,
+        simulator,
+        AUDITREC_CLOUDFLARE_QUEUE_ID="site-audit-events",
+        AUDITREC_CLOUDFLARE_QUEUES_TOKEN="cf-wrong-queues-token-abcdef",
+    )
+    queue(simulator, "site-audit-events")
+    init(env)
+
+    result = doctor(env)
+
+    assert result.returncode == 1
+    assert failed(result) == ["event subscription"]  # the API token still reads workflows
+    subscription = checks(result)["event subscription"]
+    assert "unauthorized" in subscription["detail"]
+    assert "Queues permission" in subscription["fix"]
+    assert "AUDITREC_CLOUDFLARE_QUEUES_TOKEN" in subscription["fix"]
+    assert "cf-wrong-queues-token-abcdef" not in result.stdout + result.stderr
+
+
+def test_a_queue_a_worker_consumes_has_no_pull_consumer(
+    sqlite_pair: Backend, simulator: SimulatorServer
+) -> None:
+    env = environ(sqlite_pair, simulator, AUDITREC_CLOUDFLARE_QUEUE_ID="site-audit-events")
+    queue(simulator, "site-audit-events", consumer="worker")
+    init(env)
+
+    result = doctor(env)
+
+    assert result.returncode == 1
+    assert failed(result) == ["event subscription"]
+    subscription = checks(result)["event subscription"]
+    assert "has no HTTP pull consumer (consumers: worker)" in subscription["detail"]
+    assert "wrangler queues consumer http add site-audit-events" in subscription["fix"]
+    assert simulator.sim.queue_stats("site-audit-events")["pulls"] == 0
 
 
 def test_posthog_host_reachable_or_not(sqlite_pair: Backend, simulator: SimulatorServer) -> None:

@@ -115,6 +115,7 @@ class QueueBody(_Body):
     events: list[str] | None = None  # None: all six; short ("instance.errored") or full names
     max_retries: int = Field(default=3, ge=0, le=100)
     account_id: str = Field(default=ACCOUNT_ID, min_length=1)
+    consumer: Literal["http_pull", "worker"] = "http_pull"  # what GET …/queues/{q} reports
     faults: QueueFaultsBody = QueueFaultsBody()
 
     @field_validator("events")

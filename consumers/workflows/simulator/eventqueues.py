@@ -139,16 +139,21 @@ class Queues:
             return self._stats(self._get(queue_id))
 
     def describe(self, queue_id: str) -> dict[str, Any]:
-        """The queue as ``GET …/queues/{id}`` answers it, with its HTTP pull consumer."""
+        """The queue as ``GET …/queues/{id}`` answers it, with its consumer: an HTTP pull
+        consumer, or a Worker when its config says ``consumer: "worker"``."""
         with self._lock:
             q = self._get(queue_id)
             created = q.created.isoformat(timespec="microseconds").replace("+00:00", "Z")
-            consumer = {
+            consumer: dict[str, Any] = {
                 "type": "http_pull", "consumer_id": q.consumer_id, "queue_name": q.id,
                 "created_on": created, "dead_letter_queue": "",
                 "settings": {"batch_size": 10, "max_retries": q.config.max_retries,
                              "retry_delay": 0, "visibility_timeout_ms": 30_000},
             }  # fmt: skip
+            if q.config.consumer == "worker":  # a Worker consumes it: no pull consumer
+                consumer |= {"type": "worker", "script_name": f"{q.id}-consumer"}
+                consumer["settings"] = {"batch_size": 10, "max_retries": q.config.max_retries,
+                                        "max_wait_time_ms": 5000, "retry_delay": 0}  # fmt: skip
             return {
                 "queue_id": q.id, "queue_name": q.id, "created_on": created,
                 "modified_on": created, "consumers": [consumer], "consumers_total_count": 1,

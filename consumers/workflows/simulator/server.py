@@ -36,7 +36,8 @@ completed ← complete; other statuses publish nothing), with ``metadata`` ``{"C
   "delay_seconds"}]}``: ``result: {"ackCount", "retryCount", "warnings": {lease_id: why}}``;
   only a current lease counts. A message delivered ``max_retries + 1`` times whose lease lapses
   or is retried is dead-lettered
-- ``GET …/queues/{q}``: the queue, with its ``http_pull`` consumer
+- ``GET …/queues/{q}``: the queue, with its ``http_pull`` consumer (a ``worker`` consumer with
+  ``"consumer": "worker"`` in the queue's config; only this answer changes: pulls still work)
 
 A bad pull or ack body: 400 ``10207`` naming the field; unknown queue: 404 ``10104 Queue does
 not exist``; no token: 403 ``10000``. The configured latency delays these requests too, and
@@ -47,7 +48,8 @@ under ``/_sim``:
 ``PUT|GET|DELETE /_sim/workflows/{wf}/instances/{id}``, ``PUT /_sim/workflows/{wf}``,
 ``PUT|DELETE /_sim/faults/{id}``, ``GET|PUT /_sim/config``, ``GET /_sim/stats``,
 ``POST /_sim/reset``; and for queues ``PUT /_sim/queues/{q}`` ``{"workflows": [..]|null,
-"events": [..]|null (short "instance.errored" or full names), "max_retries": 3, "faults"}``
+"events": [..]|null (short "instance.errored" or full names), "max_retries": 3, "consumer":
+"http_pull"|"worker", "faults"}``
 (create or replace, empty), ``GET`` (stats: ``published visible leased delayed acked retried
 expired dead_lettered dropped duplicated pulls acks pull_errors``, ``messages``,
 ``dead_letters``), ``DELETE``, ``PUT /_sim/queues/{q}/faults``, ``POST

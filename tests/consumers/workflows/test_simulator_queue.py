@@ -521,6 +521,22 @@ def test_the_official_cloudflare_sdk_pulls_acks_retries_and_reads_the_queue(
         client.queues.get("missing", account_id=ACC)
 
 
+def test_a_queue_can_report_a_worker_consumer_instead_of_a_pull_consumer(
+    server: SimulatorServer, http: httpx.Client
+) -> None:
+    put = http.put(f"{server.root_url}/_sim/queues/q", json={"consumer": "worker"})
+    assert put.status_code == 200, put.text
+    client = Cloudflare(api_token=TOKEN, base_url=server.url, max_retries=0)
+
+    queue = client.queues.get("q", account_id=ACC)
+
+    assert queue is not None and queue.consumers and len(queue.consumers) == 1
+    consumer = queue.consumers[0]
+    assert consumer.type == "worker" and consumer.script_name == "q-consumer"
+    refused = http.put(f"{server.root_url}/_sim/queues/q", json={"consumer": "push"})
+    assert refused.status_code == 422 and "consumer" in refused.text
+
+
 # --- auditrec's own Queues client --------------------------------------------------------------
 
 
