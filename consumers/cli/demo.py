@@ -3,12 +3,16 @@
 It starts the Workflows simulator, publishes a realistic mix of audits (healthy, killed by OOM,
 timed out, terminated, expired from retention, finished but never finalized, never attached,
 young, already completed, one whose probe fails), shows the table, sweeps, shows it again,
-overturns one failure with a late completion, and replays one audit's history.
+overturns one failure with a late completion, and replays one audit's history. Last, with the
+simulator's queue as the event subscription, it runs the components for real, kills one more
+audit's instance and says how many seconds passed until the audit was failed from the queue.
 """
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,7 +25,7 @@ from consumers.cli.assembly import Service, operations
 from consumers.operations.backends import Backends
 from consumers.runtime.names import PIPELINE
 from consumers.runtime.settings import load_settings
-from consumers.workflows.simulator.server import SimulatorServer
+from consumers.workflows.simulator.server import DEFAULT_WORKFLOW, SimulatorServer
 from projections.private import private_dirs
 from projections.row import AuditRow
 from statemachine.events import EVENT_ADAPTER, AuditEvent
@@ -97,6 +101,11 @@ def _events(now: datetime) -> list[AuditEvent]:
     return events
 
 
+QUEUE = "demo-events"  # the simulator's queue the event subscription publishes to
+LIVE = "demo-live"  # the audit whose instance the demo kills while everything runs
+DETECTION_LIMIT = 30.0  # seconds the demo waits for the queue to tell
+
+
 def _table(rows: list[AuditRow], title: str) -> Table:
     table = Table(title=title, title_justify="left", box=None, pad_edge=False)
     for col in (
@@ -123,6 +132,58 @@ def _table(rows: list[AuditRow], title: str) -> Table:
             s.last_observed_status or "",
         )
     return table
+
+
+async def _detect_from_the_queue(server: SimulatorServer, backends: Backends, out: Console) -> None:
+    """Every component running, the simulator publishing status changes to the queue: kill
+    one audit's instance and time its failure."""
+    sim = server.sim
+    sim.add_queue(QUEUE, workflows=[DEFAULT_WORKFLOW])
+    instance = f"wf-{LIVE}"
+    sim.set_instance(instance, "running", start=datetime.now(UTC) - timedelta(minutes=2))
+    started = _event(
+        "AuditStarted",
+        LIVE,
+        datetime.now(UTC) - timedelta(minutes=2),
+        {"project_id": "proj-1", "start_url": "https://live.example.com/",
+         "workflow_instance_id": instance},
+    )  # fmt: skip
+    poll = backends.settings.subscription_poll.total_seconds()
+    async with Service(backends, [*PIPELINE, "subscriber", "confirmer"]) as service:
+        running = asyncio.create_task(service.run())
+        try:
+            await operations(backends).publish([started])
+            await _status(backends, LIVE, "running")
+            out.print(f"  {LIVE} runs; the subscriber pulls queue {QUEUE} every {poll:g} s")
+            asked = sim.requests_for(instance)
+            killed = time.monotonic()
+            sim.set_instance(instance, "errored", error=ERRORS["oom"])
+            row = await _status(backends, LIVE, "failed")
+            took = time.monotonic() - killed
+            asked = sim.requests_for(instance) - asked
+        finally:
+            service.stopping.set()
+            await running
+    if row is None:
+        out.print(f"  {LIVE}: no failure within {DETECTION_LIMIT:g} s")
+        return
+    out.print(
+        f"  {LIVE} killed by OOM: detected from the event subscription in {took:.1f} s "
+        f"(failed, {row.state.error_code}, reconciled_by {row.state.reconciled_by}; "
+        f"Workflows API requests to confirm it: {asked})",
+        highlight=False,
+    )
+
+
+async def _status(backends: Backends, audit_id: str, status: str) -> AuditRow | None:
+    """The audit's row once it has ``status`` (``None`` after :data:`DETECTION_LIMIT`)."""
+    deadline = time.monotonic() + DETECTION_LIMIT
+    while time.monotonic() < deadline:
+        row = await backends.store.audits.get(audit_id)
+        if row is not None and row.status == status:
+            return row
+        await asyncio.sleep(0.05)
+    return None
 
 
 async def run_demo(work_dir: Path | None, out: Console) -> int:
@@ -154,6 +215,7 @@ async def run_demo(work_dir: Path | None, out: Console) -> int:
                 database_url=f"sqlite:///{work_dir}/audits.db",
                 cloudflare_api_url=server.url,
                 cloudflare_account_id="demo-account",
+                cloudflare_queue_id=QUEUE,
                 posthog_api_key=None,
             )
             out.print(f"[bold]auditrec demo[/bold] — event log and projection in {work_dir}")
@@ -206,6 +268,9 @@ async def run_demo(work_dir: Path | None, out: Console) -> int:
                         highlight=False,
                     )
                 failures = sum(summary["failed"].values())
+
+                out.print("\n[bold]detection in seconds[/bold]: the event subscription's queue")
+                await _detect_from_the_queue(server, backends, out)
             out.print(
                 f"\n{failures} dead audits failed with a classified code; try "
                 f"`auditrec --event-log-url sqlite:///{work_dir}/events.db --database-url "
