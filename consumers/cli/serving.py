@@ -10,6 +10,7 @@ import structlog
 
 from consumers.cli.context import handle_errors, run, settings_of, with_backends
 from consumers.cli.output import out, print_json
+from consumers.runtime.names import COMPONENTS
 from statemachine.errors import ConfigError
 
 __all__ = ["init", "rebuild", "serve"]
@@ -47,7 +48,7 @@ def init(ctx: click.Context, as_json: bool) -> None:
 @click.command()
 @click.option(
     "--only",
-    help="Comma-separated components: projector,reconciler,probe,watchdog,telemetry,ingest,api",
+    help=f"Comma-separated components: {','.join(COMPONENTS)}",
 )
 @click.option(
     "--until-idle", is_flag=True, help="Drain all work (one watchdog tick included), then exit."
