@@ -25,17 +25,19 @@ def serving(
     *args: str,
     ready: str = "/readyz",
     token: str | None = None,
+    port_variable: str = "AUDITREC_API_PORT",
 ) -> Iterator[str]:
     """``auditrec serve ARGS`` as a real process on a free port until the block ends (SIGTERM,
     then it must exit 0); yields the API's base URL once ``GET ready`` (with ``token``)
-    answers 200."""
+    answers 200. A serve without the API is reached on its metrics port
+    (``port_variable="AUDITREC_METRICS_PORT"``, ``ready="/metrics"``)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     with log.open("w") as sink:
         process = subprocess.Popen(
             [AUDITREC, "serve", *args],
-            env={**env, "AUDITREC_API_PORT": str(port)},
+            env={**env, port_variable: str(port)},
             stdout=sink,
             stderr=sink,
         )

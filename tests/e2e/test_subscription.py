@@ -1,14 +1,17 @@
 """The event subscription with a real ``auditrec serve`` on both backend pairs, the Workflows
 simulator's queue over real HTTP: a death the queue reports fails its audit within seconds
 (``reconciled_by: subscription``), shown in the console and the metrics; a failing pull is a
-``/readyz`` warning until pulls succeed again; and ``serve --only subscriber`` and a
-confirmer in another process split the work through the log."""
+``/readyz`` warning until pulls succeed again; and ``serve --only subscriber`` alone appends
+the confirmation that a ``serve --only confirmer,reconciler`` answers later, the API and the
+projection in a third process."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,7 @@ import pytest
 
 from consumers.workflows.simulator.server import SimulatorServer
 from tests.conftest import Backend
-from tests.e2e.serving import serve
+from tests.e2e.serving import serve, serving
 from tests.eventually import eventually_sync
 
 QUEUE = "site-audit-events"
@@ -197,33 +200,50 @@ def test_a_failing_pull_is_a_readiness_warning_until_pulls_succeed(
 def test_a_subscriber_alone_appends_the_confirmation_and_a_confirmer_elsewhere_answers_it(
     env: dict[str, str], simulator: SimulatorServer, tmp_path: Path
 ) -> None:
-    # given a serve that only reads the queue (with the API and the projection to watch it)
+    # given a serve with the API and the projection, and a running audit
     with (
-        serve(env, tmp_path / "subscriber.log", "api", "projector", "subscriber") as url,
+        serve(env, tmp_path / "api.log", "api", "projector") as url,
         httpx.Client(base_url=url, timeout=10) as client,
     ):
         audit_id, instance_id = start_audit(client, simulator)
         requests_before = simulator.sim.requests_for(instance_id)
 
-        # when the instance is terminated
-        instance(simulator, instance_id, "terminated")
+        # when a serve that only reads the queue runs, and the instance is terminated
+        with without_api(env, tmp_path / "subscriber.log", "subscriber") as subscriber:
+            instance(simulator, instance_id, "terminated")
 
-        # then the death waits for a confirmation, asked of nobody yet
-        assert eventually_sync(lambda: waiting(client), until=lambda n: n == "1", interval=POLL)
-        assert eventually_sync(lambda: queue_stats(simulator)["acked"], until=lambda n: n == 2)
-        assert audit(client, audit_id)["status"] == "running"
-        assert simulator.sim.requests_for(instance_id) == requests_before
+            # then it appends a confirmation that waits for a confirmer, asking nobody yet
+            assert eventually_sync(lambda: waiting(client), until=lambda n: n == "1")
+            acked = eventually_sync(
+                lambda: metric(
+                    httpx.get(f"{subscriber}/metrics", timeout=5).text,
+                    "auditrec_subscription_messages_total",
+                    event="terminated",
+                    outcome="acked",
+                ),
+                until=lambda n: n == 1,
+                interval=POLL,
+            )
+            assert acked == 1
+            assert audit(client, audit_id)["status"] == "running"
+            assert simulator.sim.requests_for(instance_id) == requests_before
 
-    # when a confirmer runs in another process
-    with (
-        serve(
-            env, tmp_path / "confirmer.log", "api", "projector", "reconciler", "confirmer"
-        ) as url,
-        httpx.Client(base_url=url, timeout=10) as client,
-    ):
-        # then it confirms the death with one request, and the audit fails from it
-        failed = audit(client, audit_id, until="failed")
-        assert failed["reconciled_by"] == "subscription"
-        assert failed["error_code"] == "workflow_terminated"
-        assert simulator.sim.requests_for(instance_id) == requests_before + 1
-        assert eventually_sync(lambda: waiting(client), until=lambda n: n == "0")
+        # when a confirmer (and a reconciler) run in another process
+        with without_api(env, tmp_path / "confirmer.log", "confirmer", "reconciler"):
+            # then it confirms the death with one request, and the audit fails from it
+            failed = audit(client, audit_id, until="failed")
+            assert failed["reconciled_by"] == "subscription"
+            assert failed["error_code"] == "workflow_terminated"
+            assert simulator.sim.requests_for(instance_id) == requests_before + 1
+            assert eventually_sync(lambda: waiting(client), until=lambda n: n == "0")
+        assert queue_stats(simulator)["acked"] == 2
+
+
+@contextlib.contextmanager
+def without_api(env: dict[str, str], log: Path, *components: str) -> Iterator[str]:
+    """``serve --only COMPONENTS`` (no API); yields its metrics endpoint's base URL."""
+    only = ",".join(components)
+    with serving(
+        env, log, "--only", only, ready="/metrics", port_variable="AUDITREC_METRICS_PORT"
+    ) as url:
+        yield url
