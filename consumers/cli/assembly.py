@@ -82,6 +82,13 @@ def _builder(backends: Backends, name: str) -> Builder:
             raise ConfigError(f"probe: {blind}")
         return Probe(backends.log, await backends.client())
 
+    async def confirming() -> set[str]:
+        """The audits whose confirmation waits, while a confirmer runs somewhere to answer
+        them (else the watchdog asks about them itself)."""
+        if not (await backends.live_components(reuse=True)).get(Confirmer.name):
+            return set()
+        return await awaiting_confirmation(backends.log)
+
     async def watchdog(built: dict[str, Component]) -> Component:
         freshness = Freshness(backends.log, backends.store)
 
@@ -107,11 +114,7 @@ def _builder(backends: Backends, name: str) -> Builder:
             ),
             discovery=await backends.discovery(),
             retention=_retention(backends),
-            confirming=(
-                functools.partial(awaiting_confirmation, backends.log)
-                if s.cloudflare_queue_id is not None
-                else None
-            ),
+            confirming=confirming if s.cloudflare_queue_id is not None else None,
         )
 
     async def telemetry(built: dict[str, Component]) -> Component | None:
@@ -137,6 +140,7 @@ def _builder(backends: Backends, name: str) -> Builder:
             batch=s.subscription_batch,
             visibility=s.subscription_visibility.total_seconds(),
             health=backends.health,
+            caught_up=functools.partial(Freshness(backends.log, backends.store).wait, 0.0),
         )
 
     async def confirmer(built: dict[str, Component]) -> Component | None:

@@ -22,6 +22,7 @@ gauge; :func:`awaiting_confirmation` names its audits, so the watchdog does not 
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -33,14 +34,16 @@ from consumers.components.probe import Probe, Request
 from consumers.eventlog.codec import decode_probe
 from consumers.eventlog.port import EventLog, Record
 from consumers.runtime.metrics import CONFIRMATIONS_WAITING
-from consumers.workflows.client import WorkflowsClient
+from consumers.workflows.client import InstanceStatus, ProbeFailure, WorkflowsClient
 from projections.store import ProjectionStore
 from statemachine.errors import DecodeError
-from statemachine.events import ProbeRequested
+from statemachine.events import ProbeFailureReason, ProbeRequested, Trigger
 
 __all__ = ["PATIENCE", "Confirmer", "awaiting_confirmation", "confirmations_waiting"]
 
-PATIENCE = 3600.0  # seconds a confirmation may wait for the budget (a window is minutes)
+SUBSCRIPTION = Trigger.SUBSCRIPTION.value  # the confirmer's spender of the budget
+PATIENCE = 10.0  # seconds a batch's calls wait for a budget slot (under a group's lease)
+BATCH = 20  # confirmations handled at most at a time
 REMEMBERED = 50_000  # request ids answered here, to skip one appended twice
 SCAN_LIMIT = 50_000  # records of the backlog read to name its audits
 log = structlog.get_logger("auditrec.confirmer")
@@ -48,7 +51,7 @@ log = structlog.get_logger("auditrec.confirmer")
 
 class Confirmer(Probe):
     name = "confirmer"
-    max_records = 20  # a batch waits for the budget whole: keep its wait short
+    max_records = BATCH
 
     def __init__(
         self,
@@ -71,6 +74,13 @@ class Confirmer(Probe):
     def bound(self, group: list[Request], now: datetime) -> float | None:
         return PATIENCE
 
+    def unanswered(self, result: InstanceStatus | ProbeFailure) -> bool:
+        """A confirmation the budget refused (nothing sent), or a 429 answered, is asked again:
+        the death stays to be confirmed, in its turn. Other failures are recorded (the
+        watchdog asks again later), so that one instance that keeps failing never holds
+        back the deaths behind it."""
+        return isinstance(result, ProbeFailure) and result.reason is ProbeFailureReason.RATE_LIMITED
+
     def cause(self, request: ProbeRequested, record: Record) -> UUID | str:
         return f"{request.event_id}@{record.topic}/{record.partition}/{record.offset}"
 
@@ -78,11 +88,13 @@ class Confirmer(Probe):
         instances = [r.data.workflow_instance_id for _, r in requests]
         rows = await self.store.audits.holding([i for i in instances if i])
         kept: list[Request] = []
+        seen: set[UUID] = set()
         for tp, request in requests:
             instance = request.data.workflow_instance_id
             row = rows.get(instance or "")
             if (
                 request.event_id in self._answered
+                or request.event_id in seen
                 or row is None
                 or row.audit_id != request.audit_id
                 or row.status != "running"
@@ -90,6 +102,7 @@ class Confirmer(Probe):
                 self.skipped += 1
                 log.debug("confirmation not needed", audit_id=request.audit_id)
                 continue
+            seen.add(request.event_id)
             kept.append((tp, request))
         self._answering = [r.event_id for _, r in kept]
         return kept
@@ -104,10 +117,22 @@ class Confirmer(Probe):
         return handled
 
     async def step(self) -> int:
-        handled = await super().step()
+        """Poll only as many confirmations as the budget has room for now, so that a batch's
+        calls rarely wait (a long wait would outlast the group's lease)."""
+        room = await self.client.room(SUBSCRIPTION)
+        if room is not None and room <= 0:
+            await asyncio.sleep(self.poll_timeout)
+            handled = 0
+        else:
+            self.max_records = BATCH if room is None else min(BATCH, room)
+            handled = await super().step()
         if self.consumer is not None:
             CONFIRMATIONS_WAITING.set(await self.consumer.lag())
         return handled
+
+    async def stop(self) -> None:
+        await super().stop()
+        await self.client.stop()
 
 
 async def awaiting_confirmation(event_log: EventLog, limit: int = SCAN_LIMIT) -> set[str]:

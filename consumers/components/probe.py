@@ -132,6 +132,9 @@ class Probe(LogConsumer):
                 for instance, group in by_instance.items()
             )
         )
+        if any(self.unanswered(result) for result, _, _ in results):
+            self.rewind(records)  # read again, answered when the budget allows
+            return 0
         lifecycle = self.log.topics.lifecycle
         for (instance, group), (result, observed_at, source) in zip(
             by_instance.items(), results, strict=True
@@ -160,6 +163,21 @@ class Probe(LogConsumer):
     def bound(self, group: list[Request], now: datetime) -> float | None:
         """How long the call for one instance may wait for the budget or a 429 pause."""
         return _wait(group, now)
+
+    def unanswered(self, result: InstanceStatus | ProbeFailure) -> bool:
+        """Whether ``result`` leaves its request to be asked again rather than answered
+        (never: a failed probe is recorded, and the watchdog asks again)."""
+        return False
+
+    def rewind(self, records: list[Record]) -> None:
+        """Read ``records`` again: each partition from its first record of the batch."""
+        assert self.consumer is not None
+        first: dict[tuple[str, int], int] = {}
+        for record in records:
+            tp = (record.topic, record.partition)
+            first[tp] = min(first.get(tp, record.offset), record.offset)
+        for tp, offset in first.items():
+            self.seek(self.consumer, tp, offset)
 
     def cause(self, request: ProbeRequested, record: Record) -> UUID | str:
         """What the answer's event id derives from: the request's id (a request is answered

@@ -40,13 +40,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import structlog
+from pydantic import ValidationError
 
-from consumers.eventlog.codec import dead_letter, encode
+from consumers.eventlog.codec import dead_letter, describe, encode
 from consumers.eventlog.port import EventLog, OutRecord, Record
 from consumers.runtime.component import Component
 from consumers.runtime.health import HealthBoard
@@ -92,6 +93,16 @@ class _Held:
     lease_ends: float  # monotonic
 
 
+@dataclass(frozen=True, slots=True)
+class _Done:
+    """A message nothing more is to be done for: to acknowledge."""
+
+    lease: str
+    event: str
+    sent_ms: float
+    lease_ends: float  # monotonic
+
+
 @dataclass(slots=True)
 class _Unacked:
     """A message whose effects are in the log and whose acknowledgement has not succeeded."""
@@ -115,6 +126,7 @@ class Subscriber(Component):
         batch: int = 100,
         visibility: float = 60.0,
         health: HealthBoard | None = None,
+        caught_up: Callable[[], Awaitable[bool]] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.log = event_log
@@ -126,6 +138,9 @@ class Subscriber(Component):
         self.visibility = visibility
         self.ack_margin = min(ACK_MARGIN, visibility / 4)
         self.health = health
+        # Whether the projection holds what the log holds: a message whose audit it does not
+        # know is held while it lags (a rebuild, a slow projector), not counted unmatched.
+        self.caught_up = caught_up
         self.clock = clock
         self.reader = event_log.topics.group(self.name)  # as dead letters name it
         self.source = f"cloudflare-queue/{queue.queue_id}"
@@ -133,6 +148,10 @@ class Subscriber(Component):
         self._unacked: dict[str, _Unacked] = {}  # by lease id
         self._next_pull = 0.0
         self._delay = poll
+        self._troubled = False  # the last batch's effects were not written
+        self._next_ack = 0.0  # monotonic: acknowledgements that failed are tried again then
+        self._ack_delay = 0.0
+        self._ack_warned = False
         self.pulled = 0
         self.acked = 0
 
@@ -148,12 +167,20 @@ class Subscriber(Component):
         if wait > 0:
             await asyncio.sleep(min(wait, self.poll_timeout))
             return 0
+        if self._troubled:
+            # The last batch's effects could not be written: pull nothing more (each pull
+            # would use up a delivery attempt of what it leases) until the log and the store
+            # answer again. A failure here fails the step; the supervisor backs off.
+            await self.log.ping()
+            await self.store.ping()
         answer = await self.queue.pull(self.batch, int(self.visibility * 1000))
         if isinstance(answer, QueueFailure):
             self._pull_failed(answer)
             return 0
         self._pulled(answer)
+        self._troubled = True
         handled = await self.handle(answer.messages)
+        self._troubled = False
         self._report_oldest()
         return handled
 
@@ -193,8 +220,10 @@ class Subscriber(Component):
         """Handle pulled ``messages`` (and those still waiting for their audit): append what
         they cause, then acknowledge every message that is done."""
         now = time.monotonic()
-        done: list[tuple[str, str, float]] = []  # (lease, event, sent ms)
+        lease_ends = now + self.visibility  # (pulled a moment ago)
+        done: list[_Done] = []
         letters: list[OutRecord] = []
+        seen = {h.report.key for h in self._held.values()}
         for message in messages:
             self.pulled += 1
             try:
@@ -202,18 +231,20 @@ class Subscriber(Component):
             except Unreadable as exc:
                 SUBSCRIPTION_MESSAGES.labels("unreadable", "pulled").inc()
                 letters.append(self._dead_letter(message, str(exc)))
-                done.append((message.lease_id, "unreadable", message.timestamp_ms))
+                done.append(_Done(message.lease_id, "unreadable", message.timestamp_ms, lease_ends))
                 continue
             SUBSCRIPTION_MESSAGES.labels(report.event, "pulled").inc()
             if message.attempts > 1:
                 SUBSCRIPTION_MESSAGES.labels(report.event, "redelivered").inc()
-            if report.workflow != self.workflow:
-                SUBSCRIPTION_MESSAGES.labels(report.event, "ignored").inc()
-                done.append((message.lease_id, report.event, message.timestamp_ms))
+            if report.workflow != self.workflow or report.key in seen:
+                # another workflow's; or the same report twice in hand (a duplicate)
+                outcome = "ignored" if report.workflow != self.workflow else "duplicate"
+                SUBSCRIPTION_MESSAGES.labels(report.event, outcome).inc()
+                done.append(_Done(message.lease_id, report.event, message.timestamp_ms, lease_ends))
                 continue
-            lease_ends = now + self.visibility
+            seen.add(report.key)
             self._held[message.lease_id] = _Held(message, report, now, lease_ends)
-        confirmations, observations = await self._match(now, done)
+        confirmations, observations = await self._match(now, done, letters)
         # Deaths are confirmed in the order they happened (the queue keeps no order).
         confirmations.sort(key=lambda pair: pair[0])
         records = [*letters, *(r for _, r in confirmations), *observations]
@@ -223,7 +254,7 @@ class Subscriber(Component):
         return len(messages)
 
     async def _match(
-        self, now: float, done: list[tuple[str, str, float]]
+        self, now: float, done: list[_Done], letters: list[OutRecord]
     ) -> tuple[list[tuple[datetime, OutRecord]], list[OutRecord]]:
         """What each held message causes, for those whose audit is known or whose wait is
         over; the others stay held."""
@@ -238,8 +269,10 @@ class Subscriber(Component):
             row = rows.get(report.instance_id)
             if row is None:
                 waited = now - held.since
-                if waited < MATCH_WITHIN and held.lease_ends - now > self.ack_margin:
-                    continue
+                if held.lease_ends - now > self.ack_margin and (
+                    waited < MATCH_WITHIN or not await self._caught_up()
+                ):
+                    continue  # the projection may not know its audit yet
                 SUBSCRIPTION_MESSAGES.labels(report.event, "unmatched").inc()
                 log.info(
                     "no audit holds the instance",
@@ -248,18 +281,25 @@ class Subscriber(Component):
                 )
             elif row.status != "running":
                 pass  # settled already: nothing to confirm
-            elif report.event in ENDED:
-                request = self._confirmation(row, report)
-                confirmations.append((report.at, encode(topics.confirmations, request)))
             else:
-                observations.append(encode(topics.lifecycle, self._observation(row, report)))
+                try:
+                    if report.event in ENDED:
+                        request = self._confirmation(row, report)
+                        confirmations.append((report.at, encode(topics.confirmations, request)))
+                    else:
+                        observation = self._observation(row, report)
+                        observations.append(encode(topics.lifecycle, observation))
+                except ValidationError as exc:  # a value the events cannot hold
+                    letters.append(self._dead_letter(held.message, describe(exc)))
             del self._held[lease]
-            done.append((lease, report.event, held.message.timestamp_ms))
+            done.append(_Done(lease, report.event, held.message.timestamp_ms, held.lease_ends))
         return confirmations, observations
 
     def _confirmation(self, row: AuditRow, report: Report) -> ProbeRequested:
         return ProbeRequested(
-            event_id=derived_id(report.key, "subscription-confirmation"),
+            event_id=derived_id(
+                f"{report.key}/{report.notice.message_id}", "subscription-confirmation"
+            ),
             audit_id=row.audit_id,
             occurred_at=self.clock(),
             producer=PRODUCER,
@@ -276,7 +316,9 @@ class Subscriber(Component):
         """What the message says of a live instance; every field from the message, so a
         message delivered twice is the same event twice."""
         return WorkflowStatusObserved(
-            event_id=derived_id(report.key, "subscription-observation"),
+            event_id=derived_id(
+                f"{report.key}/{report.notice.message_id}", "subscription-observation"
+            ),
             audit_id=row.audit_id,
             occurred_at=report.at,
             producer=PRODUCER,
@@ -311,33 +353,57 @@ class Subscriber(Component):
 
     # --- acknowledging -----------------------------------------------------------------------
 
-    async def _acknowledge(self, done: list[tuple[str, str, float]]) -> None:
+    async def _acknowledge(self, done: list[_Done]) -> None:
         now = time.monotonic()
-        for lease, event, sent_ms in done:
-            self._unacked[lease] = _Unacked(event, sent_ms, now + self.visibility)
-        for lease, item in list(self._unacked.items()):
-            if item.lease_ends - now <= self.ack_margin:  # it comes back, and is absorbed
+        for item in done:
+            self._unacked[item.lease] = _Unacked(item.event, item.sent_ms, item.lease_ends)
+        for lease, unacked in list(self._unacked.items()):
+            if unacked.lease_ends - now <= self.ack_margin:  # it comes back, and is absorbed
                 del self._unacked[lease]
-        if not self._unacked:
+        if not self._unacked or now < self._next_ack:
             return
         pending = list(self._unacked)
         for start in range(0, len(pending), ACK_BATCH):
             leases = pending[start : start + ACK_BATCH]
             answer = await self.queue.ack(leases)
             if isinstance(answer, QueueFailure):
-                log.warning(
-                    "acknowledgement failed: tried again",
-                    reason=answer.reason,
-                    detail=answer.detail[:200],
-                    messages=len(leases),
-                )
+                self._ack_failed(answer, len(leases))
                 return
             for lease in leases:
-                item = self._unacked.pop(lease)
-                SUBSCRIPTION_MESSAGES.labels(item.event, "acked").inc()
+                unacked = self._unacked.pop(lease)
+                if lease not in answer.refused:
+                    SUBSCRIPTION_MESSAGES.labels(unacked.event, "acked").inc()
             self.acked += answer.acked
             if answer.warnings:
                 log.info("acknowledgement warnings", warnings=answer.warnings[:5])
+        self._ack_delay = 0.0
+        if self.health is not None and self._ack_warned:
+            self._ack_warned = False
+            self.health.warn(f"{self.name} acknowledgements", None)
+
+    def _ack_failed(self, failure: QueueFailure, count: int) -> None:
+        """Try again after a back-off (or the ``retry-after`` asked), and warn: messages not
+        acknowledged come back and use up their delivery attempts."""
+        self._ack_delay = min(max(self._ack_delay * 2, 1.0), MAX_BACKOFF)
+        pause = self._ack_delay if failure.retry_after is None else failure.retry_after
+        self._next_ack = time.monotonic() + min(pause, MAX_BACKOFF)
+        log.warning(
+            "acknowledgement failed: tried again",
+            reason=failure.reason,
+            detail=failure.detail[:200],
+            messages=count,
+        )
+        if self.health is not None:
+            self._ack_warned = True
+            self.health.warn(
+                f"{self.name} acknowledgements",
+                f"acknowledging queue {self.queue.queue_id} failed ({failure.reason}: "
+                f"{failure.detail[:200]}); unacknowledged messages come back (the token needs "
+                "Queues write)",
+            )
+
+    async def _caught_up(self) -> bool:
+        return True if self.caught_up is None else await self.caught_up()
 
     def _report_oldest(self) -> None:
         sent = [h.message.timestamp_ms for h in self._held.values()]

@@ -161,25 +161,25 @@ class Watchdog(Component):
         self._audits_reported_at = -REPORT_EVERY
         self.dead_letters = DeadLetterCount(event_log)
 
-    async def candidates(self, now: datetime | None = None) -> list[AuditRow]:
+    async def candidates(
+        self, now: datetime | None = None, leave_out: frozenset[str] = frozenset()
+    ) -> list[AuditRow]:
         """The stale running audits a tick looks at: up to the discovery's limit when the
-        listing can be used, else ``batch_limit``."""
+        listing can be used, else ``batch_limit``; none of ``leave_out``."""
         now = now or self.clock()
-        limit = self.discovery.limit if self.discovery is not None else self.batch_limit
-        return await self.store.audits.stale_running(
-            now - self.stale_after, max(limit, self.batch_limit)
-        )
+        limit = max(self.discovery.limit if self.discovery is not None else 0, self.batch_limit)
+        rows = await self.store.audits.stale_running(now - self.stale_after, limit + len(leave_out))
+        return [r for r in rows if r.audit_id not in leave_out][:limit]
 
-    async def _unconfirmed(self, rows: list[AuditRow]) -> list[AuditRow]:
-        """``rows`` without the audits a confirmation is pending for (a probe each already)."""
-        if self.confirming is None or not rows:
-            return rows
+    async def _confirming(self) -> frozenset[str]:
+        """The audits a confirmation is pending for (a probe each already): left out."""
+        if self.confirming is None:
+            return frozenset()
         try:
-            waiting = await self.confirming()
+            return frozenset(await self.confirming())
         except EventLogError as exc:  # then a few audits may be asked about twice
             log.warning("pending confirmations not read", error=str(exc)[:300])
-            return rows
-        return [r for r in rows if r.audit_id not in waiting] if waiting else rows
+            return frozenset()
 
     async def _listing(self, rows: list[AuditRow]) -> Listing | None:
         """The alive instances among ``rows``' from the workflow's listing, when it is cheaper
@@ -211,7 +211,7 @@ class Watchdog(Component):
                 log.info("tick skipped: another watchdog holds the lock")
                 WATCHDOG_TICKS.labels("skipped").inc()
                 return Tick(sweep_id, now, [], skipped=True)
-            rows = await self._unconfirmed(await self.candidates(now))
+            rows = await self.candidates(now, await self._confirming())
             listing = await self._listing(rows)
             if listing is None:
                 rows = rows[: self.batch_limit]

@@ -171,6 +171,12 @@ class WorkflowsClient(LongLived):
         """Seconds left of a 429 pause; ``None`` when not paused."""
         return await self._limit.paused_for()
 
+    async def room(self, spender: str) -> int | None:
+        """Requests ``spender`` could send now without waiting for the budget (0 during a
+        429 pause); ``None`` when the limiter cannot tell."""
+        room = getattr(self._limit, "room", None)
+        return None if room is None else int(await room(spender))
+
     # --- the call ------------------------------------------------------------------------------
 
     async def get_instance(

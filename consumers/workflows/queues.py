@@ -57,6 +57,7 @@ class Acked:
     acked: int
     retried: int
     warnings: list[str]
+    refused: frozenset[str] = frozenset()  # leases the queue did not take (expired, unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,13 +157,16 @@ class QueueClient(LongLived):
         if not isinstance(answer, dict):
             return self._failure("invalid_response", 200, "ack answer is not an object")
         warnings = answer.get("warnings") or {}
+        refused: frozenset[str] = frozenset()
         if isinstance(warnings, dict):  # {lease id: why it was not acknowledged}
             said = [f"{lease}: {why}" for lease, why in warnings.items()]
+            refused = frozenset(str(lease) for lease in warnings)
         elif isinstance(warnings, list):
             said = [str(w) for w in warnings]
         else:
             said = [str(warnings)]
-        return Acked(int(answer.get("ackCount") or 0), int(answer.get("retryCount") or 0), said)
+        acked, retried = int(answer.get("ackCount") or 0), int(answer.get("retryCount") or 0)
+        return Acked(acked, retried, said, refused)
 
     async def describe(self) -> dict[str, Any] | QueueFailure:
         """The queue's metadata (its name, consumers), read without pulling anything: a pull

@@ -78,6 +78,10 @@ class Limiter(Protocol):
 
     async def budget_left(self) -> int: ...
 
+    async def room(self, spender: str) -> int:
+        """Requests ``spender`` could take now without waiting (0 during a pause)."""
+        ...
+
 
 def _clamp(seconds: float) -> float:
     return min(max(seconds, _PAUSE_BOUNDS[0]), _PAUSE_BOUNDS[1])
@@ -110,6 +114,9 @@ class RateLimit:
         """Requests that may be sent now without waiting for the window."""
         self._prune(self._clock())
         return self._budget - len(self._sent)
+
+    async def room(self, spender: str) -> int:
+        return 0 if await self.paused_for() is not None else await self.budget_left()
 
     @property
     def paused_until(self) -> float | None:
@@ -205,6 +212,23 @@ class SharedRateLimit:
     async def budget_left(self) -> int:
         used = await self._store.requests_in_window(self._account, self._clock(), self._window)
         return max(self._budget - used, 0)
+
+    async def room(self, spender: str) -> int:
+        """What :meth:`take` would grant ``spender`` now without waiting: the free slots,
+        less what is left of the watchdog's floor (for every other spender), within the
+        spender's share; 0 during a pause. (Others may take them first.)"""
+        if await self.paused_for() is not None:
+            return 0
+        now, store, account = self._clock(), self._store, self._account
+        free = self._budget - await store.requests_in_window(account, now, self._window)
+        if spender != WATCHDOG and self._reserve:
+            kept = await store.requests_in_window(account, now, self._window, spender=WATCHDOG)
+            free -= max(self._reserve - kept, 0)
+        cap = self._shares.get(spender)
+        if cap is not None:
+            spent = await store.requests_in_window(account, now, self._window, spender=spender)
+            free = min(free, cap - spent)
+        return max(free, 0)
 
     async def paused_for(self) -> float | None:
         now = self._clock()

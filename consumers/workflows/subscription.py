@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
+from pydantic import ValidationError
+
 from consumers.workflows.queues import QueueMessage, message_text
 from statemachine.events import Notice
 
@@ -76,7 +78,11 @@ def read_report(message: QueueMessage) -> Report:
         raise Unreadable(f"metadata.eventTimestamp {stamp[:40]!r} has no offset")
     if len(instance) > 256 or len(workflow) > 256:
         raise Unreadable("instance id or workflow name longer than 256 characters")
-    notice = Notice(message_id=message.id[:128], event=kind, at=at)
+    try:
+        notice = Notice(message_id=message.id[:128], event=kind, at=at)
+    except ValidationError as exc:  # e.g. a timestamp out of any sane range
+        why = exc.errors()[0]["msg"] if exc.errors() else "invalid"
+        raise Unreadable(f"metadata.eventTimestamp {stamp[:40]!r}: {why}") from None
     return Report(event, workflow, instance, at, notice)
 
 

@@ -88,3 +88,9 @@ def test_an_unreadable_message_names_what_is_wrong(body: str, why: str) -> None:
 def test_a_bytes_body_that_is_not_base64_is_unreadable() -> None:
     with pytest.raises(Unreadable, match="not JSON"):
         read_report(message("%%% not base64 %%%", "bytes"))
+
+
+def test_a_timestamp_out_of_any_sane_range_is_unreadable_not_an_error() -> None:
+    body = {**BODY, "metadata": {**BODY["metadata"], "eventTimestamp": "0001-01-01T00:00:00Z"}}
+    with pytest.raises(Unreadable, match="metadata.eventTimestamp '0001-01-01T00:00:00Z'"):
+        read_report(message(json.dumps(body)))
