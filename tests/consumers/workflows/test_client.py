@@ -711,3 +711,25 @@ async def test_discovery_answers_why_a_listing_is_unavailable(
 
     assert isinstance(answer, ProbeFailure)
     assert (answer.reason, answer.http_status) == (R.INVALID_RESPONSE, 404)
+
+
+async def test_room_says_what_a_spender_could_take_now_as_take_would_grant_it(
+    simulator: SimulatorServer, make_client: MakeClient, clock: FakeClock, budget_store: Any
+) -> None:
+    # given 10 requests per window, 0.3 kept for the watchdog, status reads capped at 0.5
+    simulator.sim.set_instance("i", "running")
+    client = await make_client(
+        limiter=shared(budget_store, clock, budget=10, shares={ON_DEMAND: 0.5}, floor=0.3)
+    )
+    assert (await client.room("subscription"), await client.room(ON_DEMAND)) == (7, 5)
+    assert await client.room(WATCHDOG) == 10
+
+    # when the reads take 2 and the watchdog 1 of its floor
+    for spender in (ON_DEMAND, ON_DEMAND, WATCHDOG):
+        assert isinstance(await client.get_instance("i", wait=0, spender=spender), InstanceStatus)
+
+    # then the others have 10 - 3 taken - 2 still kept for the watchdog; the reads their share
+    assert (await client.room("subscription"), await client.room(ON_DEMAND)) == (5, 3)
+    took = [await client.get_instance("i", wait=0, spender="subscription") for _ in range(6)]
+    assert sum(isinstance(a, InstanceStatus) for a in took) == 5  # what room said, no more
+    assert (await client.room("subscription"), await client.room(WATCHDOG)) == (0, 2)
