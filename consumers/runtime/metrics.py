@@ -326,7 +326,7 @@ CONFIRMATIONS_WAITING = Gauge(
 DETECTION_SECONDS = Histogram(
     "auditrec_detection_seconds",
     "From a workflow's death as the event subscription reported it (eventTimestamp) to the "
-    "audit's failed row.",
+    "reconciler's decision to fail the audit (its failed row follows within milliseconds).",
     buckets=(0.25, 0.5, 1, 2, 3, 5, 10, 30, 60, 300, 900, 3600),
     registry=REGISTRY,
 )

@@ -130,8 +130,8 @@ class Settings(BaseSettings):
     """The token that pulls and acknowledges that queue (Queues read and write; default: the
     API token)."""
     subscription_poll: Duration = Field(default=timedelta(seconds=1), gt=timedelta(0))
-    """How often the subscriber pulls the queue; it backs off (up to 30 s) while the queue is
-    empty and after a failed pull."""
+    """How often the subscriber pulls the queue: at once again after a full batch, up to twice
+    as slowly while the queue is empty, backing off up to 30 s after failed pulls."""
     subscription_batch: int = Field(default=100, ge=1, le=100)
     """Messages a pull asks for (Cloudflare allows 1..100)."""
     subscription_visibility: Duration = Field(
