@@ -101,6 +101,7 @@ bench: venv services-up
 	$(BIN)/python bench/judge.py
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/simulator_queue.py
+	$(BIN)/python bench/detection.py
 
 services-up:
 	bash scripts/services.sh up
