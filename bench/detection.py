@@ -61,6 +61,7 @@ import asyncpg
 import httpx
 
 from consumers.workflows.simulator.server import SimulatorServer
+from consumers.workflows.simulator.state import LISTING
 
 sys.path.insert(0, str(Path(__file__).parent))
 from databases import fresh_database  # bench/databases.py
@@ -129,12 +130,40 @@ class Store:
         )
         return dict(rows)
 
+    async def moments(self, prefix: str) -> dict[str, dict[str, float]]:
+        """Per audit of ``prefix`` (epoch seconds): ``observed``, when its last observation
+        occurred (the confirming GET's answer; an ``AuditFailed`` takes that same time), and
+        ``written``, when the store wrote its row (``updated_at``)."""
+        out: dict[str, dict[str, float]] = {}
+        rows = await self.rows(
+            "SELECT audit_id, occurred_at FROM audit_events WHERE audit_id LIKE "
+            f"'{prefix}-%' AND type = 'WorkflowStatusObserved'"
+        )
+        for audit_id, at in rows:
+            seen = out.setdefault(audit_id, {})
+            seen["observed"] = max(seen.get("observed", 0.0), _epoch(at))
+        rows = await self.rows(
+            f"SELECT audit_id, updated_at FROM audits WHERE audit_id LIKE '{prefix}-%'"
+        )
+        for audit_id, at in rows:
+            if at is not None:
+                out.setdefault(audit_id, {})["written"] = _epoch(at)
+        return out
+
     async def failures(self) -> dict[str, int]:
         rows = await self.rows(
             "SELECT audit_id, count(*) FROM audit_events WHERE type = 'AuditFailed' "
             "GROUP BY audit_id"
         )
         return {r[0]: int(r[1]) for r in rows}
+
+
+def _epoch(at: datetime | int) -> float:
+    """A timestamp of the store in epoch seconds (SQLite keeps microseconds since 1970)."""
+    if isinstance(at, int):
+        return at / 1e6
+    when = at
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
 # --- one serve -------------------------------------------------------------------------------
@@ -359,10 +388,12 @@ class Arrivals:
     def __init__(self, sim: SimulatorServer) -> None:
         self.api: list[float] = []
         self.queue: list[float] = []
+        self.listings = 0  # of the API calls: listing pages
         original = sim.sim.arrive
 
         def arrive(instance_id: str | None) -> Any:
             (self.queue if instance_id is None else self.api).append(time.monotonic())
+            self.listings += instance_id == LISTING
             return original(instance_id)
 
         sim.sim.arrive = arrive  # type: ignore[method-assign]
@@ -370,6 +401,7 @@ class Arrivals:
     def clear(self) -> None:
         self.api.clear()
         self.queue.clear()
+        self.listings = 0
 
     @staticmethod
     def busiest(times: list[float], seconds: float) -> int:
@@ -423,6 +455,7 @@ async def scenarios(pair: str, args: argparse.Namespace) -> dict[str, Any]:
             res["subscriber"] = await run_deaths(
                 serve, sim, ids, every_second(len(ids), rng), poll=args.poll, timeout=60, rng=rng
             )
+            res["sub_moments"] = await serve.store.moments("sub")
             ids = [f"burst-{i}" for i in range(args.burst)]
             await start_audits(serve, sim, ids)
             print(f"[{pair}] 4. burst: {len(ids)} deaths within 60 s", flush=True)
@@ -442,6 +475,7 @@ async def scenarios(pair: str, args: argparse.Namespace) -> dict[str, Any]:
             res["busiest"] = arrivals.busiest(sorted(arrivals.api), WINDOW)
             res["busiest_queue"] = arrivals.busiest(sorted(arrivals.queue), WINDOW)
             res["burst_api"] = len(arrivals.api)
+            res["burst_listings"] = arrivals.listings
             res["burst_queue_requests"] = len(arrivals.queue)
             res["total_requests"] = sim.sim.stats()["total"]
         # 2: the watchdog alone, scaled down
@@ -498,6 +532,10 @@ def report(res: dict[str, Any]) -> list[Row]:
     per = sub.requests / max(len(sub.found), 1)
     rows.append(("1 API requests per detection", f"{per:.2f} ({sub.requests}/{len(sub.found)})",
                  f"≤ {REQUESTS_PER_DETECTION:g}", per <= REQUESTS_PER_DETECTION))  # fmt: skip
+    legs = stages(sub, res["sub_moments"])
+    rows.append(("1 death → observed (pull + confirm GET)", spread(legs[0]), "", None))
+    rows.append(("1 observed → row written", spread(legs[1]), "", None))
+    rows.append(("1 row written → seen by the poll", spread(legs[2]), "", None))
     wd: Deaths = res["watchdog"]
     rows.append(("2 watchdog: failed / deaths", f"{len(wd.found)} / {len(wd.died)}", "", None))
     for kind in ("errored", "terminated"):
@@ -528,7 +566,7 @@ def report(res: dict[str, Any]) -> list[Row]:
     bq = res["burst_queue"]
     rows.append(("4 burst: failed / deaths", f"{len(bu.found)} / {len(bu.died)}", "all",
                  len(bu.found) == len(bu.died)))  # fmt: skip
-    rows.append((f"4 busiest {WINDOW:g} s: API calls", f"{res['busiest']} ({res['burst_api']} in all)",
+    rows.append((f"4 busiest {WINDOW:g} s: API calls", f"{res['busiest']} ({res['burst_api']}, {res['burst_listings']} listing)",
                  f"≤ {BUDGET}", res["busiest"] <= BUDGET))  # fmt: skip
     rows.append((f"4 busiest {WINDOW:g} s: pulls + acks", f"{res['busiest_queue']} ({res['burst_queue_requests']} in all)",
                  "no budget", None))  # fmt: skip
@@ -542,6 +580,20 @@ def report(res: dict[str, Any]) -> list[Row]:
                  f"≥ {floor:.0f} s (700/{WINDOW:g} s)", None))  # fmt: skip
     rows.append(("4 burst p50/p99/max", spread(bu.times()), "", None))
     return rows
+
+
+def stages(deaths: Deaths, moments: dict[str, dict[str, float]]) -> list[list[float]]:
+    """Where each detection's time went: death → the confirming observation (the pull's wait,
+    the subscriber, the confirmer, its GET), → the failed row written (reconciler, projector),
+    → the row seen by the poll."""
+    legs: list[list[float]] = [[], [], []]
+    for a, found in deaths.found.items():
+        m = moments.get(a, {})
+        if "observed" in m and "written" in m:
+            legs[0].append(m["observed"] - deaths.died[a])
+            legs[1].append(m["written"] - m["observed"])
+            legs[2].append(found - m["written"])
+    return [sorted(leg) for leg in legs]
 
 
 def table(tables: dict[str, list[Row]]) -> None:
