@@ -71,15 +71,15 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
         )
     assert state.started_at is not None
     status = d.status
-    if d.source == "listing" and status not in HEALTHY_STATUSES:
-        return Verdict(
-            "listing_only",
-            lambda: (
-                f"listed {status} → no change (a listing alone never fails an audit: the "
-                "instance is asked for alone)"
-            ),
-        )
-    if d.source == "subscription" and status not in HEALTHY_STATUSES:
+    if status not in HEALTHY_STATUSES and d.source != "instance":  # (healthy: by far the most)
+        if d.source == "listing":
+            return Verdict(
+                "listing_only",
+                lambda: (
+                    f"listed {status} → no change (a listing alone never fails an audit: the "
+                    "instance is asked for alone)"
+                ),
+            )
         return Verdict(
             "subscription_only",
             lambda: (

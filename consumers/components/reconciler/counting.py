@@ -67,8 +67,10 @@ def _time_to_detection(decision: AuditFailed) -> None:
     """For a failure the event subscription reported: the seconds since the instance ended
     (the message's ``eventTimestamp``), as the decision is made (its row follows within
     milliseconds)."""
+    if decision.data.reconciled_by != "subscription":
+        return
     reported = (decision.data.policy or {}).get("reported_at")
-    if decision.data.reconciled_by != "subscription" or not isinstance(reported, str):
+    if not isinstance(reported, str):
         return
     try:
         took = datetime.now(UTC) - datetime.fromisoformat(reported)
