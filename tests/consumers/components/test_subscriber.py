@@ -29,6 +29,7 @@ from consumers.runtime.health import HealthBoard
 from consumers.workflows.client import WorkflowsClient
 from consumers.workflows.queues import QueueClient
 from consumers.workflows.simulator.server import SimulatorServer
+from statemachine.errors import EventLogError
 from statemachine.events import AuditEvent, AuditStarted
 from statemachine.policy import Policy
 from tests.eventually import eventually
@@ -473,3 +474,41 @@ async def _all_failed(rig: Rig, n: int) -> bool:
     await run_until_idle(rig.confirmer, rig.reconciler, rig.projector)
     rows = [await rig.pipeline.store.audits.get(f"a-{i}") for i in range(n)]
     return all(r is not None and r.status == "failed" for r in rows)
+
+
+async def test_while_the_log_cannot_take_a_batch_nothing_more_is_pulled(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await rig.start_audit("a-down", "wf-down")
+    sub = await rig.subscriber(visibility=0.5)
+    log = rig.pipeline.log
+
+    async def down(*args: Any, **kwargs: Any) -> None:
+        raise EventLogError("the event log is down", retriable=True)
+
+    # given the log refuses appends (and pings) when a death is pulled
+    monkeypatch.setattr(log, "append", down)
+    monkeypatch.setattr(log, "ping", down)
+    await rig.instance("wf-down", "errored", error="Exceeded Memory Limit")
+
+    async def failed_step() -> bool:
+        try:
+            await sub.step()
+        except EventLogError:
+            return True
+        return False
+
+    await eventually(failed_step, timeout=10, interval=0)
+    pulls = (await rig.stats())["pulls"]
+
+    # then the next steps fail on the ping and pull nothing (no delivery attempt is used up)
+    for _ in range(3):
+        await eventually(failed_step, timeout=10, interval=0)
+    assert (await rig.stats())["pulls"] == pulls
+
+    # and once the log is back, the message comes back and the death is decided once
+    monkeypatch.undo()
+    await asyncio.sleep(0.6)
+    await rig.drain(sub)
+    history = await rig.history("a-down")
+    assert types(history).count("AuditFailed") == 1

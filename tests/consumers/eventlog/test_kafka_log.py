@@ -210,7 +210,7 @@ def test_security_settings_reach_the_clients(tmp_path: Path) -> None:
     assert (conn["sasl_plain_username"], conn["sasl_plain_password"]) == ("override", "s3cret")
     assert isinstance(conn["ssl_context"], ssl.SSLContext)
     assert (log.lifecycle_partitions, log.replication_factor) == (6, 3)
-    assert [t.num_partitions for t in log._new_topics()] == [6, 6, 3, 6]
+    assert [t.num_partitions for t in log._new_topics()] == [6, 6, 3, 6, 6]
 
     missing = load_settings(kafka_security_protocol="SSL", kafka_ssl_cafile=tmp_path / "ca.pem")
     with pytest.raises(ConfigError, match="AUDITREC_KAFKA_SSL"):
