@@ -1,5 +1,6 @@
 """A client for auditrec's HTTP API: publish audit lifecycle events (with retries that never
-duplicate an event), read an audit's status, list audits, and replay an audit's history.
+duplicate an event), read an audit's status, list audits, and replay an audit's history; and
+check the signature of an outcome auditrec pushes by webhook (:func:`verify_webhook`).
 
     from auditrec_client import AuditrecClient, AuditStarted
 
@@ -30,9 +31,11 @@ from auditrec_client.events import (
 )
 from auditrec_client.retry import Retry
 from auditrec_client.sync import AuditrecClient
+from auditrec_client.webhooks import OUTCOME_TYPES, Outcome, WebhookRefused, verify_webhook
 
 __all__ = [
     "ERROR_CODES",
+    "OUTCOME_TYPES",
     "ApiError",
     "AsyncAuditrecClient",
     "AuditCompleted",
@@ -45,9 +48,12 @@ __all__ = [
     "Event",
     "InvalidEvents",
     "NotFound",
+    "Outcome",
     "Retry",
     "Unauthorized",
     "Unavailable",
     "Unreachable",
+    "WebhookRefused",
     "WorkflowInstanceAttached",
+    "verify_webhook",
 ]
