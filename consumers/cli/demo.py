@@ -134,9 +134,9 @@ def _table(rows: list[AuditRow], title: str) -> Table:
     return table
 
 
-async def _detect_from_the_queue(server: SimulatorServer, backends: Backends, out: Console) -> None:
+async def _detect_from_the_queue(server: SimulatorServer, backends: Backends, out: Console) -> int:
     """Every component running, the simulator publishing status changes to the queue: kill
-    one audit's instance and time its failure."""
+    one audit's instance and time its failure; the audits failed (1, or 0 in no time)."""
     sim = server.sim
     sim.add_queue(QUEUE, workflows=[DEFAULT_WORKFLOW])
     instance = f"wf-{LIVE}"
@@ -166,13 +166,14 @@ async def _detect_from_the_queue(server: SimulatorServer, backends: Backends, ou
             await running
     if row is None:
         out.print(f"  {LIVE}: no failure within {DETECTION_LIMIT:g} s")
-        return
+        return 0
     out.print(
         f"  {LIVE} killed by OOM: detected from the event subscription in {took:.1f} s "
         f"(failed, {row.state.error_code}, reconciled_by {row.state.reconciled_by}; "
         f"Workflows API requests to confirm it: {asked})",
         highlight=False,
     )
+    return 1
 
 
 async def _status(backends: Backends, audit_id: str, status: str) -> AuditRow | None:
@@ -270,7 +271,7 @@ async def run_demo(work_dir: Path | None, out: Console) -> int:
                 failures = sum(summary["failed"].values())
 
                 out.print("\n[bold]detection in seconds[/bold]: the event subscription's queue")
-                await _detect_from_the_queue(server, backends, out)
+                failures += await _detect_from_the_queue(server, backends, out)
             out.print(
                 f"\n{failures} dead audits failed with a classified code; try "
                 f"`auditrec --event-log-url sqlite:///{work_dir}/events.db --database-url "
