@@ -157,3 +157,57 @@ export declare class AuditrecClient {
   audits(filter?: AuditFilter): Promise<AuditPage>;
   replay(auditId: string): Promise<AuditHistory>;
 }
+
+/** The outcome feed's entry types: the change of an audit's status or held decision. */
+export type OutcomeType =
+  | "audit.failed"
+  | "audit.completed"
+  | "audit.overturned"
+  | "audit.restored"
+  | "audit.failure_held"
+  | "audit.failure_released"
+  | "audit.failure_discarded";
+
+export declare const OUTCOME_TYPES: readonly OutcomeType[];
+
+/** One entry of the outcome feed: the same change has the same `id` on every delivery. */
+export interface Outcome {
+  readonly id: string;
+  readonly type: OutcomeType;
+  readonly audit_id: string;
+  /** The audit's status after the change. */
+  readonly status: AuditStatusName;
+  /** For a failure, held or made: the classified cause. */
+  readonly error_code: string | null;
+  /** For a reconciler decision: the rule that fired. */
+  readonly rule: string | null;
+  /** For a reconciler decision: what asked for the probe (watchdog, on_demand, subscription). */
+  readonly reconciled_by: string | null;
+  /** Who made the change (`token:<name>`, `cli:<user>`, `workflow`, `reconciler`, `operator`). */
+  readonly actor: string | null;
+  /** ISO 8601: the causing event's occurred_at. */
+  readonly decided_at: string;
+  /** The causing event's id, in the audit's history. */
+  readonly event_id: string;
+}
+
+export interface VerifyOptions {
+  /** Seconds a delivery's webhook-timestamp may be from now, either way (default 300). */
+  tolerance?: number;
+  /** Now, in milliseconds or as a Date (default Date.now()). */
+  now?: number | Date;
+}
+
+/** A delivery refused: a missing header, a time out of tolerance, no matching signature, a body that is no entry. */
+export declare class WebhookVerificationError extends Error {}
+
+/**
+ * Verifies a Standard Webhooks delivery of the outcome feed (`payload` the raw body, `secret`
+ * the `whsec_…` secret) and resolves to its entry; rejects with a WebhookVerificationError.
+ */
+export declare function verifyWebhook(
+  payload: string,
+  headers: Record<string, string> | Headers,
+  secret: string,
+  options?: VerifyOptions,
+): Promise<Outcome>;

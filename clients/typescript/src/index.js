@@ -1,5 +1,6 @@
 // auditrec's publisher client for Cloudflare Workers (and any runtime with fetch and Web
-// Crypto): typed event builders with fixed ids, and a client with retries.
+// Crypto): typed event builders with fixed ids, a client with retries, and the verifier of
+// the outcome feed's webhooks.
 export { AuditrecClient } from "./client.js";
 export { AuditrecError } from "./errors.js";
 export {
@@ -11,4 +12,5 @@ export {
   eventIdFor,
   workflowInstanceAttached,
 } from "./events.js";
+export { OUTCOME_TYPES, verifyWebhook, WebhookVerificationError } from "./webhooks.js";
 export { PUBLISHED_TYPES, SCHEMA_IDS, SCHEMA_VERSIONS } from "./generated/schema.js";
