@@ -3,42 +3,12 @@
 // model: they verify; a changed body, another secret, a time out of tolerance, a missing
 // header and a body that is no outcome entry are refused.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
-import { randomBytes, randomUUID } from "node:crypto";
-import { dirname, join } from "node:path";
+import { randomUUID } from "node:crypto";
 import { test } from "node:test";
 
 import { OUTCOME_TYPES, verifyWebhook, WebhookVerificationError } from "../src/index.js";
-import { AUDITREC } from "./serve.mjs";
+import { newSecret, sign } from "./standardwebhooks.mjs";
 
-const PYTHON = join(dirname(AUDITREC), "python");
-
-// Each delivery: {secret, id, timestamp, outcome (the Outcome model's fields) or body}, signed
-// by standardwebhooks; out: the body as auditrec writes it and its webhook-signature.
-const SIGN = `
-import json, sys
-from datetime import datetime, timezone
-from standardwebhooks import Webhook
-from statemachine.outcomes import Outcome
-
-out = []
-for d in json.load(sys.stdin):
-    body = Outcome.model_validate(d["outcome"]).model_dump_json() if "outcome" in d else d["body"]
-    at = datetime.fromtimestamp(d["timestamp"], timezone.utc)
-    out.append({"body": body, "signature": Webhook(d["secret"]).sign(d["id"], at, body)})
-print(json.dumps(out))
-`;
-
-function sign(...deliveries) {
-  const run = spawnSync(PYTHON, ["-c", SIGN], { input: JSON.stringify(deliveries), encoding: "utf8", timeout: 60_000 });
-  assert.equal(run.status, 0, `python signing failed: ${run.stderr ?? run.error}`);
-  return JSON.parse(run.stdout).map((signed, i) => ({
-    body: signed.body,
-    headers: { "webhook-id": deliveries[i].id, "webhook-timestamp": String(deliveries[i].timestamp), "webhook-signature": signed.signature },
-  }));
-}
-
-const newSecret = () => `whsec_${randomBytes(32).toString("base64")}`;
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 const failed = (auditId = `a-${randomUUID().slice(0, 12)}`) => ({
   id: `out_${randomUUID().replaceAll("-", "")}`,

@@ -11,7 +11,12 @@ import {
   auditStarted,
   buildEvent,
   eventIdFor,
+  OUTCOME_TYPES,
+  type Outcome,
+  type OutcomeType,
   SCHEMA_VERSIONS,
+  verifyWebhook,
+  WebhookVerificationError,
 } from "auditrec-client";
 
 export async function publisher(env: { AUDITREC_URL: string; AUDITREC_TOKEN: string }): Promise<void> {
@@ -56,4 +61,24 @@ export async function publisher(env: { AUDITREC_URL: string; AUDITREC_TOKEN: str
   buildEvent("AuditCompleted", "a-1", { pages_crawled: "many" });
   // @ts-expect-error a status the table never has
   await auditrec.audits({ status: "lost" });
+}
+
+export async function receiver(request: Request, env: { AUDITREC_WEBHOOK_SECRET: string }): Promise<Response> {
+  let outcome: Outcome;
+  try {
+    outcome = await verifyWebhook(await request.text(), request.headers, env.AUDITREC_WEBHOOK_SECRET, { tolerance: 60 });
+  } catch (error) {
+    if (error instanceof WebhookVerificationError) return new Response(error.message, { status: 401 });
+    throw error;
+  }
+  const type: OutcomeType = outcome.type;
+  const code: string | null = outcome.error_code;
+  const known: readonly OutcomeType[] = OUTCOME_TYPES;
+  await verifyWebhook("{}", { "webhook-id": "m", "webhook-timestamp": "1", "webhook-signature": "v1,x" }, "whsec_x", { now: new Date() });
+  // @ts-expect-error not an outcome type
+  const unknown: OutcomeType = "audit.started";
+  // @ts-expect-error the raw body, not its parsed JSON
+  await verifyWebhook({}, request.headers, env.AUDITREC_WEBHOOK_SECRET);
+  console.log(type, code, known, unknown);
+  return new Response(null, { status: 204 });
 }
