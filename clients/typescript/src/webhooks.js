@@ -99,7 +99,8 @@ export async function verifyWebhook(payload, headers, secret, { tolerance = 300,
   if (drift > tolerance) throw new WebhookVerificationError(`webhook-timestamp: ${drift} s old, more than ${tolerance} s`);
   if (-drift > tolerance) throw new WebhookVerificationError(`webhook-timestamp: ${-drift} s ahead, more than ${tolerance} s`);
 
-  const key = base64Bytes(String(secret ?? "").replace(/^whsec_/, ""));
+  const encoded = String(secret ?? "");
+  const key = base64Bytes(encoded.startsWith(SECRET_PREFIX) ? encoded.slice(SECRET_PREFIX.length) : encoded);
   if (key === null || key.length === 0) {
     throw new WebhookVerificationError(`secret: not ${SECRET_PREFIX} followed by a base64 key`);
   }
