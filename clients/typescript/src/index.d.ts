@@ -203,7 +203,8 @@ export declare class WebhookVerificationError extends Error {}
 
 /**
  * Verifies a Standard Webhooks delivery of the outcome feed (`payload` the raw body, `secret`
- * the `whsec_…` secret) and resolves to its entry; rejects with a WebhookVerificationError.
+ * the `whsec_…` secret) and resolves to its entry; rejects with a WebhookVerificationError
+ * (answer 401), or a TypeError for a secret that is not `whsec_` and a base64 key.
  */
 export declare function verifyWebhook(
   payload: string,

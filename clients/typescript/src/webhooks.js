@@ -86,7 +86,8 @@ function outcomeOf(payload) {
  * parsing), `headers` its webhook-id, webhook-timestamp and webhook-signature, `secret` the
  * `whsec_…` secret. Resolves to the entry; rejects with a WebhookVerificationError for a
  * missing header, a time more than `tolerance` seconds from `now` (either way), no `v1`
- * signature that matches (a changed body, another secret), or a body that is no outcome entry.
+ * signature that matches (a changed body, another secret), or a body that is no outcome entry;
+ * with a TypeError for a secret that is not `whsec_` and a base64 key.
  */
 export async function verifyWebhook(payload, headers, secret, { tolerance = 300, now = Date.now() } = {}) {
   if (typeof payload !== "string") throw new WebhookVerificationError("payload: give the raw body as a string");
@@ -102,7 +103,8 @@ export async function verifyWebhook(payload, headers, secret, { tolerance = 300,
   const encoded = String(secret ?? "");
   const key = base64Bytes(encoded.startsWith(SECRET_PREFIX) ? encoded.slice(SECRET_PREFIX.length) : encoded);
   if (key === null || key.length === 0) {
-    throw new WebhookVerificationError(`secret: not ${SECRET_PREFIX} followed by a base64 key`);
+    // the receiver's mistake, not the sender's: no 401 for it
+    throw new TypeError(`secret: not ${SECRET_PREFIX} followed by a base64 key`);
   }
   const hmac = await crypto.subtle.importKey("raw", key, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
   const expected = new Uint8Array(

@@ -65,7 +65,7 @@ test("of several signatures (a secret being rotated), one that matches is enough
   await refused(verifyWebhook(current.body, { ...current.headers, "webhook-signature": old.headers["webhook-signature"] }, secret), /no v1 signature matches/);
 });
 
-test("a changed body, another secret, or a signature moved to another message id is refused", async () => {
+test("a changed body, another secret, or a signature moved to another message id is refused; a malformed secret is a TypeError", async () => {
   const secret = newSecret();
   const outcome = failed();
   const [delivery] = sign({ secret, id: outcome.id, timestamp: nowSeconds(), outcome });
@@ -75,7 +75,8 @@ test("a changed body, another secret, or a signature moved to another message id
   await refused(verifyWebhook(tampered, delivery.headers, secret), /^webhook-signature: no v1 signature matches/);
   await refused(verifyWebhook(delivery.body, delivery.headers, newSecret()), /^webhook-signature: no v1 signature matches/);
   await refused(verifyWebhook(delivery.body, { ...delivery.headers, "webhook-id": "msg-other" }, secret), /^webhook-signature/);
-  await refused(verifyWebhook(delivery.body, delivery.headers, "whsec_"), /^secret: not whsec_/);
+  await assert.rejects(verifyWebhook(delivery.body, delivery.headers, "whsec_"), { name: "TypeError", message: /^secret: not whsec_/ });
+  await assert.rejects(verifyWebhook(delivery.body, delivery.headers, "whsec_not base64!"), TypeError);
 });
 
 test("a time more than the tolerance old or ahead is refused, within it accepted", async () => {
