@@ -30,6 +30,8 @@ from consumers.workflows.simulator.bodies import (
     PullBody,
     QueueBody,
     QueueFaultsBody,
+    SendBatchBody,
+    SendBody,
 )
 from consumers.workflows.simulator.eventqueues import PullRefused, QueueNotFound
 from consumers.workflows.simulator.listing import ListingQuery, page_of
@@ -50,7 +52,8 @@ _API_ROUTE = re.compile(
     r"(?:(?P<list>/instances)(?:/(?P<instance>[^/]+)(?P<status>/status)?)?)?/?$"
 )
 _QUEUE_ROUTE = re.compile(
-    r"^/accounts/(?P<account>[^/]+)/queues/(?P<queue>[^/]+)(?P<action>/messages/(?:pull|ack))?/?$"
+    r"^/accounts/(?P<account>[^/]+)/queues/(?P<queue>[^/]+)"
+    r"(?P<action>/messages(?:/pull|/ack|/batch)?)?/?$"
 )
 # The Queues API's errors (developers.cloudflare.com/queues/reference/error-codes); the codes of
 # an overloaded queue and of an internal error are the simulator's choice.
@@ -223,10 +226,23 @@ async def _queue_api(sim: Simulator, request: Request, m: re.Match[str]) -> Resp
                 ack = AckBody.model_validate(body)
                 retries = [(r.lease_id, r.delay_seconds) for r in ack.retries]
                 return _ok(sim.queues.ack(queue, [a.lease_id for a in ack.acks], retries))
+            if action == "/messages":  # the producer API: one message
+                one = SendBody.model_validate(body)
+                sent = [(one.stored(), one.content_type, one.delay_seconds)]
+                return _ok(sim.queues.send(queue, sent))
+            if action.endswith("/batch"):
+                batch = SendBatchBody.model_validate(body)
+                sent = [
+                    (m.stored(), m.content_type, m.delay_seconds or batch.delay_seconds)
+                    for m in batch.messages
+                ]
+                return _ok(sim.queues.send(queue, sent))
             pull = PullBody.model_validate(body)
             result = sim.queues.pull(queue, pull.batch_size, pull.visibility_timeout_ms)
         except ValidationError as exc:
             return _error(400, _QUEUE_BAD_BODY, _first_problem(exc))
+        except ValueError as exc:  # a body its content type cannot carry
+            return _error(400, _QUEUE_BAD_BODY, str(exc))
         except QueueNotFound:
             return _error(404, *_QUEUE_NOT_FOUND)
         if isinstance(result, PullRefused):

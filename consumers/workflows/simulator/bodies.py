@@ -6,6 +6,7 @@ share with the state: the default workflow, fault kinds and error values.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -29,6 +30,8 @@ __all__ = [
     "QueueBody",
     "QueueFaultsBody",
     "Seed",
+    "SendBatchBody",
+    "SendBody",
     "iso",
 ]
 
@@ -138,6 +141,31 @@ class _SeedQueue(QueueBody):
 class InjectBody(_Body):
     body: str
     content_type: Literal["json", "text", "bytes"] = "json"
+
+
+class SendBody(BaseModel):
+    """A message sent to a queue by its producer API (`POST …/queues/{id}/messages`)."""
+
+    model_config = ConfigDict(extra="ignore")
+    body: Any = None
+    content_type: Literal["json", "text"] = "json"
+    delay_seconds: float = Field(default=0.0, ge=0, le=43_200)
+
+    def stored(self) -> str:
+        """The body as the queue keeps it (JSON as its text)."""
+        if self.content_type == "text":
+            if not isinstance(self.body, str):
+                raise ValueError("body: a text message's body must be a string")
+            return self.body
+        return json.dumps(self.body, separators=(",", ":"))
+
+
+class SendBatchBody(BaseModel):
+    """Messages sent at once (`POST …/queues/{id}/messages/batch`), in order."""
+
+    model_config = ConfigDict(extra="ignore")
+    messages: list[SendBody] = Field(min_length=1, max_length=100)
+    delay_seconds: float = Field(default=0.0, ge=0, le=43_200)
 
 
 class _ApiBody(BaseModel):

@@ -18,7 +18,7 @@ import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -59,13 +59,15 @@ class Message:
     attempts: int = 0
     lease_id: str | None = None
     lease_until: float = 0.0
+    source: str | None = SOURCE  # the event subscription's; none for a producer's message
 
     def delivery(self) -> dict[str, Any]:
         """The message as a pull returns it."""
         return {
             "id": self.id, "body": self.body, "attempts": self.attempts,
             "lease_id": self.lease_id, "timestamp_ms": self.timestamp_ms,
-            "metadata": {"CF-Content-Type": self.content_type, "CF-sourceMessageSource": SOURCE},
+            "metadata": {"CF-Content-Type": self.content_type}
+            | ({"CF-sourceMessageSource": self.source} if self.source else {}),
         }  # fmt: skip
 
     def debug(self, now: float) -> dict[str, Any]:
@@ -195,6 +197,20 @@ class Queues:
         with self._lock:
             return self._enqueue(self._get(queue_id), body, content_type).id
 
+    # --- the producer API (what a Worker's `env.QUEUE.send`, or the REST API, sends) --------
+
+    def send(self, queue_id: str, messages: Sequence[tuple[str, str, float]]) -> dict[str, Any]:
+        """Enqueue ``(body, content_type, delay seconds)`` messages in order, all or none (an
+        unknown queue takes none); the answer's metrics, as Cloudflare gives them."""
+        with self._lock:
+            q = self._get(queue_id)
+            for body, content_type, delay in messages:
+                m = self._enqueue(q, body, content_type)
+                m.visible_at += delay
+                m.source = None
+                q.counts["sent"] += 1
+            return {"metadata": {"metrics": self._metrics(q)}}
+
     # --- the HTTP pull consumer --------------------------------------------------------------
 
     def pull(
@@ -219,15 +235,9 @@ class Queues:
                 m.lease_id = secrets.token_urlsafe(32)
                 m.lease_until = now + visibility_timeout_ms / 1000
                 q.leases[m.lease_id] = m.id
-            # Messages are kept in publishing order: the first is the oldest.
-            oldest = next(iter(q.messages.values()), None)
-            metrics = {
-                "backlog_count": len(q.messages), "backlog_bytes": q.backlog_bytes,
-                "oldest_message_timestamp_ms": oldest.timestamp_ms if oldest else 0,
-            }  # fmt: skip
             return {"messages": [m.delivery() for m in batch],
                     "message_backlog_count": len(q.messages),
-                    "metadata": {"metrics": metrics}}  # fmt: skip
+                    "metadata": {"metrics": self._metrics(q)}}  # fmt: skip
 
     def ack(
         self, queue_id: str, acks: Iterable[str], retries: Iterable[tuple[str, float]]
@@ -268,6 +278,15 @@ class Queues:
         q.backlog_bytes += len(body.encode())
         q.counts["published"] += 1
         return m
+
+    @staticmethod
+    def _metrics(q: _Queue) -> dict[str, Any]:
+        # Messages are kept in publishing order: the first is the oldest.
+        oldest = next(iter(q.messages.values()), None)
+        return {
+            "backlog_count": len(q.messages), "backlog_bytes": q.backlog_bytes,
+            "oldest_message_timestamp_ms": oldest.timestamp_ms if oldest else 0,
+        }  # fmt: skip
 
     def _remove(self, q: _Queue, m: Message) -> None:
         del q.messages[m.id]
@@ -315,7 +334,7 @@ class Queues:
         now = self._clock()
         self._settle(q, now)
         states = Counter(m.debug(now)["state"] for m in q.messages.values())
-        names = ("published", "acked", "retried", "expired", "dead_lettered", "dropped",
+        names = ("published", "sent", "acked", "retried", "expired", "dead_lettered", "dropped",
                  "duplicated", "pulls", "acks", "pull_errors")  # fmt: skip
         return {
             "queue_id": q.id, "event_subscription_id": q.subscription_id,

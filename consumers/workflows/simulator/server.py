@@ -38,8 +38,13 @@ completed ← complete; other statuses publish nothing), with ``metadata`` ``{"C
   or is retried is dead-lettered
 - ``GET …/queues/{q}``: the queue, with its ``http_pull`` consumer (a ``worker`` consumer with
   ``"consumer": "worker"`` in the queue's config; only this answer changes: pulls still work)
+- ``POST …/queues/{q}/messages`` ``{"body", "content_type": "json"|"text", "delay_seconds"}``
+  and ``POST …/queues/{q}/messages/batch`` ``{"messages": [1..100 of those], "delay_seconds"}``:
+  the producer API (what sends outcomes to a product's Worker), in order, all or none;
+  ``result: {"metadata": {"metrics": …}}``. A ``json`` body is kept as its JSON text; such a
+  message has no ``CF-sourceMessageSource``, and counts as ``sent`` in the stats
 
-A bad pull or ack body: 400 ``10207`` naming the field; unknown queue: 404 ``10104 Queue does
+A bad pull, ack or send body: 400 ``10207`` naming the field; unknown queue: 404 ``10104 Queue does
 not exist``; no token: 403 ``10000``. The configured latency delays these requests too, and
 they count in the stats.
 

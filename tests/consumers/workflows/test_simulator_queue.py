@@ -563,3 +563,61 @@ async def test_auditrecs_queue_client_reads_the_simulator(server: SimulatorServe
         assert isinstance(described, dict) and described["queue_id"] == "q"
         gone = await missing.pull(1, 1_000)
         assert isinstance(gone, QueueFailure) and gone.reason == "not_found"
+
+
+# --- the producer API (how an outcome reaches a product's Worker) ------------------------------
+
+
+def test_the_official_cloudflare_sdk_sends_messages_one_and_in_batches(
+    server: SimulatorServer,
+) -> None:
+    server.sim.add_queue("outcomes", workflows=[])  # a queue no subscription feeds
+    client = Cloudflare(api_token=TOKEN, base_url=server.url, max_retries=0)
+    entry = {"id": "out_1", "type": "audit.failed", "audit_id": "a-1", "status": "failed"}
+
+    one = client.queues.messages.push("outcomes", account_id=ACC, body=entry, content_type="json")
+    batch = client.queues.messages.bulk_push(
+        "outcomes", account_id=ACC,
+        messages=[{"body": {**entry, "id": "out_2"}, "content_type": "json"},
+                  {"body": "plain words", "content_type": "text"},
+                  {"body": {**entry, "id": "out_3"}, "content_type": "json", "delay_seconds": 60}],
+    )  # fmt: skip
+
+    assert one is not None and one.metadata is not None and one.metadata.metrics is not None
+    assert one.metadata.metrics.backlog_count == 1
+    assert batch is not None and batch.metadata is not None and batch.metadata.metrics is not None
+    assert batch.metadata.metrics.backlog_count == 4
+    pulled = client.queues.messages.pull("outcomes", account_id=ACC, batch_size=10)
+    assert pulled is not None and pulled.messages is not None
+    # in order; the delayed one not yet
+    assert [m.body for m in pulled.messages] == [
+        json.dumps(entry, separators=(",", ":")),
+        json.dumps({**entry, "id": "out_2"}, separators=(",", ":")),
+        "plain words",
+    ]
+    assert [m.metadata for m in pulled.messages][2] == {"CF-Content-Type": "text"}
+    stats = server.sim.queue_stats("outcomes")
+    assert (stats["sent"], stats["delayed"], stats["leased"]) == (4, 1, 3)
+
+
+def test_a_bad_send_is_a_400_naming_the_field_and_sends_nothing(
+    server: SimulatorServer, http: httpx.Client
+) -> None:
+    server.sim.add_queue("outcomes", workflows=[])
+    cases = [
+        (
+            "/messages",
+            {"body": 5, "content_type": "text"},
+            "a text message's body must be a string",
+        ),
+        ("/messages", {"body": {}, "delay_seconds": -1}, "delay_seconds"),
+        ("/messages/batch", {"messages": []}, "messages"),
+        ("/messages/batch", {"messages": [{"body": 1}] * 101}, "messages"),
+    ]
+    for action, body, why in cases:
+        answer = http.post(queue_url(server, "outcomes", action), json=body)
+        assert answer.status_code == 400, (action, body)
+        assert why in answer.json()["errors"][0]["message"]
+    assert server.sim.queue_stats("outcomes")["sent"] == 0
+    missing = http.post(queue_url(server, "nope", "/messages"), json={"body": {}})
+    assert missing.status_code == 404 and missing.json()["errors"][0]["code"] == 10104
