@@ -1,6 +1,6 @@
 """The Cloudflare Queues HTTP pull consumer the subscriber reads the Workflows event
 subscription through: pull a batch, acknowledge (or retry) it, and look at the queue without
-pulling.
+pulling; and the producer API: send a batch of messages to a queue.
 
 Neither call raises for API or network trouble: each answers its result or a
 :class:`QueueFailure` saying why not (with the seconds a 429 or a 5xx asked to wait). Pulls
@@ -9,7 +9,8 @@ Cloudflare limits them per queue (5,000 messages a second). The token needs Queu
 write (acknowledging is a write); it is sent as ``Authorization: Bearer`` and scrubbed from
 every detail.
 
-Shapes (``POST …/queues/{id}/messages/pull`` and ``…/messages/ack``, ``GET …/queues/{id}``)
+Shapes (``POST …/queues/{id}/messages/pull``, ``…/messages/ack`` and ``…/messages/batch``,
+``GET …/queues/{id}``)
 are those of Cloudflare's API as the official SDKs parse them; an older pull answer whose
 ``result`` is the list of messages itself is read too.
 """
@@ -30,9 +31,18 @@ from consumers.workflows.ratelimit import seconds_from_retry_after
 from statemachine.errors import WorkflowsApiError
 from statemachine.longlived import LongLived
 
-__all__ = ["Acked", "Pulled", "QueueClient", "QueueFailure", "QueueMessage", "message_text"]
+__all__ = [
+    "SEND_BATCH",
+    "Acked",
+    "Pulled",
+    "QueueClient",
+    "QueueFailure",
+    "QueueMessage",
+    "message_text",
+]
 
 _MAX_DETAIL = 300
+SEND_BATCH = 100  # messages Cloudflare takes in one batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +177,17 @@ class QueueClient(LongLived):
             said = [str(warnings)]
         acked, retried = int(answer.get("ackCount") or 0), int(answer.get("retryCount") or 0)
         return Acked(acked, retried, said, refused)
+
+    async def send(self, bodies: Sequence[Any]) -> int | QueueFailure:
+        """Send ``bodies`` (JSON values, at most 100) as one batch, in order, all or none: the
+        producer API a product's Worker consumes. The number sent, or why none was."""
+        if not 1 <= len(bodies) <= SEND_BATCH:
+            raise ValueError(f"a batch holds 1 to {SEND_BATCH} messages, not {len(bodies)}")
+        messages = [{"body": body, "content_type": "json"} for body in bodies]
+        answer = await self._call("POST", "/messages/batch", {"messages": messages})
+        if isinstance(answer, QueueFailure):
+            return answer
+        return len(bodies)
 
     async def describe(self) -> dict[str, Any] | QueueFailure:
         """The queue's metadata (its name, consumers), read without pulling anything: a pull

@@ -621,3 +621,24 @@ def test_a_bad_send_is_a_400_naming_the_field_and_sends_nothing(
     assert server.sim.queue_stats("outcomes")["sent"] == 0
     missing = http.post(queue_url(server, "nope", "/messages"), json={"body": {}})
     assert missing.status_code == 404 and missing.json()["errors"][0]["code"] == 10104
+
+
+async def test_auditrecs_queue_client_sends_a_batch_in_order(server: SimulatorServer) -> None:
+    server.sim.add_queue("outcomes", workflows=[])
+    entries = [{"id": f"out_{i}", "type": "audit.failed", "audit_id": f"a-{i}"} for i in range(3)]
+    queue = QueueClient(api_url=server.url, account_id=ACC, queue_id="outcomes", api_token=TOKEN)
+    missing = QueueClient(api_url=server.url, account_id=ACC, queue_id="nope", api_token=TOKEN)
+    stranger = QueueClient(api_url=server.url, account_id=ACC, queue_id="outcomes", api_token="x")
+    async with queue, missing, stranger:
+        assert await queue.send(entries) == 3
+        gone = await missing.send(entries)
+        refused = await stranger.send(entries)
+        with pytest.raises(ValueError, match="1 to 100 messages, not 101"):
+            await queue.send([{}] * 101)
+        pulled = await queue.pull(10, 60_000)
+
+    assert isinstance(gone, QueueFailure) and gone.reason == "not_found"
+    assert isinstance(refused, QueueFailure) and refused.reason == "unauthorized"
+    assert isinstance(pulled, Pulled)
+    assert [json.loads(message_text(m)) for m in pulled.messages] == entries
+    assert server.sim.queue_stats("outcomes")["sent"] == 3
