@@ -79,6 +79,7 @@ __all__ = [
     "InstanceStatus",
     "ProbeFailure",
     "WorkflowsClient",
+    "api_client",
 ]
 
 
@@ -140,21 +141,12 @@ class WorkflowsClient(LongLived):
     async def start(self) -> None:
         if self._client is not None:
             return
-        headers = {"Accept": "application/json", "User-Agent": "auditrec"}
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
         limits = httpx.Limits(
             max_connections=self._concurrency,
             max_keepalive_connections=self._concurrency,
             keepalive_expiry=30.0,
         )
-        self._client = httpx.AsyncClient(
-            headers=headers,
-            timeout=httpx.Timeout(self._timeout),
-            transport=self._transport
-            or httpx.AsyncHTTPTransport(verify=_ssl_context(), limits=limits),
-            follow_redirects=False,
-        )
+        self._client = api_client(self._token, self._timeout, self._transport, limits)
 
     async def stop(self) -> None:
         client, self._client = self._client, None
@@ -292,6 +284,26 @@ class WorkflowsClient(LongLived):
         if len(detail) > _MAX_DETAIL:
             detail = detail[: _MAX_DETAIL - 1] + "…"
         return ProbeFailure(reason, status, detail)
+
+
+def api_client(
+    token: str | None,
+    timeout: float,
+    transport: httpx.AsyncBaseTransport | None = None,
+    limits: httpx.Limits | None = None,
+) -> httpx.AsyncClient:
+    """An HTTP client for Cloudflare's API: JSON, the bearer ``token``, no redirects, and the
+    process's one TLS context (``transport``, e.g. a test's, is used as given)."""
+    headers = {"Accept": "application/json", "User-Agent": "auditrec"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return httpx.AsyncClient(
+        headers=headers,
+        timeout=httpx.Timeout(timeout),
+        transport=transport
+        or httpx.AsyncHTTPTransport(verify=_ssl_context(), limits=limits or httpx.Limits()),
+        follow_redirects=False,
+    )
 
 
 @functools.cache

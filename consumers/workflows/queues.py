@@ -27,6 +27,7 @@ from urllib.parse import quote
 
 import httpx
 
+from consumers.workflows.client import api_client
 from consumers.workflows.ratelimit import seconds_from_retry_after
 from statemachine.errors import WorkflowsApiError
 from statemachine.longlived import LongLived
@@ -125,15 +126,7 @@ class QueueClient(LongLived):
     async def start(self) -> None:
         if self._client is not None:
             return
-        headers = {"Accept": "application/json", "User-Agent": "auditrec"}
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
-        self._client = httpx.AsyncClient(
-            headers=headers,
-            timeout=httpx.Timeout(self._timeout),
-            transport=self._transport,
-            follow_redirects=False,
-        )
+        self._client = api_client(self._token, self._timeout, self._transport)
 
     async def stop(self) -> None:
         client, self._client = self._client, None
