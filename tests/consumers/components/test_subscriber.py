@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -262,6 +262,19 @@ async def test_duplicated_and_reordered_messages_change_nothing_twice(rig: Rig) 
     assert await read_topic(rig.pipeline.log, rig.pipeline.topics.dead_letter) == []
 
 
+def raising(sub: Subscriber, kind: type[Exception]) -> Callable[[], Awaitable[bool]]:
+    """A check for :func:`eventually`: one step of ``sub``; true once a step raised ``kind``."""
+
+    async def check() -> bool:
+        try:
+            await sub.step()
+        except kind:
+            return True
+        return False
+
+    return check
+
+
 class Crash(Exception):
     """The process dies between the append and the acknowledgement."""
 
@@ -278,14 +291,7 @@ async def test_a_crash_between_the_append_and_the_ack_redelivers_and_changes_not
     crashing.queue.ack = crash  # type: ignore[method-assign]
     await rig.instance("wf-crash", "errored", error="Exceeded Memory Limit")
 
-    async def appended_then_crashed() -> bool:
-        try:
-            await crashing.step()
-        except Crash:
-            return True
-        return False
-
-    await eventually(appended_then_crashed, timeout=10, interval=0)
+    await eventually(raising(crashing, Crash), timeout=10, interval=0)  # appended, then died
     await crashing.stop()
     rig.subscribers.remove(crashing)
     assert await awaiting_confirmation(rig.pipeline.log) == {"a-crash"}
@@ -491,13 +497,7 @@ async def test_while_the_log_cannot_take_a_batch_nothing_more_is_pulled(
     monkeypatch.setattr(log, "ping", down)
     await rig.instance("wf-down", "errored", error="Exceeded Memory Limit")
 
-    async def failed_step() -> bool:
-        try:
-            await sub.step()
-        except EventLogError:
-            return True
-        return False
-
+    failed_step = raising(sub, EventLogError)
     await eventually(failed_step, timeout=10, interval=0)
     pulls = (await rig.stats())["pulls"]
 
