@@ -13,7 +13,8 @@ and is typed against that port alone:
 - ``brake`` (:mod:`projections.brake`): the mass-failure brake and the audits it holds;
 - ``budget`` (:mod:`projections.budget`): the Workflows API's request slots and pauses;
 - ``checkpoints`` (:mod:`projections.checkpoints`): stateful consumers' checkpoints;
-- ``telemetry`` (:mod:`projections.telemetry`): the telemetry outbox's sent events.
+- ``telemetry`` (:mod:`projections.telemetry`): the telemetry outbox's sent events;
+- ``deliveries`` (:mod:`projections.deliveries`): the outcome feed's endpoints and parked entries.
 
 Two adapters implement every port, ``sqlite/`` and ``postgres/`` (one module per concept,
 sharing the backend's connection); both pass each port's suite in ``tests/contracts/``. The
@@ -29,6 +30,7 @@ from projections.brake import BrakeStore
 from projections.budget import RequestBudget
 from projections.checkpoints import CheckpointStore
 from projections.coordination import Coordination
+from projections.deliveries import OutcomeDeliveries
 from projections.kept import KeptHistory
 from projections.sweeps import Sweeps
 from projections.telemetry import SentTelemetry
@@ -51,6 +53,7 @@ class ProjectionStore(LongLived, ABC):
     budget: RequestBudget
     checkpoints: CheckpointStore
     telemetry: SentTelemetry
+    deliveries: OutcomeDeliveries
 
     @abstractmethod
     async def start(self) -> None: ...

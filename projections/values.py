@@ -16,6 +16,7 @@ __all__ = [
     "BrakeState",
     "HistoryEntry",
     "OpenSweep",
+    "ParkedEntry",
     "Position",
     "RequestSlot",
     "SchemaState",
@@ -90,3 +91,24 @@ class BrakeState:
     ended_at: datetime | None = None
     ended_by: str | None = None
     how: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedEntry:
+    """An outcome entry parked on an endpoint (:mod:`projections.deliveries`): the body as
+    delivered (the same bytes on every retry), where its audit's events are (the lifecycle
+    partition whose consumer retries it), how it failed, and whether an operator asked for its
+    retry (by whom, when)."""
+
+    endpoint: str
+    outcome_id: str
+    audit_id: str
+    partition: int
+    body: str
+    attempts: int
+    error: str
+    parked_at: datetime
+    seq: int = 0
+    """Its place among the parked entries (assigned when parked; the audit's order)."""
+    retry_requested_at: datetime | None = None
+    retry_requested_by: str | None = None
