@@ -41,18 +41,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import structlog
 
-from consumers.components.base import LogConsumer
-from consumers.components.checkpoints import Checkpoints
+from consumers.components.folding import Folding
 from consumers.components.keys import Keys, first_seen, kept, settled
 from consumers.components.telemetry.outbox import Outbox, Pending
 from consumers.components.telemetry.posthog import EVENT_NAME, build_client, capture_arguments
 from consumers.eventlog.codec import read
-from consumers.eventlog.port import Consumer, EventLog, OutRecord, Record, TopicPartition
+from consumers.eventlog.port import EventLog, OutRecord, Record, TopicPartition
 from consumers.runtime.settings import Settings
 from projections.store import ProjectionStore
 from statemachine.errors import ConfigError, DecodeError
@@ -77,7 +76,7 @@ def _compact(state: AuditState) -> AuditState:
     return shared
 
 
-class Telemetry(LogConsumer):
+class Telemetry(Folding):
     name = "telemetry"
 
     def __init__(
@@ -93,7 +92,7 @@ class Telemetry(LogConsumer):
         max_attempts: int = 60,
         max_pending: int = 1000,
     ) -> None:
-        super().__init__(event_log, [event_log.topics.lifecycle])
+        super().__init__(event_log, store)
         if client is None and settings.posthog_api_key is None:
             raise ConfigError("AUDITREC_POSTHOG_API_KEY is not set: telemetry is off")
         self.settings = settings
@@ -108,11 +107,6 @@ class Telemetry(LogConsumer):
             retry_cap=retry_cap,
             max_attempts=max_attempts,
         )
-        self.partitions: dict[TopicPartition, dict[str, AuditState]] = {}
-        self.keys: dict[TopicPartition, Keys] = {}  # event ids of audits that can still change
-        self._consumed: dict[TopicPartition, int] = {}
-        self._committed: dict[TopicPartition, int] = {}
-        self.checkpoints = Checkpoints(store.checkpoints, self.group)
 
     @property
     def pending(self) -> list[Pending]:
@@ -132,12 +126,7 @@ class Telemetry(LogConsumer):
 
     async def stop(self) -> None:
         await super().stop()
-        await self.checkpoints.flush()
         self.outbox.items.clear()
-        self.partitions.clear()
-        self.keys.clear()
-        self._consumed.clear()
-        self._committed.clear()
         client = self.client
         if self._own_client and client is not None:
             self.client = None
@@ -146,51 +135,16 @@ class Telemetry(LogConsumer):
             except Exception as exc:
                 log.warning("PostHog client shutdown failed", error=str(exc))
 
-    async def on_assign(self, consumer: Consumer, partitions: Sequence[TopicPartition]) -> None:
-        committed = await consumer.committed()
-        for tp in partitions:
-            start = committed.get(tp, 0)
-            restored = await self.checkpoints.load(tp, start)
-            states = restored.states if restored is not None else {}
-            keys = restored.keys if restored is not None else {}
-            begin = restored.next_offset if restored is not None else 0
-            if start > begin:
-                async for batch in self.log.inspection.read(tp[0], tp[1], begin, start):
-                    for record in batch:
-                        try:
-                            self._fold(states, keys, read(record.value))
-                        except DecodeError:
-                            continue
-            self.partitions[tp] = states
-            self.keys[tp] = keys
-            self._consumed[tp] = self._committed[tp] = start
-            self.seek(consumer, tp, start)
-            log.debug(
-                "partition assigned",
-                partition=tp[1],
-                committed=start,
-                checkpoint=begin if restored is not None else None,
-                running=len(states),
-            )
-        log.info("partitions assigned", partitions=sorted(p for _, p in partitions))
+    def waiting(self) -> Iterable[tuple[TopicPartition, int]]:
+        return ((p.tp, p.offset) for p in self.outbox.items)
 
-    async def on_revoke(self, consumer: Consumer, partitions: Sequence[TopicPartition]) -> None:
-        try:
-            await self._commit([])
-        except Exception as exc:  # the next owner re-reads from the last commit: no loss
-            log.warning("commit on revoke failed", error=str(exc))
-        gone = set(partitions)
-        self.outbox.items[:] = [p for p in self.outbox.items if p.tp not in gone]
-        for tp in gone:
-            self.partitions.pop(tp, None)
-            self.keys.pop(tp, None)
-            self._consumed.pop(tp, None)
-            self._committed.pop(tp, None)
+    def forget(self, partitions: set[TopicPartition]) -> None:
+        self.outbox.items[:] = [p for p in self.outbox.items if p.tp not in partitions]
 
     # -- folding ------------------------------------------------------------------------------
 
     @staticmethod
-    def _fold(
+    def fold(
         states: dict[str, AuditState], keys: Keys, event: AuditEvent
     ) -> tuple[AuditState, AuditState] | None:
         """The audit's state before and after ``event`` as followed (an audit not followed:
@@ -256,13 +210,12 @@ class Telemetry(LogConsumer):
             except Exception as exc:  # one event must not hold back its partition
                 self.cannot_handle(record, exc, dlq)
         delivered = await self.outbox.deliver()
-        await self._commit(dlq)
+        await self.commit_waiting(dlq)
         return len(records), delivered
 
     def _take(self, tp: TopicPartition, offset: int, event: AuditEvent) -> None:
         """Fold ``event``; queue the capture of a failure the reconciler decided."""
-        states = self.partitions.setdefault(tp, {})
-        folded = self._fold(states, self.keys.setdefault(tp, {}), event)
+        folded = self.folded(tp, event)
         if folded is None:
             return
         before, after = folded
@@ -290,26 +243,6 @@ class Telemetry(LogConsumer):
             log.warning("telemetry send raised", event_id=item.event_id, error=str(exc))
             return False
         return result is not None and str(result) == item.event_id
-
-    async def _commit(self, dlq: list[OutRecord]) -> None:
-        """Move offsets up to the oldest undelivered event of each partition."""
-        if self.consumer is None:
-            return
-        offsets = dict(self._consumed)
-        for item in self.pending:
-            offsets[item.tp] = min(offsets.get(item.tp, item.offset), item.offset)
-        moved = {tp: o for tp, o in offsets.items() if self._committed.get(tp) != o}
-        if not moved and not dlq:
-            return
-        await self.consumer.commit(offsets if moved else {}, dlq)
-        for tp, offset in moved.items():
-            before = self._committed.get(tp, offset)
-            if offset == self._consumed.get(tp) and tp in self.partitions:
-                # Nothing of the partition waits: its states are exactly as of the offset.
-                self.checkpoints.progressed(
-                    tp, offset - before, offset, self.partitions[tp], None, self.keys.get(tp)
-                )
-        self._committed.update(moved)
 
     async def idle(self) -> bool:
         """Caught up, and every waiting event has been tried at least once (the rest wait for

@@ -22,23 +22,23 @@ def test_telemetry_passes_over_a_folded_key_and_folds_it_under_another_audit() -
     states: dict[str, AuditState] = {}
     keys: Keys = {}
     start = started("a-1", at(0))
-    assert Telemetry._fold(states, keys, start) is not None
+    assert Telemetry.fold(states, keys, start) is not None
 
     # a repeat with a new time, and a completion under the start's id: passed over
-    assert Telemetry._fold(states, keys, start.model_copy(update={"occurred_at": at(5)})) is None
-    assert Telemetry._fold(states, keys, same_id(completed("a-1", at(6)), start)) is None
+    assert Telemetry.fold(states, keys, start.model_copy(update={"occurred_at": at(5)})) is None
+    assert Telemetry.fold(states, keys, same_id(completed("a-1", at(6)), start)) is None
     assert states["a-1"].status == "running"
 
     # the same id under another audit: another event
-    folded = Telemetry._fold(states, keys, same_id(started("a-2", at(1)), start))
+    folded = Telemetry.fold(states, keys, same_id(started("a-2", at(1)), start))
     assert folded is not None and folded[1].status == "running"
     assert keys == {"a-1": start.event_id.bytes, "a-2": start.event_id.bytes}
 
     # a step is folded once; an audit that ends is forgotten, keys and all
     step = progressed("a-1", at(2), pages_crawled=3)
-    assert Telemetry._fold(states, keys, step) is not None
-    assert Telemetry._fold(states, keys, step) is None
-    assert Telemetry._fold(states, keys, completed("a-1", at(9))) is not None
+    assert Telemetry.fold(states, keys, step) is not None
+    assert Telemetry.fold(states, keys, step) is None
+    assert Telemetry.fold(states, keys, completed("a-1", at(9))) is not None
     assert "a-1" not in states and "a-1" not in keys
 
 
@@ -69,24 +69,24 @@ def test_telemetry_keeps_the_keys_of_a_failure_that_may_be_undone() -> None:
     stop = failed("a-1", at(1), by="operator", actor="alice")
     assert isinstance(stop, AuditFailed)
     for event in (start, stop):
-        assert Telemetry._fold(states, keys, event) is not None
+        assert Telemetry.fold(states, keys, event) is not None
     # an operator's failure may be restored: its keys stay, as exact bytes
     assert type(keys["a-1"]) is bytes and len(keys["a-1"]) == 32
 
     # a restore under the start's id is a conflict: passed over, the audit is not followed
     undo = restored(stop).model_copy(update={"audit_id": "a-1"})
     assert (
-        Telemetry._fold(states, keys, undo.model_copy(update={"event_id": start.event_id})) is None
+        Telemetry.fold(states, keys, undo.model_copy(update={"event_id": start.event_id})) is None
     )
     assert states["a-1"].status == FAILED and states["a-1"].audit_id == ""
 
     # a restore of its own is followed again, and the completion after it forgets the audit
-    folded = Telemetry._fold(states, keys, undo)
+    folded = Telemetry.fold(states, keys, undo)
     assert folded is not None and folded[1].status == RUNNING and states["a-1"].audit_id == "a-1"
-    assert Telemetry._fold(states, keys, completed("a-1", at(9))) is not None
+    assert Telemetry.fold(states, keys, completed("a-1", at(9))) is not None
     assert "a-1" not in states and "a-1" not in keys
 
     # a failure the workflow reported is final: its keys go at once
-    assert Telemetry._fold(states, keys, started("a-2", at(0))) is not None
-    assert Telemetry._fold(states, keys, failed("a-2", at(1))) is not None
+    assert Telemetry.fold(states, keys, started("a-2", at(0))) is not None
+    assert Telemetry.fold(states, keys, failed("a-2", at(1))) is not None
     assert "a-2" not in states and "a-2" not in keys
