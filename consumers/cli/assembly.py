@@ -16,6 +16,7 @@ from consumers.api.server import ApiServer
 from consumers.components.brake import Brake
 from consumers.components.confirmer import Confirmer, awaiting_confirmation
 from consumers.components.ingest import Ingest
+from consumers.components.outcomes import Feed, Outcomes, QueueSender, WebhookSender
 from consumers.components.probe import Probe
 from consumers.components.projector import Projector
 from consumers.components.reconciler import Reconciler
@@ -123,6 +124,39 @@ def _builder(backends: Backends, name: str) -> Builder:
             return None
         return Telemetry(backends.log, backends.store, s)
 
+    async def outcomes(built: dict[str, Component]) -> Component | None:
+        refusal = s.outcomes_refusal()
+        if refusal is not None:
+            raise ConfigError(f"outcomes: {refusal}")
+        endpoints = s.outcome_endpoints()
+        if not endpoints:
+            log.info(
+                "outcome feed off: neither AUDITREC_WEBHOOK_URLS nor AUDITREC_OUTCOME_QUEUE_ID"
+            )
+            return None
+        feeds = []
+        for endpoint in endpoints:
+            sender: WebhookSender | QueueSender
+            if endpoint.kind == "queue":
+                sender = QueueSender(backends.queue_client(endpoint.address))
+            else:
+                assert s.webhook_secret is not None
+                sender = WebhookSender(
+                    endpoint.address,
+                    s.webhook_secret.get_secret_value(),
+                    timeout=s.webhook_timeout.total_seconds(),
+                )
+            feeds.append(
+                Feed(
+                    backends.log,
+                    backends.store,
+                    endpoint,
+                    sender,
+                    retry_for=s.webhook_retry_for.total_seconds(),
+                )
+            )
+        return Outcomes(feeds)
+
     async def ingest(built: dict[str, Component]) -> Component:
         return Ingest(backends.log)
 
@@ -162,6 +196,7 @@ def _builder(backends: Backends, name: str) -> Builder:
         "probe": probe,
         "watchdog": watchdog,
         "telemetry": telemetry,
+        "outcomes": outcomes,
         "ingest": ingest,
         "subscriber": subscriber,
         "confirmer": confirmer,
@@ -177,7 +212,16 @@ def _retention(backends: Backends) -> Retention | None:
     group = backends.topics.group
     return Retention(backends.log, backends.store, keep, projector=group(Projector.name),
                      checkpointing=[group(Reconciler.name)],
-                     once_run=[group(Telemetry.name)])  # fmt: skip
+                     once_run=[group(Telemetry.name), *_feed_groups(backends)])  # fmt: skip
+
+
+def _feed_groups(backends: Backends) -> list[str]:
+    """The outcome feeds' groups: each holds retention back once it has run."""
+    try:
+        endpoints = backends.settings.outcome_endpoints()
+    except ConfigError:
+        return []
+    return [backends.topics.group(f"outcomes-{e.name}") for e in endpoints]
 
 
 class Service(Supervisor):

@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, overload
 
 from consumers.eventlog.factory import open_event_log
 from consumers.eventlog.port import EventLog, Topics
@@ -113,16 +113,22 @@ class Backends(LongLived):
             limiter=self.rate_limit(),
         )
 
-    def queue_client(self) -> QueueClient | None:
-        """The event subscription's queue, when ``AUDITREC_CLOUDFLARE_QUEUE_ID`` names one."""
+    @overload
+    def queue_client(self) -> QueueClient | None: ...
+    @overload
+    def queue_client(self, queue_id: str) -> QueueClient: ...
+    def queue_client(self, queue_id: str | None = None) -> QueueClient | None:
+        """The queue ``queue_id``, else the event subscription's, when
+        ``AUDITREC_CLOUDFLARE_QUEUE_ID`` names one."""
         s = self.settings
-        if s.cloudflare_queue_id is None:
+        queue_id = queue_id or s.cloudflare_queue_id
+        if queue_id is None:
             return None
         secret = s.cloudflare_queues_token or s.cloudflare_api_token
         return QueueClient(
             api_url=s.cloudflare_api_url,
             account_id=s.account_id,
-            queue_id=s.cloudflare_queue_id,
+            queue_id=queue_id,
             api_token=secret.get_secret_value() if secret else None,
             timeout=s.probe_timeout.total_seconds(),
         )

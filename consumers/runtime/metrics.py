@@ -18,6 +18,8 @@ client adds it), timestamps in seconds since the epoch. The set, by who records 
   the queue's backlog, the age of the oldest message pulled and not yet acknowledged,
   confirmations waiting for the budget, and the time from a death the queue reported to the
   audit's ``failed`` row;
+- outcome feed: entries per endpoint by result (delivered, retried, parked), entries waiting to
+  be delivered and parked per endpoint, and the time from a decision to its delivery;
 - the brake, telemetry, component health.
 """
 
@@ -50,6 +52,10 @@ __all__ = [
     "JUDGED",
     "OLDEST_RUNNING_AGE",
     "OPERATOR_ACTIONS",
+    "OUTCOMES",
+    "OUTCOMES_PARKED",
+    "OUTCOMES_WAITING",
+    "OUTCOME_DELAY",
     "OVERTURNED",
     "PROBES",
     "PROBE_BUDGET_LEFT",
@@ -283,6 +289,35 @@ BRAKE_ENGAGED = Gauge(
 DECISIONS_HELD = Gauge(
     "auditrec_decisions_held",
     "Running audits whose failure is held by the mass-failure brake.",
+    registry=REGISTRY,
+)
+
+# --- the outcome feed -----------------------------------------------------------------------------
+OUTCOMES = Counter(
+    "auditrec_outcomes",
+    "Outcome feed entries by endpoint and result: delivered, retried (an attempt failed and is "
+    "retried after a back-off), parked (given up after AUDITREC_WEBHOOK_RETRY_FOR, or behind a "
+    "parked entry of its audit, or a retry an operator asked for that failed again).",
+    ["endpoint", "result"],
+    registry=REGISTRY,
+)
+OUTCOMES_WAITING = Gauge(
+    "auditrec_outcomes_waiting",
+    "Outcome feed entries of this process waiting to be delivered, by endpoint.",
+    ["endpoint"],
+    registry=REGISTRY,
+)
+OUTCOMES_PARKED = Gauge(
+    "auditrec_outcomes_parked",
+    "Outcome feed entries parked for an operator (`auditrec deliveries`), by endpoint.",
+    ["endpoint"],
+    registry=REGISTRY,
+)
+OUTCOME_DELAY = Histogram(
+    "auditrec_outcome_delay_seconds",
+    "From a decision (the entry's decided_at) to its delivery, by endpoint.",
+    ["endpoint"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600),
     registry=REGISTRY,
 )
 

@@ -12,6 +12,7 @@ COMPONENTS: Final = (
     "probe",
     "watchdog",
     "telemetry",
+    "outcomes",
     "ingest",
     "subscriber",
     "confirmer",

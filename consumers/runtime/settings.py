@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import difflib
 import ipaddress
 import math
@@ -15,6 +16,7 @@ import structlog
 from pydantic import BeforeValidator, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from consumers.runtime.endpoints import Endpoint, parse_webhook_urls, queue_endpoint
 from consumers.runtime.tokens import ApiToken, parse_tokens
 from statemachine.errors import ConfigError
 from statemachine.policy import Policy, parse_duration
@@ -145,6 +147,25 @@ class Settings(BaseSettings):
     """PostHog's project API key; telemetry is off while it is unset."""
     posthog_host: str | None = None
     """PostHog's host (unset: PostHog's default)."""
+
+    webhook_urls: str | None = None
+    """Where the outcome feed is delivered as signed webhooks: URLs separated by commas or
+    whitespace, each optionally followed by `#TYPE|TYPE…` to receive only those outcome types
+    (e.g. `https://app.example/hooks/audits#audit.failed|audit.overturned`; the fragment is
+    never sent). Needs `AUDITREC_WEBHOOK_SECRET`."""
+    webhook_secret: SecretStr | None = None
+    """The Standard Webhooks secret (`whsec_` and base64) every delivery is signed with (never
+    logged)."""
+    webhook_timeout: Duration = Field(default=timedelta(seconds=10), gt=timedelta(0))
+    """How long a webhook endpoint has to answer a delivery; no answer in time is a failure,
+    retried."""
+    webhook_retry_for: Duration = Field(default=timedelta(hours=24), gt=timedelta(0))
+    """How long an outcome is retried (back-off from 1 s doubling up to 5 min, with jitter)
+    before it is parked for an operator (`auditrec deliveries`)."""
+    outcome_queue_id: str | None = None
+    """A Cloudflare Queue the outcome feed is also sent to (one JSON message per entry, for
+    the product's Worker), with `AUDITREC_CLOUDFLARE_ACCOUNT_ID` and the Queues token (Queues
+    write)."""
 
     stale_running_after: Duration = timedelta(minutes=15)
     """Running audits older than this are watched (probed by the watchdog)."""
@@ -387,6 +408,41 @@ class Settings(BaseSettings):
             "loopback (AUDITREC_API_HOST=127.0.0.1), or set AUDITREC_API_ALLOW_OPEN=true to "
             "run it open on purpose"
         )
+
+    def outcome_endpoints(self) -> tuple[Endpoint, ...]:
+        """Where the outcome feed goes (:mod:`consumers.runtime.endpoints`): the webhooks, then
+        the queue; a malformed entry is a :class:`ConfigError` naming it."""
+        endpoints = parse_webhook_urls(self.webhook_urls) if self.webhook_urls else ()
+        if self.outcome_queue_id:
+            endpoints = (*endpoints, queue_endpoint(self.outcome_queue_id))
+        return endpoints
+
+    def outcomes_refusal(self) -> str | None:
+        """Why the outcome feed cannot run with these settings, naming the variables; ``None``
+        when it can (or has nowhere to go)."""
+        try:
+            endpoints = self.outcome_endpoints()
+        except ConfigError as exc:
+            return str(exc)
+        if any(e.kind == "webhook" for e in endpoints):
+            if self.webhook_secret is None:
+                return (
+                    "AUDITREC_WEBHOOK_URLS needs AUDITREC_WEBHOOK_SECRET (a Standard Webhooks "
+                    "secret, whsec_ and base64) to sign deliveries"
+                )
+            secret = self.webhook_secret.get_secret_value().removeprefix("whsec_")
+            try:
+                key = base64.b64decode(secret, validate=True)
+            except ValueError:
+                key = b""
+            if not 24 <= len(key) <= 64:
+                return (
+                    "AUDITREC_WEBHOOK_SECRET is not a Standard Webhooks secret: whsec_ and the "
+                    "base64 of 24 to 64 random bytes"
+                )
+        if self.outcome_queue_id and not self.cloudflare_account_id:
+            return "AUDITREC_OUTCOME_QUEUE_ID needs AUDITREC_CLOUDFLARE_ACCOUNT_ID"
+        return None
 
     def allowed_hosts(self) -> frozenset[str]:
         """``AUDITREC_API_ALLOWED_HOSTS`` as lower-case names."""
