@@ -53,6 +53,7 @@ from consumers.api.brake import add_brake_routes
 from consumers.api.commands import add_command_routes
 from consumers.api.crosssite import HostCheck, JsonPosts, SecurityHeaders
 from consumers.api.deadletters import add_dead_letter_routes
+from consumers.api.deliveries import add_delivery_routes
 from consumers.api.errors import install_error_handlers
 from consumers.api.guards import BodyLimit, token_check
 from consumers.api.health import add_health_routes
@@ -137,6 +138,7 @@ def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
     add_dead_letter_routes(private, ops, max_body)
     add_backtest_routes(private, ops)
     add_action_routes(private, ops)
+    add_delivery_routes(private, ops)
 
     # -- docs: behind the token unless AUDITREC_API_PUBLIC_DOCS; Swagger UI served from here --
 

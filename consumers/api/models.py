@@ -195,6 +195,57 @@ class BrakeAction(BaseModel):
     audits: list[HeldDecision]
 
 
+class DeliveryEndpoint(BaseModel):
+    name: str = Field(description="`webhook-<8 hex>` or `queue-<queue id>`.")
+    kind: Literal["webhook", "queue"]
+    target: str | None = Field(description="Where it delivers (no query); unset if not configured.")
+    types: list[str] | None = Field(description="The outcome types it receives (unset: all).")
+    configured: bool = Field(
+        description="Configured in this process (else known by parked entries)."
+    )
+    parked: int
+
+
+class ParkedDelivery(BaseModel):
+    seq: int = Field(description="Its place among parked entries (`after` pages by it).")
+    endpoint: str
+    outcome_id: str
+    type: str | None
+    audit_id: str
+    status: str | None
+    decided_at: str | None
+    attempts: int
+    error: str = Field(description="The last failure, or what it waits behind.")
+    parked_at: datetime
+    retry_requested_at: datetime | None
+    retry_requested_by: str | None
+
+
+class Deliveries(BaseModel):
+    endpoints: list[DeliveryEndpoint]
+    parked: list[ParkedDelivery]
+    total: int = Field(description="Entries parked (on the endpoint asked for).")
+    next_after: int | None = Field(description="`after` for the next page; unset: the last.")
+
+
+class DeliveryRetry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ids: list[str] | None = Field(
+        default=None,
+        max_length=1000,
+        description="Outcome ids to retry (with their audits' others).",
+    )
+    all: bool = Field(default=False, description="Retry every parked entry (instead of `ids`).")
+    endpoint: str | None = Field(default=None, description="Only on this endpoint.")
+    dry_run: bool = Field(default=False, description="List what it would retry; do nothing.")
+
+
+class DeliveryRetried(BaseModel):
+    dry_run: bool
+    requested: int = Field(description="Entries whose retry was asked for now.")
+    entries: list[ParkedDelivery] = Field(description="The entries retried (or that would be).")
+
+
 class Problems(BaseModel):
     detail: list[str] = Field(description="One line per problem, naming the item or parameter.")
     message: str | None = None

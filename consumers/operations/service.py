@@ -23,6 +23,7 @@ from consumers.components.watchdog import probe_requests
 from consumers.eventlog.codec import encode
 from consumers.operations.backends import Backends
 from consumers.operations.braking import brake_status, end_brake
+from consumers.operations.deliveries import list_deliveries, retry_deliveries
 from consumers.operations.freshness import Freshness
 from consumers.operations.outcomes import Outcome, Summary, await_outcomes
 from consumers.operations.publishing import refuse_conflicts
@@ -313,6 +314,34 @@ class Operations:
         self, how: str, actor: str, reason: str | None, *, dry_run: bool = False
     ) -> dict[str, Any]:
         return await end_brake(self.brake(), how, actor, reason, dry_run=dry_run)
+
+    # -- the outcome feed's parked deliveries ---------------------------------------------------
+
+    async def deliveries(
+        self, endpoint: str | None = None, limit: int = 100, after: int = 0
+    ) -> dict[str, Any]:
+        b = self.backends
+        return await list_deliveries(
+            b.store, b.settings, endpoint=endpoint, limit=limit, after=after
+        )
+
+    async def retry_deliveries(
+        self,
+        outcome_ids: Sequence[str] | None,
+        endpoint: str | None,
+        actor: str,
+        *,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        b = self.backends
+        return await retry_deliveries(
+            b.store,
+            b.settings,
+            outcome_ids=outcome_ids,
+            endpoint=endpoint,
+            actor=actor,
+            dry_run=dry_run,
+        )
 
     # -- replay -----------------------------------------------------------------------------
 
