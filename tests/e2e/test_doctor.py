@@ -7,6 +7,7 @@ nothing created or migrated by doctor itself."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import socket
 import sqlite3
@@ -29,7 +30,16 @@ from tests.services import kafka_bootstrap
 
 AUDITREC = str(Path(sys.executable).with_name("auditrec"))
 TOKEN = "cf-doctor-token-0123456789abcdef"
-CHECKS = ["event log", "database", "workflows api", "event subscription", "posthog", "clock", "api"]
+CHECKS = [
+    "event log",
+    "database",
+    "workflows api",
+    "event subscription",
+    "posthog",
+    "outcome feed",
+    "clock",
+    "api",
+]
 
 
 def doctor(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -422,6 +432,45 @@ def test_posthog_host_reachable_or_not(sqlite_pair: Backend, simulator: Simulato
     assert "AUDITREC_POSTHOG_HOST" in posthog["fix"]
     assert up.returncode == 0, up.stdout
     assert checks(up)["posthog"]["detail"].startswith(f"{simulator.root_url} answers (HTTP ")
+
+
+def test_the_outcome_feed_refused_as_serve_refuses_it_and_its_endpoints_reached(
+    sqlite_pair: Backend, simulator: SimulatorServer
+) -> None:
+    env = environ(sqlite_pair, simulator)
+    init(env)
+    secret = "whsec_" + base64.b64encode(b"s" * 32).decode()
+    unreachable = f"http://127.0.0.1:{closed_port()}/hook"
+
+    no_secret = doctor({**env, "AUDITREC_WEBHOOK_URLS": simulator.root_url + "/hook"})
+    bad_filter = doctor(
+        {
+            **env,
+            "AUDITREC_WEBHOOK_URLS": f"{simulator.root_url}/h#audit.gone",
+            "AUDITREC_WEBHOOK_SECRET": secret,
+        }  # fmt: skip
+    )
+    down = doctor({**env, "AUDITREC_WEBHOOK_URLS": unreachable, "AUDITREC_WEBHOOK_SECRET": secret})
+    up = doctor(
+        {
+            **env,
+            "AUDITREC_WEBHOOK_URLS": simulator.root_url + "/hook?token=t0p",
+            "AUDITREC_WEBHOOK_SECRET": secret,
+        }  # fmt: skip
+    )
+
+    assert no_secret.returncode == 1 and failed(no_secret) == ["outcome feed"]
+    assert (
+        "AUDITREC_WEBHOOK_URLS needs AUDITREC_WEBHOOK_SECRET"
+        in checks(no_secret)["outcome feed"]["detail"]
+    )
+    assert "'audit.gone'" in checks(bad_filter)["outcome feed"]["detail"]
+    assert down.returncode == 1 and failed(down) == ["outcome feed"]
+    assert "unreachable: ConnectError" in checks(down)["outcome feed"]["detail"]
+    assert up.returncode == 0, up.stdout
+    detail = checks(up)["outcome feed"]["detail"]
+    assert detail.startswith("webhook-") and "answers (HTTP " in detail
+    assert "t0p" not in up.stdout  # the URL's query (a receiver's token) is never shown
 
 
 @pytest.mark.kafka

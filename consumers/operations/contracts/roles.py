@@ -147,6 +147,12 @@ ROLES: Final[tuple[Role, ...]] = (
         uses=(Use("receive", "lifecycle", _lifecycle, "every lifecycle event"), _DEAD),
     ),
     Role(
+        "outcomes",
+        "Delivers each change of an audit's status to the product (signed webhooks, a "
+        "Cloudflare Queue), in each audit's order; one consumer group per endpoint.",
+        uses=(Use("receive", "lifecycle", _lifecycle, "every lifecycle event"), _DEAD),
+    ),
+    Role(
         "watchdog",
         "Each tick, asks for probes of stale running audits; judges a sweep's held failures.",
         uses=(

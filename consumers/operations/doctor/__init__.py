@@ -5,7 +5,8 @@ migrated, nothing is written to the log).
 Checks, in order: ``event log`` (reachable, topics present), ``database`` (reachable, schema
 version current), ``workflows api`` (token, account and workflow), ``event subscription``
 (the queue's metadata and its HTTP pull consumer, never a pull), ``posthog`` (the host
-answers, when telemetry is on), ``clock`` (skew against the event log's machine), ``api`` (what
+answers, when telemetry is on), ``outcome feed`` (what ``serve`` would refuse about it, each
+endpoint answers), ``clock`` (skew against the event log's machine), ``api`` (what
 ``serve`` would refuse about the API's tokens and address).
 """
 
@@ -20,6 +21,7 @@ from consumers.operations.doctor.eventlog import check_clock, check_event_log
 from consumers.operations.doctor.exposure import check_api
 from consumers.operations.doctor.report import CHECK_TIMEOUT, Check, bounded
 from consumers.operations.doctor.services import (
+    check_outcomes,
     check_posthog,
     check_subscription,
     check_workflows,
@@ -42,6 +44,7 @@ async def diagnose(settings: Settings, timeout: float = CHECK_TIMEOUT) -> list[C
             "check AUDITREC_CLOUDFLARE_QUEUE_ID and AUDITREC_CLOUDFLARE_API_URL",
         ),
         ("posthog", lambda: check_posthog(s, timeout), "check AUDITREC_POSTHOG_HOST"),
+        ("outcome feed", lambda: check_outcomes(s, timeout), "check AUDITREC_WEBHOOK_URLS"),
         ("clock", lambda: check_clock(s, timeout), "sync the clock (NTP)"),
         ("api", lambda: check_api(s), "check AUDITREC_API_TOKENS and AUDITREC_API_HOST"),
     ]

@@ -12,7 +12,13 @@ from consumers.workflows.answers import PROBABLE_CAUSE
 from consumers.workflows.client import WorkflowsClient
 from consumers.workflows.queues import QueueClient, QueueFailure
 
-__all__ = ["POSTHOG_DEFAULT_HOST", "check_posthog", "check_subscription", "check_workflows"]
+__all__ = [
+    "POSTHOG_DEFAULT_HOST", "check_outcomes", "check_posthog", "check_subscription", "check_workflows"]
+    "check_outcomes",
+    "check_posthog",
+    "check_subscription",
+    "check_workflows",
+]
 
 POSTHOG_DEFAULT_HOST = "https://us.i.posthog.com"  # the SDK's when AUDITREC_POSTHOG_HOST is unset
 
@@ -116,3 +122,50 @@ async def check_posthog(settings: Settings, timeout: float = CHECK_TIMEOUT) -> C
             "to turn telemetry off",
         )
     return Check(name, True, f"{host} answers (HTTP {response.status_code})")
+
+
+async def check_outcomes(settings: Settings, timeout: float = CHECK_TIMEOUT) -> Check:
+    """What ``serve`` would refuse about the outcome feed, then each endpoint: a webhook's host
+    answers (any HTTP answer: nothing is delivered, so a receiver that answers a bare request
+    with 405 passes), a queue's metadata is readable."""
+    name = "outcome feed"
+    refusal = settings.outcomes_refusal()
+    if refusal is not None:
+        return Check(name, False, refusal, "fix the variable named")
+    endpoints = settings.outcome_endpoints()
+    if not endpoints:
+        return Check(name, True, "off (AUDITREC_WEBHOOK_URLS and AUDITREC_OUTCOME_QUEUE_ID unset)")
+    said: list[str] = []
+    for endpoint in endpoints:
+        if endpoint.kind == "queue":
+            secret = settings.cloudflare_queues_token or settings.cloudflare_api_token
+            client = QueueClient(
+                api_url=settings.cloudflare_api_url,
+                account_id=settings.account_id,
+                queue_id=endpoint.address,
+                api_token=secret.get_secret_value() if secret is not None else None,
+                timeout=timeout,
+            )
+            async with client:
+                answer = await client.describe()
+            if isinstance(answer, QueueFailure):
+                return Check(
+                    name,
+                    False,
+                    f"{endpoint.name} ({endpoint.target}): {answer.reason}: {answer.detail}",
+                    _QUEUE_CAUSE.get(answer.reason, "check AUDITREC_OUTCOME_QUEUE_ID"),
+                )
+            said.append(f"{endpoint.name} answers")
+            continue
+        try:
+            async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as http:
+                response = await http.head(endpoint.address)
+        except httpx.HTTPError as exc:
+            return Check(
+                name,
+                False,
+                f"{endpoint.name} ({endpoint.target}) unreachable: {type(exc).__name__}",
+                "check AUDITREC_WEBHOOK_URLS and the network",
+            )
+        said.append(f"{endpoint.name} answers (HTTP {response.status_code})")
+    return Check(name, True, "; ".join(said))
