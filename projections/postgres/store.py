@@ -29,6 +29,7 @@ from projections.postgres.changes import ChangeFeed, channel_of
 from projections.postgres.checkpoints import PostgresCheckpoints
 from projections.postgres.connection import PostgresDB, advisory_key
 from projections.postgres.coordination import PostgresCoordination
+from projections.postgres.deliveries import PostgresDeliveries
 from projections.postgres.kept import PostgresKeptHistory
 from projections.postgres.schema import SCHEMA_VERSION, create_schema, migrate
 from projections.postgres.sweeps import PostgresSweeps
@@ -70,6 +71,7 @@ class PostgresStore(ProjectionStore):
         self.budget = PostgresBudget(self.db)
         self.checkpoints = PostgresCheckpoints(self.db)
         self.telemetry = PostgresTelemetry(self.db)
+        self.deliveries = PostgresDeliveries(self.db)
 
     def __repr__(self) -> str:
         return repr(self.db)
