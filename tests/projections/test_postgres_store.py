@@ -9,6 +9,7 @@ import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -485,6 +486,17 @@ async def test_two_processes_parking_entries_of_one_audit_at_once_lose_and_repea
             ), names
     finally:
         await asyncio.gather(*(s.stop() for s in stores))
+
+
+async def test_a_nul_in_a_parked_entry_is_stored_as_a_replacement_character(
+    pg: PostgresStore,
+) -> None:
+    nul = replace(parked_entry("o-1", "a-1"), error="refused\x00here", body='{"x": "\x00"}')
+    await pg.deliveries.park([nul])
+    [stored] = await pg.deliveries.parked()
+    assert stored.error == "refused\ufffdhere" and stored.body == '{"x": "\ufffd"}'
+    await pg.deliveries.park_again("hook", "o-1", 4, "again\x00", at(2))
+    assert (await pg.deliveries.parked())[0].error == "again\ufffd"
 
 
 async def test_an_entry_parked_while_its_audits_retry_is_asked_for_is_asked_for_too(
