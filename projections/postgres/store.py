@@ -10,6 +10,8 @@ Deviations from the ports' documentation, and what PostgreSQL adds:
   processes at once.
 - The projector's concurrent writers, and its reset: ``writer.py``. Advisory-lock keys are
   derived from the schema, so each deployment has its own (``coordination.py``).
+- The outcome feed's writes to an endpoint's parked entries take turns on the endpoint's
+  advisory lock (``deliveries.py``), so an audit's entries are never split by a race.
 - PostgreSQL text cannot hold NUL characters: a NUL in a text column or in an event body is
   stored as U+FFFD.
 - Event ids (``telemetry_sent``, ``caused_by``) are ``uuid``: a string that is not a UUID
