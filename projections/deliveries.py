@@ -77,7 +77,7 @@ class OutcomeDeliveries(ABC):
     async def park_again(
         self, endpoint: str, outcome_id: str, attempts: int, error: str, at: datetime
     ) -> None:
-        """A retried entry failed again: it records ``attempts`` and ``error`` and is parked
-        as of ``at`` (its ``parked_at``; its ``seq`` is kept), and it and every entry of its
-        audit on ``endpoint`` are parked again (no retry asked for). An unknown entry changes
-        nothing."""
+        """A retried entry failed again (at ``at``): it records ``attempts`` and ``error``,
+        and it and every entry of its audit on ``endpoint`` are parked again (no retry asked
+        for), each keeping its ``seq`` and ``parked_at`` (when it was first parked). An
+        unknown entry changes nothing."""

@@ -176,13 +176,12 @@ class PostgresDeliveries(OutcomeDeliveries):
             async with self.db.pool.acquire() as conn, conn.transaction():
                 await self._lock(conn, [where])
                 audit_id = await conn.fetchval(
-                    "UPDATE outcome_parked SET attempts = $3, error = $4, parked_at = $5 "
+                    "UPDATE outcome_parked SET attempts = $3, error = $4 "
                     "WHERE endpoint = $1 AND outcome_id = $2 RETURNING audit_id",
                     where,
                     replace_nul(outcome_id),
                     attempts,
                     replace_nul(error),
-                    at,
                 )
                 if audit_id is not None:
                     await conn.execute(

@@ -177,9 +177,9 @@ class SQLiteDeliveries(OutcomeDeliveries):
         def work() -> None:
             with self.db.transaction() as conn:
                 conn.execute(
-                    "UPDATE outcome_parked SET attempts = ?, error = ?, parked_at = ? "
+                    "UPDATE outcome_parked SET attempts = ?, error = ? "
                     "WHERE endpoint = ? AND outcome_id = ?",
-                    (attempts, error, to_micros(at), endpoint, outcome_id),
+                    (attempts, error, endpoint, outcome_id),
                 )
                 conn.execute(
                     "UPDATE outcome_parked SET retry_requested_at = NULL, "
