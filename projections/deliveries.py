@@ -33,8 +33,9 @@ class OutcomeDeliveries(ABC):
     async def park(self, entries: Sequence[ParkedEntry]) -> None:
         """Park ``entries`` (idempotent by ``(endpoint, outcome_id)``: one parked already
         keeps its row), numbered in the order given after every entry parked before
-        (``ParkedEntry.seq`` is assigned here). An entry parked behind others of its audit on
-        its endpoint takes their retry request: requested when the latest of them is."""
+        (``ParkedEntry.seq`` is assigned here, and the given one ignored). An entry parked
+        behind others of its audit on its endpoint takes their retry request: requested (by
+        whom, when) when the latest of them is; else none is (the given one is ignored)."""
 
     @abstractmethod
     async def parked(
@@ -57,7 +58,8 @@ class OutcomeDeliveries(ABC):
     ) -> int:
         """Ask for the retry of ``outcome_ids`` (``None``: every parked entry) on ``endpoint``
         (``None``: on every endpoint), each with every entry of its audit parked on the same
-        endpoint; how many entries were asked for (one already asked for is not counted)."""
+        endpoint; how many entries were asked for (one already asked for is not counted, and
+        an id parked nowhere asks for nothing)."""
 
     @abstractmethod
     async def retry_requested(
@@ -75,5 +77,7 @@ class OutcomeDeliveries(ABC):
     async def park_again(
         self, endpoint: str, outcome_id: str, attempts: int, error: str, at: datetime
     ) -> None:
-        """A retried entry failed again: it records ``attempts`` and ``error``, and it and
-        every entry of its audit on ``endpoint`` are parked again (no retry asked for)."""
+        """A retried entry failed again (at ``at``): it records ``attempts`` and ``error``,
+        and it and every entry of its audit on ``endpoint`` are parked again (no retry asked
+        for), each keeping its ``seq`` and ``parked_at`` (when it was first parked). An
+        unknown entry changes nothing."""

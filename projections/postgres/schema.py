@@ -192,6 +192,26 @@ CREATE INDEX audits_instance ON audits (workflow_instance_id)
     WHERE workflow_instance_id IS NOT NULL;
 """,
     ),
+    (
+        10,
+        """
+-- The outcome feed: the endpoints it delivers to, and the entries it could not deliver, parked
+-- (in seq order, an audit's entries in its order) until an operator asks for their retry.
+CREATE TABLE outcome_endpoints (
+    endpoint text PRIMARY KEY, target text NOT NULL, registered_at timestamptz NOT NULL
+);
+CREATE TABLE outcome_parked (
+    seq bigserial PRIMARY KEY,
+    endpoint text NOT NULL, outcome_id text NOT NULL, audit_id text COLLATE "C" NOT NULL,
+    partition integer NOT NULL, body text NOT NULL, attempts integer NOT NULL,
+    error text NOT NULL, parked_at timestamptz NOT NULL,
+    retry_requested_at timestamptz, retry_requested_by text,
+    UNIQUE (endpoint, outcome_id)
+);
+CREATE INDEX outcome_parked_partition ON outcome_parked (endpoint, partition, seq);
+CREATE INDEX outcome_parked_audit ON outcome_parked (endpoint, audit_id, seq);
+""",
+    ),
 )
 # What a rebuild runs once it has emptied audit_events (kept as jsonb by migration 4).
 BODY_AS_JSON = (

@@ -10,6 +10,8 @@ Deviations from the ports' documentation, and what PostgreSQL adds:
   processes at once.
 - The projector's concurrent writers, and its reset: ``writer.py``. Advisory-lock keys are
   derived from the schema, so each deployment has its own (``coordination.py``).
+- The outcome feed's writes to an endpoint's parked entries take turns on the endpoint's
+  advisory lock (``deliveries.py``), so an audit's entries are never split by a race.
 - PostgreSQL text cannot hold NUL characters: a NUL in a text column or in an event body is
   stored as U+FFFD.
 - Event ids (``telemetry_sent``, ``caused_by``) are ``uuid``: a string that is not a UUID
@@ -29,6 +31,7 @@ from projections.postgres.changes import ChangeFeed, channel_of
 from projections.postgres.checkpoints import PostgresCheckpoints
 from projections.postgres.connection import PostgresDB, advisory_key
 from projections.postgres.coordination import PostgresCoordination
+from projections.postgres.deliveries import PostgresDeliveries
 from projections.postgres.kept import PostgresKeptHistory
 from projections.postgres.schema import SCHEMA_VERSION, create_schema, migrate
 from projections.postgres.sweeps import PostgresSweeps
@@ -70,6 +73,7 @@ class PostgresStore(ProjectionStore):
         self.budget = PostgresBudget(self.db)
         self.checkpoints = PostgresCheckpoints(self.db)
         self.telemetry = PostgresTelemetry(self.db)
+        self.deliveries = PostgresDeliveries(self.db)
 
     def __repr__(self) -> str:
         return repr(self.db)

@@ -3,7 +3,9 @@
 SQLite has no timestamp type: timestamps are INTEGER microseconds since the Unix epoch (UTC),
 booleans 0/1, uuids text. The version is recorded in ``schema_version``; :func:`upgrade` brings
 a file of an older version up (columns the row gained are added to ``audits``; a history keyed
-by ``event_id`` alone is copied into one keyed by ``(event_id, audit_id)``).
+by ``event_id`` alone is copied into one keyed by ``(event_id, audit_id)``). Tables a version
+adds (the outcome feed's, version 6) are made by :data:`SCHEMA` itself, which creates what is
+missing at every start.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from projections.row import COLUMN_KINDS, ColumnKind
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "upgrade"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 _TYPE_OF_KIND: dict[ColumnKind, str] = {
     "text": "TEXT",
     "integer": "INTEGER",
@@ -83,7 +85,20 @@ CREATE TABLE IF NOT EXISTS brake (
 );
 CREATE TABLE IF NOT EXISTS console_sessions (
     name TEXT PRIMARY KEY, generation INTEGER NOT NULL, ended_at INTEGER NOT NULL
-)
+);
+CREATE TABLE IF NOT EXISTS outcome_endpoints (
+    endpoint TEXT PRIMARY KEY, target TEXT NOT NULL, registered_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS outcome_parked (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    endpoint TEXT NOT NULL, outcome_id TEXT NOT NULL, audit_id TEXT NOT NULL,
+    partition INTEGER NOT NULL, body TEXT NOT NULL, attempts INTEGER NOT NULL,
+    error TEXT NOT NULL, parked_at INTEGER NOT NULL,
+    retry_requested_at INTEGER, retry_requested_by TEXT,
+    UNIQUE (endpoint, outcome_id)
+);
+CREATE INDEX IF NOT EXISTS outcome_parked_partition ON outcome_parked (endpoint, partition, seq);
+CREATE INDEX IF NOT EXISTS outcome_parked_audit ON outcome_parked (endpoint, audit_id, seq)
 """
 # The history is keyed by the idempotency key (statemachine/idempotency.py): an event id names
 # one event of its audit. The key leads with event_id, so a look-up by id alone uses it.

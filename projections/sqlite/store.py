@@ -18,6 +18,7 @@ from projections.sqlite.budget import SQLiteBudget
 from projections.sqlite.checkpoints import SQLiteCheckpoints
 from projections.sqlite.connection import SQLiteDB, sqlite_path
 from projections.sqlite.coordination import SQLiteCoordination
+from projections.sqlite.deliveries import SQLiteDeliveries
 from projections.sqlite.kept import SQLiteKeptHistory
 from projections.sqlite.schema import SCHEMA, SCHEMA_VERSION, upgrade
 from projections.sqlite.sweeps import SQLiteSweeps
@@ -43,6 +44,7 @@ class SQLiteStore(ProjectionStore):
         self.budget = SQLiteBudget(self.db)
         self.checkpoints = SQLiteCheckpoints(self.db)
         self.telemetry = SQLiteTelemetry(self.db)
+        self.deliveries = SQLiteDeliveries(self.db)
 
     async def start(self) -> None:
         if self.db.started:

@@ -2,7 +2,8 @@
 builders) and the store's own, :class:`ProjectionStoreContract` (starting, stopping, the
 schema). Each port has a suite of its own beside this module (``projection_<port>.py``:
 ``audits``, ``writer``, ``kept``, ``coordination``, ``sweeps``, ``brake``, ``budget``,
-``checkpoints``, ``telemetry``), and every adapter passes every suite unchanged.
+``checkpoints``, ``telemetry``, ``deliveries``), and every adapter passes every suite
+unchanged.
 
 Abstract (the module names do not start with ``test_``, so pytest does not collect them). A
 backend subclasses each suite in a ``test_*.py`` module and provides:
@@ -32,6 +33,7 @@ from projections.brake import BrakeStore
 from projections.budget import RequestBudget
 from projections.checkpoints import CheckpointStore
 from projections.coordination import Coordination
+from projections.deliveries import OutcomeDeliveries
 from projections.kept import KeptHistory
 from projections.row import AuditRow, project
 from projections.store import ProjectionStore
@@ -276,6 +278,7 @@ class ProjectionStoreContract(StoreFixtures):
             "budget": RequestBudget,
             "checkpoints": CheckpointStore,
             "telemetry": SentTelemetry,
+            "deliveries": OutcomeDeliveries,
         }
         assert set(ProjectionStore.__annotations__) == set(ports)  # every concept, no other
         for name, port in ports.items():

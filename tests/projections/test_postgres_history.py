@@ -235,3 +235,27 @@ async def test_migration_7_lets_an_event_id_name_one_event_in_each_audit(schema:
         assert [h.event for h in await store.audits.history("a-1")] == [first]
         assert [h.event for h in await store.audits.history("a-2")] == [other]
         assert await _unique_history_keys(store) == [("event_id", True), ("audit_id", True)]
+
+
+async def test_migration_10_adds_the_outcome_feeds_tables_and_keeps_the_history(
+    schema: str,
+) -> None:
+    # given a database at schema version 9 holding an audit's start
+    first = started("a-1", at(0))
+    await at_version(schema, 9, [first])
+
+    # when a store of this version starts on it
+    async with PostgresStore(postgres_url(), schema=schema) as store:
+        # then the history is intact and the outcome feed's tables are there
+        assert [h.event for h in await store.audits.history("a-1")] == [first]
+        assert await store.deliveries.register("webhook:0", "https://x.example", at(1)) == at(1)
+        assert await store.deliveries.parked_counts() == {}
+        indexes = {
+            r[0]
+            for r in await store.pool.fetch(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = $1 "
+                "AND tablename = 'outcome_parked'",
+                schema,
+            )
+        }
+        assert {"outcome_parked_partition", "outcome_parked_audit"} <= indexes

@@ -9,6 +9,7 @@ import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from projections.postgres.batch import apply_batch
 from projections.postgres.rows import UPDATE_FROM_STAGE
 from projections.postgres.store import SCHEMA_VERSION, PostgresStore
 from projections.store import ProjectionStore
-from projections.values import Position
+from projections.values import ParkedEntry, Position
 from statemachine.errors import StoreError
 from statemachine.events import AuditEvent
 from tests.contracts.projection_audits import AuditReadsContract
@@ -28,6 +29,7 @@ from tests.contracts.projection_brake import BrakeStoreContract
 from tests.contracts.projection_budget import RequestBudgetContract
 from tests.contracts.projection_checkpoints import CheckpointStoreContract
 from tests.contracts.projection_coordination import CoordinationContract
+from tests.contracts.projection_deliveries import OutcomeDeliveriesContract
 from tests.contracts.projection_kept import KeptHistoryContract
 from tests.contracts.projection_store import (
     CONSUMER,
@@ -49,6 +51,11 @@ from tests.contracts.projection_writer import ProjectionWriterContract
 from tests.services import postgres_url
 
 pytestmark = pytest.mark.postgres
+
+
+def parked_entry(outcome_id: str, audit_id: str) -> ParkedEntry:
+    return ParkedEntry("hook", outcome_id, audit_id, 0, "{}", 3, "HTTP 503", at(1))
+
 
 PLAN_FILE = Path(__file__).resolve().parents[2] / "bench" / "watchdog_plan.txt"
 
@@ -126,6 +133,10 @@ class TestPostgresTelemetry(Postgres, SentTelemetryContract):
     pass
 
 
+class TestPostgresDeliveries(Postgres, OutcomeDeliveriesContract):
+    pass
+
+
 @pytest.fixture
 async def pg(pg_url: str, schema: str) -> AsyncIterator[PostgresStore]:
     async with PostgresStore(pg_url, schema=schema, max_size=4) as store:
@@ -154,6 +165,10 @@ async def test_migrations_create_typed_tables_in_the_schema(pg: PostgresStore) -
     assert types[("audit_events", "seq")] == "bigint"
     assert types[("audit_events", "offset")] == "bigint"
     assert types[("projector_offsets", "next_offset")] == "bigint"
+    assert types[("outcome_parked", "seq")] == "bigint"  # migration 10
+    assert types[("outcome_parked", "parked_at")] == "timestamp with time zone"
+    assert types[("outcome_parked", "retry_requested_at")] == "timestamp with time zone"
+    assert types[("outcome_endpoints", "registered_at")] == "timestamp with time zone"
     assert await pg.pool.fetchval("SELECT max(version) FROM schema_migrations") == SCHEMA_VERSION
     index = await pg.pool.fetchval(
         "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'audits_watchdog'",
@@ -434,6 +449,77 @@ async def test_a_batch_holding_the_start_another_writer_applies_meanwhile_folds_
     row = await pg.audits.get("a-1")
     assert row is not None and same_row(row, pure_fold([e for e, _ in batch])["a-1"])
     assert row.version == 2 and row.state.pages_crawled == 3
+
+
+# -- the outcome feed's parked entries -------------------------------------------------------
+
+
+async def test_two_processes_parking_entries_of_one_audit_at_once_lose_and_repeat_nothing(
+    pg_url: str, schema: str
+) -> None:
+    """Two consumers of one partition (a rebalance) park the entries of one audit at once, each
+    a batch of its own and one entry both."""
+    stores = [PostgresStore(pg_url, schema=schema, max_size=2) for _ in range(2)]
+    try:
+        await asyncio.gather(*(s.start() for s in stores))
+        for round_ in range(10):
+            audit = f"a-{round_}"
+            batches = [
+                [parked_entry(f"{audit}-{who}-{i}", audit) for i in range(3)]
+                + [parked_entry(f"{audit}-both", audit)]
+                for who in ("a", "b")
+            ]
+            await asyncio.gather(
+                *(s.deliveries.park(b) for s, b in zip(stores, batches, strict=True))
+            )
+
+            found = [
+                e for e in await stores[0].deliveries.parked(limit=1000) if e.audit_id == audit
+            ]
+            seqs = [e.seq for e in found]
+            assert len(set(seqs)) == len(seqs) == 7 and seqs == sorted(seqs)
+            # each batch in its order, one after the other; the entry both parked, once
+            names = [e.outcome_id.removeprefix(f"{audit}-") for e in found]
+            assert names in (
+                ["a-0", "a-1", "a-2", "both", "b-0", "b-1", "b-2"],
+                ["b-0", "b-1", "b-2", "both", "a-0", "a-1", "a-2"],
+            ), names
+    finally:
+        await asyncio.gather(*(s.stop() for s in stores))
+
+
+async def test_a_nul_in_a_parked_entry_is_stored_as_a_replacement_character(
+    pg: PostgresStore,
+) -> None:
+    nul = replace(parked_entry("o-1", "a-1"), error="refused\x00here", body='{"x": "\x00"}')
+    await pg.deliveries.park([nul])
+    [stored] = await pg.deliveries.parked()
+    assert stored.error == "refused\ufffdhere" and stored.body == '{"x": "\ufffd"}'
+    await pg.deliveries.park_again("hook", "o-1", 4, "again\x00", at(2))
+    assert (await pg.deliveries.parked())[0].error == "again\ufffd"
+
+
+async def test_an_entry_parked_while_its_audits_retry_is_asked_for_is_asked_for_too(
+    pg_url: str, schema: str
+) -> None:
+    """A consumer parks an entry behind its audit's while an operator asks for the audit's
+    retry from another process: whichever comes first, the audit is asked for as a whole."""
+    feed, operator = (PostgresStore(pg_url, schema=schema, max_size=2) for _ in range(2))
+    try:
+        await asyncio.gather(feed.start(), operator.start())
+        for round_ in range(20):
+            audit = f"a-{round_}"
+            await feed.deliveries.park([parked_entry(f"{audit}-1", audit)])
+            await asyncio.gather(
+                feed.deliveries.park([parked_entry(f"{audit}-2", audit)]),
+                operator.deliveries.request_retry("hook", [f"{audit}-1"], "ops", at(5)),
+            )
+            found = [e for e in await feed.deliveries.parked(limit=1000) if e.audit_id == audit]
+            assert [(e.retry_requested_at, e.retry_requested_by) for e in found] == [
+                (at(5), "ops")
+            ] * 2, round_
+    finally:
+        await asyncio.gather(feed.stop(), operator.stop())
 
 
 # -- the watchdog query plan and apply throughput -------------------------------------------

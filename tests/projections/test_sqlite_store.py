@@ -17,6 +17,7 @@ from tests.contracts.projection_brake import BrakeStoreContract
 from tests.contracts.projection_budget import RequestBudgetContract
 from tests.contracts.projection_checkpoints import CheckpointStoreContract
 from tests.contracts.projection_coordination import CoordinationContract
+from tests.contracts.projection_deliveries import OutcomeDeliveriesContract
 from tests.contracts.projection_kept import KeptHistoryContract
 from tests.contracts.projection_store import (
     MakeStore,
@@ -91,6 +92,10 @@ class TestSQLiteTelemetry(SQLite, SentTelemetryContract):
     pass
 
 
+class TestSQLiteDeliveries(SQLite, OutcomeDeliveriesContract):
+    pass
+
+
 def test_open_store_picks_sqlite_by_scheme(tmp_path: Path) -> None:
     assert isinstance(open_store(f"sqlite:///{tmp_path / 'x.db'}"), SQLiteStore)
 
@@ -113,7 +118,7 @@ async def test_a_file_of_schema_version_1_is_upgraded_keeping_its_rows(tmp_path:
     # when this version opens it
     async with open_store(url) as store:
         # then the columns are back, the row is intact and the version is current
-        assert await store.init() == SCHEMA_VERSION == 5
+        assert await store.init() == SCHEMA_VERSION == 6
         row = await store.audits.get("a-old")
         assert row is not None and row.status == "running" and row.state.held_decision_id is None
         hold = held("a-old")
@@ -146,6 +151,34 @@ async def test_a_file_of_schema_version_2_gets_the_budget_spender_column(tmp_pat
         )
         assert slot.granted
         assert await store.budget.requests_in_window("acct", now, 10.0, spender="on_demand") == 1
+
+
+async def test_a_file_of_schema_version_5_gets_the_outcome_feeds_tables(tmp_path: Path) -> None:
+    # given a file as version 5 left it: no outcome endpoints, nothing parked
+    url = f"sqlite:///{tmp_path / 'v5.db'}"
+    async with open_store(url) as store:
+        await store.init()
+        await store.writer.apply(positioned([started("a-1")]), {}, "projector")
+    conn = sqlite3.connect(tmp_path / "v5.db")
+    conn.executescript(
+        "DROP TABLE outcome_parked; DROP TABLE outcome_endpoints; "
+        "UPDATE schema_version SET version = 5"
+    )
+    conn.close()
+
+    # when this version opens it
+    async with open_store(url) as store:
+        # then the tables are there (with their indexes), the version is current, rows kept
+        assert await store.init() == SCHEMA_VERSION
+        assert await store.audits.get("a-1") is not None
+        when = datetime(2026, 12, 1, tzinfo=UTC)
+        assert await store.deliveries.register("webhook:0", "https://x.example", when) == when
+        assert await store.deliveries.parked_counts() == {}
+    conn = sqlite3.connect(tmp_path / "v5.db")
+    indexes = {r[1] for r in conn.execute("PRAGMA index_list(outcome_parked)")}
+    assert {"outcome_parked_partition", "outcome_parked_audit"} <= indexes
+    assert conn.execute("SELECT version FROM schema_version").fetchall() == [(6,)]
+    conn.close()
 
 
 async def test_a_history_keyed_by_event_id_alone_is_rekeyed_by_audit_and_event_id(
