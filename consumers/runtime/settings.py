@@ -148,11 +148,12 @@ class Settings(BaseSettings):
     posthog_host: str | None = None
     """PostHog's host (unset: PostHog's default)."""
 
-    webhook_urls: str | None = None
+    webhook_urls: SecretStr | None = None
     """Where the outcome feed is delivered as signed webhooks: URLs separated by commas or
     whitespace, each optionally followed by `#TYPE|TYPE…` to receive only those outcome types
     (e.g. `https://app.example/hooks/audits#audit.failed|audit.overturned`; the fragment is
-    never sent). Needs `AUDITREC_WEBHOOK_SECRET`."""
+    never sent). Needs `AUDITREC_WEBHOOK_SECRET`. Never logged whole: a URL may carry the
+    receiver's token."""
     webhook_secret: SecretStr | None = None
     """The Standard Webhooks secret (`whsec_` and base64) every delivery is signed with (never
     logged)."""
@@ -412,7 +413,8 @@ class Settings(BaseSettings):
     def outcome_endpoints(self) -> tuple[Endpoint, ...]:
         """Where the outcome feed goes (:mod:`consumers.runtime.endpoints`): the webhooks, then
         the queue; a malformed entry is a :class:`ConfigError` naming it."""
-        endpoints = parse_webhook_urls(self.webhook_urls) if self.webhook_urls else ()
+        urls = self.webhook_urls.get_secret_value() if self.webhook_urls else ""
+        endpoints = parse_webhook_urls(urls) if urls else ()
         if self.outcome_queue_id:
             endpoints = (*endpoints, queue_endpoint(self.outcome_queue_id))
         return endpoints

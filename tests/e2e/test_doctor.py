@@ -448,7 +448,7 @@ def test_the_outcome_feed_refused_as_serve_refuses_it_and_its_endpoints_reached(
             **env,
             "AUDITREC_WEBHOOK_URLS": f"{simulator.root_url}/h#audit.gone",
             "AUDITREC_WEBHOOK_SECRET": secret,
-        }  # fmt: skip
+        }
     )
     down = doctor({**env, "AUDITREC_WEBHOOK_URLS": unreachable, "AUDITREC_WEBHOOK_SECRET": secret})
     up = doctor(
@@ -456,7 +456,7 @@ def test_the_outcome_feed_refused_as_serve_refuses_it_and_its_endpoints_reached(
             **env,
             "AUDITREC_WEBHOOK_URLS": simulator.root_url + "/hook?token=t0p",
             "AUDITREC_WEBHOOK_SECRET": secret,
-        }  # fmt: skip
+        }
     )
 
     assert no_secret.returncode == 1 and failed(no_secret) == ["outcome feed"]

@@ -13,7 +13,7 @@ from consumers.workflows.client import WorkflowsClient
 from consumers.workflows.queues import QueueClient, QueueFailure
 
 __all__ = [
-    "POSTHOG_DEFAULT_HOST", "check_outcomes", "check_posthog", "check_subscription", "check_workflows"]
+    "POSTHOG_DEFAULT_HOST",
     "check_outcomes",
     "check_posthog",
     "check_subscription",
