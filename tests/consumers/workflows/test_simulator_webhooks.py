@@ -229,9 +229,12 @@ def test_the_control_routes_need_the_token_and_the_delivery_route_does_not(
     assert http.put(url, json={"secret": SECRET}, headers=AUTH).status_code == 200
 
     assert deliver(http, simulator, entry()).status_code == 204  # no bearer token: its signature
+    body = json.dumps(entry(2))  # under the API prefix too, like every route
+    prefixed = f"{simulator.url}/_sim/webhooks/r"
+    assert http.post(prefixed, content=body, headers=signed(body, "m2")).status_code == 204
 
     state = http.get(url, headers=AUTH).json()
-    assert (state["accepted"], state["refused"]) == (1, 0)
+    assert (state["accepted"], state["refused"]) == (2, 0)
 
 
 def test_simulate_workflows_creates_the_receivers_it_is_given_and_says_where(
