@@ -10,6 +10,7 @@ import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,6 +18,8 @@ import httpx
 import pytest
 from standardwebhooks import Webhook
 
+from consumers.components.outcomes import WebhookSender
+from consumers.workflows.simulator.bodies import WebhookFaultsBody
 from consumers.workflows.simulator.server import SimulatorServer
 from tests.consumers.api.conftest import free_port
 from tests.eventually import eventually_sync
@@ -280,3 +283,37 @@ def test_simulate_workflows_refuses_a_bad_webhook_secret_naming_the_flag() -> No
     result = CliRunner().invoke(main, ["simulate-workflows", "--webhook", "demo=whsec_"])
     assert result.exit_code == 2
     assert "--webhook" in result.output and "demo" in result.output
+
+
+# --- auditrec's own sender ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Entry:
+    outcome_id: str
+    body: str
+
+
+async def test_auditrecs_webhook_sender_is_verified_failed_and_timed_out_by_a_receiver(
+    simulator: SimulatorServer,
+) -> None:
+    simulator.sim.add_webhook("r", SECRET, fail=1)
+    item = entry()
+    sent = _Entry(item["id"], json.dumps(item))
+    sender = WebhookSender(hook_url(simulator), SECRET, timeout=0.3)
+    await sender.start()
+    try:
+        first = await sender.send([sent])
+        second = await sender.send([sent])
+        simulator.sim.webhooks.set_faults("r", WebhookFaultsBody(delay=2))
+        slow = await sender.send([sent])
+    finally:
+        await sender.stop()
+
+    assert (first, second) == (["HTTP 500"], [None])
+    assert slow == ["no answer within 0.3s"]
+    state = simulator.sim.webhooks.get("r")
+    assert [(d["id"], d["verified"], d["body"]) for d in state["deliveries"]] == [
+        (item["id"], True, item)
+    ] * 3
+    assert (state["received"], state["failed"], state["unique"]) == (3, 1, 1)
