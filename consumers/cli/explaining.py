@@ -179,7 +179,8 @@ def simulate_workflows(
                       "start": "2026-12-01T08:00:00Z", "end": "2026-12-01T09:00:00Z"}],
        "faults": [{"id": "wf-2", "kind": "rate_limit", "retry_after": 30, "times": 1}],
        "queues": [{"id": "q-1", "workflows": ["site-audit"], "events": ["instance.errored"],
-                   "max_retries": 3, "faults": {"duplicate": 0.1, "seed": 7}}]}
+                   "max_retries": 3, "faults": {"duplicate": 0.1, "seed": 7}}],
+       "webhooks": [{"name": "demo", "secret": null, "fail": 1}]}
     Statuses: queued, running, paused, errored, terminated, complete, waiting,
     waitingForPause, rollingBack, unknown. Fault kinds: latency, rate_limit, server_error,
     success_false, forbidden, malformed, custom, none; a fault on the id "@instances" applies

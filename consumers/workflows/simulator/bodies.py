@@ -198,6 +198,10 @@ class WebhookBody(WebhookFaultsBody):
         return secret
 
 
+class _SeedWebhook(WebhookBody):
+    name: str = Field(min_length=1, pattern=r"^[^/]+$")
+
+
 class _ApiBody(BaseModel):
     model_config = ConfigDict(extra="ignore")  # the API ignores what it does not know
 
@@ -227,3 +231,4 @@ class Seed(_Body):
     instances: list[_SeedInstance] = []
     faults: list[_SeedFault] = []
     queues: list[_SeedQueue] = []
+    webhooks: list[_SeedWebhook] = []

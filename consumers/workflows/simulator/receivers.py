@@ -65,7 +65,9 @@ class Receivers:
         if not name:
             raise ValueError("a receiver's name must be non-empty")
         webhook = Webhook(config.secret) if config.secret else None
-        faults = WebhookFaultsBody.model_validate(config.model_dump(exclude={"secret"}))
+        faults = WebhookFaultsBody.model_validate(
+            config.model_dump(include=set(WebhookFaultsBody.model_fields))
+        )
         with self._lock:
             r = _Receiver(webhook, faults, faults.fail)
             self._receivers[name] = r

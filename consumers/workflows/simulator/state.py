@@ -189,7 +189,8 @@ class Simulator:
 
     def load_seed(self, seed: dict[str, Any]) -> None:
         """Apply a seed document: ``{workflows: [..], latency_ms, instances: [{workflow?, id,
-        status, error?, start?, end?}], faults: [{id, kind, ...}]}``."""
+        status, error?, start?, end?}], faults: [{id, kind, ...}], queues: [{id, ...}],
+        webhooks: [{name, secret?, ...}]}``."""
         doc = Seed.model_validate(seed)
         for name in doc.workflows:
             self.add_workflow(name)
@@ -203,6 +204,8 @@ class Simulator:
             self.set_fault(f.id, f.kind, **f.model_dump(exclude={"id", "kind"}))
         for q in doc.queues:
             self.queues.put(q.id, q)
+        for w in doc.webhooks:
+            self.webhooks.put(w.name, w)
 
     # --- queues (the state is :attr:`queues`; these are shortcuts for tests) ------------------
 

@@ -275,6 +275,23 @@ def test_simulate_workflows_creates_the_receivers_it_is_given_and_says_where(
     assert "simulator" not in errors.decode()
 
 
+def test_a_seed_creates_receivers_and_the_help_example_loads() -> None:
+    from click.testing import CliRunner
+
+    from consumers.cli.main import main
+    from consumers.workflows.simulator.server import Simulator
+
+    sim = Simulator()
+    sim.load_seed({"webhooks": [{"name": "signed", "secret": SECRET, "down": True}]})
+    seeded = sim.webhooks.get("signed")
+    assert (seeded["signed"], seeded["faults"]["down"]) == (True, True)
+    text = CliRunner().invoke(main, ["simulate-workflows", "--help"]).output
+    sim.load_seed(json.loads(text.split("every key is optional:")[1].split("Statuses:")[0]))
+    assert sim.webhooks.get("demo")["fail_left"] == 1
+    with pytest.raises(ValueError, match="webhooks"):
+        sim.load_seed({"webhooks": [{"name": "a/b"}]})
+
+
 def test_simulate_workflows_refuses_a_bad_webhook_secret_naming_the_flag() -> None:
     from click.testing import CliRunner
 
