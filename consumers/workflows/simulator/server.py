@@ -80,7 +80,8 @@ was received), ``GET /_sim/webhooks/{name}`` (``deliveries``: ``[{"id", "timesta
 "signature", "body" (the parsed JSON, or null), "raw", "verified", "status", "received_at"}]``,
 oldest first; ``received``, ``accepted``, ``unique`` (distinct ids accepted), ``refused``,
 ``failed`` (fault answers), ``signed``, ``faults``, ``fail_left``), ``DELETE``. A reset removes
-every receiver. In Python: :attr:`Simulator.webhooks`, :meth:`Simulator.add_webhook`.
+every receiver; a seed's ``webhooks`` (``[{"name", "secret", …faults}]``) create some. In Python:
+:attr:`Simulator.webhooks`, :meth:`Simulator.add_webhook`.
 
 Faults are per instance id and apply to its next ``times`` requests (``None``: forever):
 ``latency`` (delay, then the normal answer), ``rate_limit`` (429; ``retry-after`` and
