@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from consumers.cli.context import handle_errors, run, settings_of
-from consumers.cli.output import err, out, print_json
+from consumers.cli.output import out, print_json
 from statemachine.machine import mermaid
 
 __all__ = ["asyncapi", "demo", "diagram", "schema", "simulate_workflows"]
@@ -107,6 +107,24 @@ def _non_empty(ids: tuple[str, ...]) -> tuple[str, ...]:
     return ids
 
 
+def _webhooks(specs: tuple[str, ...]) -> tuple[tuple[str, str | None], ...]:
+    from pydantic import ValidationError
+
+    from consumers.workflows.simulator.bodies import WebhookBody
+
+    receivers = []
+    for spec in specs:
+        name, _, secret = spec.partition("=")
+        if not name or "/" in name:
+            raise click.BadParameter(f"{spec!r}: NAME must be non-empty and contain no '/'")
+        try:
+            WebhookBody(secret=secret or None)
+        except ValidationError as exc:
+            raise click.BadParameter(f"{name}: {exc.errors()[0]['msg']}") from None
+        receivers.append((name, secret or None))
+    return tuple(receivers)
+
+
 @click.command("simulate-workflows")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8787, show_default=True)
@@ -127,9 +145,23 @@ def _non_empty(ids: tuple[str, ...]) -> tuple[str, ...]:
     help="Serve a Cloudflare Queue with this id, subscribed to every event of every workflow, "
     "for an HTTP pull consumer (repeatable).",
 )
+@click.option(
+    "--webhook",
+    "webhooks",
+    multiple=True,
+    metavar="NAME[=SECRET]",
+    callback=lambda _ctx, _param, specs: _webhooks(specs),
+    help="Create a webhook receiver for the outcome feed at /_sim/webhooks/NAME; with a "
+    "Standard Webhooks SECRET (whsec_...) it refuses deliveries not signed with it (repeatable).",
+)
 @handle_errors
 def simulate_workflows(
-    host: str, port: int, token: str | None, seed: Path | None, queues: tuple[str, ...]
+    host: str,
+    port: int,
+    token: str | None,
+    seed: Path | None,
+    queues: tuple[str, ...],
+    webhooks: tuple[tuple[str, str | None], ...],
 ) -> None:
     """Run the Cloudflare Workflows API simulator.
 
@@ -147,7 +179,8 @@ def simulate_workflows(
                       "start": "2026-12-01T08:00:00Z", "end": "2026-12-01T09:00:00Z"}],
        "faults": [{"id": "wf-2", "kind": "rate_limit", "retry_after": 30, "times": 1}],
        "queues": [{"id": "q-1", "workflows": ["site-audit"], "events": ["instance.errored"],
-                   "max_retries": 3, "faults": {"duplicate": 0.1, "seed": 7}}]}
+                   "max_retries": 3, "faults": {"duplicate": 0.1, "seed": 7}}],
+       "webhooks": [{"name": "demo", "secret": null, "fail": 1}]}
     Statuses: queued, running, paused, errored, terminated, complete, waiting,
     waitingForPause, rollingBack, unknown. Fault kinds: latency, rate_limit, server_error,
     success_false, forbidden, malformed, custom, none; a fault on the id "@instances" applies
@@ -155,11 +188,9 @@ def simulate_workflows(
     message on every status change of its workflows' instances, pulled and acknowledged at
     /client/v4/accounts/ANY/queues/ID/messages/pull and .../ack. Queue faults: duplicate and
     drop (chances 0..1), delay_ms, reorder, pull_error {"http_status": 429|500|502|503,
-    "times", "retry_after"}, seed.
+    "times", "retry_after"}, seed. A webhook receiver (--webhook) records every delivery,
+    read with GET /_sim/webhooks/NAME; it needs no token.
     The control API (/_sim/...) changes all of it while it runs: see docs/guides/running.md."""
     from consumers.workflows.simulator.server import run_simulator
 
-    err.print(
-        f"Workflows API simulator on http://{host}:{port}/client/v4 (control API under /_sim/)"
-    )
-    run_simulator(host, port, token, seed, queues)
+    run_simulator(host, port, token, seed, queues, webhooks)

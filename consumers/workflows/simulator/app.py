@@ -1,8 +1,9 @@
 """The Workflows simulator's HTTP side: a Starlette app that routes the Workflows REST API, the
-Queues API of its HTTP pull consumers, and the ``/_sim`` control API (see :mod:`.server`) to a
-:class:`Simulator`, with the Cloudflare response envelope, error codes and injected faults.
-With a token, all need it: the APIs answer 403 without it as Cloudflare does, the control API
-401.
+Queues API of its HTTP pull consumers, the ``/_sim`` control API and the webhook receivers'
+deliveries (see :mod:`.server`) to a :class:`Simulator`, with the Cloudflare response envelope,
+error codes and injected faults. With a token, all but the deliveries need it: the APIs answer
+403 without it as Cloudflare does, the control API 401; a delivery is authenticated by its
+signature.
 """
 
 from __future__ import annotations
@@ -32,9 +33,12 @@ from consumers.workflows.simulator.bodies import (
     QueueFaultsBody,
     SendBatchBody,
     SendBody,
+    WebhookBody,
+    WebhookFaultsBody,
 )
 from consumers.workflows.simulator.eventqueues import PullRefused, QueueNotFound
 from consumers.workflows.simulator.listing import ListingQuery, page_of
+from consumers.workflows.simulator.receivers import ReceiverNotFound
 from consumers.workflows.simulator.state import LISTING, Fault, Instance, Simulator, iso
 
 __all__ = ["API_PREFIX", "build_app"]
@@ -65,6 +69,7 @@ _SIM_QUEUE = re.compile(r"^/_sim/queues/(?P<queue>[^/]+)(?P<sub>/faults|/message
 _SIM_INSTANCE = re.compile(r"^/_sim/workflows/(?P<workflow>[^/]+)/instances/(?P<instance>[^/]+)$")
 _SIM_WORKFLOW = re.compile(r"^/_sim/workflows/(?P<workflow>[^/]+)$")
 _SIM_FAULT = re.compile(r"^/_sim/faults/(?P<instance>[^/]+)$")
+_SIM_WEBHOOK = re.compile(r"^/_sim/webhooks/(?P<name>[^/]+)(?P<sub>/faults)?$")
 
 
 def build_app(sim: Simulator) -> Starlette:
@@ -74,6 +79,8 @@ def build_app(sim: Simulator) -> Starlette:
         path = raw.decode("latin-1").split("?", 1)[0]
         if path.startswith(API_PREFIX + "/"):
             path = path[len(API_PREFIX) :]
+        if request.method == "POST" and (m := _SIM_WEBHOOK.match(path)) and not m["sub"]:
+            return await _deliver(sim, request, unquote(m["name"]))  # signed, not token-guarded
         if request.method in ("PUT", "PATCH", "POST"):
             data = await request.body()
             try:
@@ -289,6 +296,40 @@ def _queue_control(sim: Simulator, method: str, m: re.Match[str], body: Any) -> 
     return JSONResponse({"error": f"no route for {method} {m.group(0)}"}, 404)
 
 
+# --- webhook receivers ------------------------------------------------------------------------
+
+
+async def _deliver(sim: Simulator, request: Request, name: str) -> Response:
+    """A delivery to a webhook receiver: recorded, then answered (after its delay)."""
+    raw = await request.body()
+    try:
+        answer = sim.webhooks.deliver(name, raw, request.headers)
+    except ReceiverNotFound:
+        return JSONResponse({"error": f"no webhook receiver {name!r}"}, 404)
+    if answer.delay > 0 and await _client_left_within(request, answer.delay):
+        return Response(status_code=499)
+    if answer.status == 401:
+        return JSONResponse({"error": "signature refused"}, 401)
+    return Response(status_code=answer.status)
+
+
+def _webhook_control(sim: Simulator, method: str, m: re.Match[str], body: Any) -> Response:
+    name, sub = unquote(m["name"]), m["sub"]
+    try:
+        if sub is None and method == "PUT":
+            return JSONResponse(sim.webhooks.put(name, WebhookBody.model_validate(body)))
+        if sub is None and method == "GET":
+            return JSONResponse(sim.webhooks.get(name))
+        if sub is None and method == "DELETE":
+            return Response(status_code=204 if sim.webhooks.delete(name) else 404)
+        if sub == "/faults" and method == "PUT":
+            faults = WebhookFaultsBody.model_validate(body)
+            return JSONResponse(sim.webhooks.set_faults(name, faults))
+    except ReceiverNotFound:
+        return JSONResponse({"error": f"no webhook receiver {name!r}"}, 404)
+    return JSONResponse({"error": f"no route for {method} {m.group(0)}"}, 404)
+
+
 # --- the control API --------------------------------------------------------------------------
 
 
@@ -297,6 +338,8 @@ async def _control(sim: Simulator, request: Request, path: str) -> Response:
     try:
         if m := _SIM_QUEUE.match(path):
             return _queue_control(sim, method, m, body)
+        if m := _SIM_WEBHOOK.match(path):
+            return _webhook_control(sim, method, m, body)
         if m := _SIM_INSTANCE.match(path):
             wf, iid = unquote(m["workflow"]), unquote(m["instance"])
             if method == "PUT":

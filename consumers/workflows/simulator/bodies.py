@@ -1,5 +1,6 @@
 """The Workflows simulator's JSON formats: a seed document and the control API's bodies
-(an instance, a fault, the config, a queue and its faults, an injected message), validated with
+(an instance, a fault, the config, a queue and its faults, an injected message, a webhook
+receiver and its faults), validated with
 pydantic (unknown fields are refused); the Queues API's pull and ack bodies; and the names they
 share with the state: the default workflow, fault kinds and error values.
 """
@@ -11,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from standardwebhooks import Webhook
 
 __all__ = [
     "ACCOUNT_ID",
@@ -32,6 +34,8 @@ __all__ = [
     "Seed",
     "SendBatchBody",
     "SendBody",
+    "WebhookBody",
+    "WebhookFaultsBody",
     "iso",
 ]
 
@@ -168,6 +172,36 @@ class SendBatchBody(BaseModel):
     delay_seconds: float = Field(default=0.0, ge=0, le=43_200)
 
 
+class WebhookFaultsBody(_Body):
+    """How a webhook receiver answers (`PUT /_sim/webhooks/{name}/faults`)."""
+
+    fail: int = Field(default=0, ge=0)  # answer the next `fail` deliveries with `status`
+    status: int = Field(default=500, ge=100, le=599)
+    down: bool = False  # answer every delivery with `status` until set false
+    delay: float = Field(default=0.0, ge=0, le=600)  # seconds before answering
+
+
+class WebhookBody(WebhookFaultsBody):
+    """A webhook receiver (`PUT /_sim/webhooks/{name}`): with a secret, it checks signatures."""
+
+    secret: str | None = None
+
+    @field_validator("secret")
+    @classmethod
+    def _standard_secret(cls, secret: str | None) -> str | None:
+        if secret is None:
+            return None
+        try:
+            Webhook(secret)
+        except Exception as exc:  # an empty or malformed secret: the package's own errors
+            raise ValueError(f"not a Standard Webhooks secret (whsec_<base64>): {exc}") from None
+        return secret
+
+
+class _SeedWebhook(WebhookBody):
+    name: str = Field(min_length=1, pattern=r"^[^/]+$")
+
+
 class _ApiBody(BaseModel):
     model_config = ConfigDict(extra="ignore")  # the API ignores what it does not know
 
@@ -197,3 +231,4 @@ class Seed(_Body):
     instances: list[_SeedInstance] = []
     faults: list[_SeedFault] = []
     queues: list[_SeedQueue] = []
+    webhooks: list[_SeedWebhook] = []

@@ -52,15 +52,36 @@ The control API (JSON; with a token configured it needs the same bearer token, e
 under ``/_sim``:
 ``PUT|GET|DELETE /_sim/workflows/{wf}/instances/{id}``, ``PUT /_sim/workflows/{wf}``,
 ``PUT|DELETE /_sim/faults/{id}``, ``GET|PUT /_sim/config``, ``GET /_sim/stats``,
-``POST /_sim/reset``; and for queues ``PUT /_sim/queues/{q}`` ``{"workflows": [..]|null,
-"events": [..]|null (short "instance.errored" or full names), "max_retries": 3, "consumer":
-"http_pull"|"worker", "faults"}``
-(create or replace, empty), ``GET`` (stats: ``published visible leased delayed acked retried
-expired dead_lettered dropped duplicated pulls acks pull_errors``, ``messages``,
-``dead_letters``), ``DELETE``, ``PUT /_sim/queues/{q}/faults``, ``POST
-/_sim/queues/{q}/messages`` ``{"body": "<string>", "content_type": "json"|"text"|"bytes"}``
-(inject any message). The same state has a Python API (:class:`Simulator`, its ``queues``,
-``add_queue`` and ``queue_stats``) for in-process tests.
+``POST /_sim/reset``; for webhook receivers ``PUT|GET|DELETE /_sim/webhooks/{name}`` and
+``PUT /_sim/webhooks/{name}/faults`` (below); and for queues ``PUT /_sim/queues/{q}``
+``{"workflows": [..]|null, "events": [..]|null (short "instance.errored" or full names),
+"max_retries": 3, "consumer": "http_pull"|"worker", "faults"}`` (create or replace, empty),
+``GET`` (stats: ``published visible leased delayed acked retried expired dead_lettered
+dropped duplicated pulls acks pull_errors``, ``messages``, ``dead_letters``), ``DELETE``,
+``PUT /_sim/queues/{q}/faults``, ``POST /_sim/queues/{q}/messages`` ``{"body": "<string>",
+"content_type": "json"|"text"|"bytes"}`` (inject any message). The same state has a Python
+API (:class:`Simulator`, its ``queues``, ``add_queue`` and ``queue_stats``) for in-process
+tests.
+
+Webhook receivers, for the outcome feed's webhooks (:mod:`.receivers`): ``POST
+/_sim/webhooks/{name}`` is a delivery (served at the root, and like every route under
+``/client/v4`` too). It never needs the simulator's token: a sender authenticates by signature.
+The raw body, its ``webhook-id``, ``webhook-timestamp`` and ``webhook-signature`` are recorded
+as they arrive; a receiver that is ``down`` or has ``fail`` answers left answers its ``status``;
+else one with a secret checks the Standard Webhooks signature with the ``standardwebhooks``
+package and answers 401 ``{"error": "signature refused"}`` to a bad one, a missing header or a
+timestamp more than five minutes off (``refused``, recorded with ``verified: false``); else
+204 (``accepted``). A ``delay`` is slept before answering. Unknown receiver: 404. Its control
+routes (under ``/_sim``, so with a token they need it): ``PUT /_sim/webhooks/{name}``
+``{"secret": "whsec_…"|null, "fail": 0, "status": 500, "down": false, "delay": 0}`` (create or
+replace, empty; a secret that is no Standard Webhooks secret: 422), ``PUT
+/_sim/webhooks/{name}/faults`` (the same without ``secret``: changes the faults, keeps what
+was received), ``GET /_sim/webhooks/{name}`` (``deliveries``: ``[{"id", "timestamp",
+"signature", "body" (the parsed JSON, or null), "raw", "verified", "status", "received_at"}]``,
+oldest first; ``received``, ``accepted``, ``unique`` (distinct ids accepted), ``refused``,
+``failed`` (fault answers), ``signed``, ``faults``, ``fail_left``), ``DELETE``. A reset removes
+every receiver; a seed's ``webhooks`` (``[{"name", "secret", …faults}]``) create some. In Python:
+:attr:`Simulator.webhooks`, :meth:`Simulator.add_webhook`.
 
 Faults are per instance id and apply to its next ``times`` requests (``None``: forever):
 ``latency`` (delay, then the normal answer), ``rate_limit`` (429; ``retry-after`` and
@@ -92,6 +113,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
+from urllib.parse import quote
 
 import uvicorn
 
@@ -195,20 +217,31 @@ def run_simulator(
     token: str | None,
     seed: Path | None = None,
     queues: Sequence[str] = (),
+    webhooks: Sequence[tuple[str, str | None]] = (),
 ) -> None:
     """Serve the simulator in the foreground until interrupted (``auditrec simulate-workflows``).
 
     ``seed`` is a JSON file in the format of :meth:`Simulator.load_seed`; ``queues`` are the ids
-    of queues subscribed to every event of every workflow.
+    of queues subscribed to every event of every workflow; ``webhooks`` are receivers to create,
+    each a name and its secret (``None``: it checks no signature). Prints one start line, with
+    every receiver's delivery URL.
     """
     sim = Simulator(token=token)
     if seed is not None:
         sim.load_seed(json.loads(Path(seed).read_text(encoding="utf-8")))
     for queue_id in queues:
         sim.add_queue(queue_id)
+    for name, secret in webhooks:
+        sim.add_webhook(name, secret)
+    root = f"http://{host}:{port}"
+    receivers = "".join(
+        f"; webhook {name} at {root}/_sim/webhooks/{quote(name, safe='')}"
+        + (" (signed)" if secret else "")
+        for name, secret in webhooks
+    )
     print(
-        f"Workflows API simulator: http://{host}:{port}{API_PREFIX} "
-        f"(control API under /_sim; token {'required' if token else 'not required'})",
+        f"Workflows API simulator: {root}{API_PREFIX} "
+        f"(control API under /_sim; token {'required' if token else 'not required'}{receivers})",
         flush=True,
     )
     uvicorn.run(build_app(sim), host=host, port=port, lifespan="off", log_level="info")

@@ -1,6 +1,6 @@
 """The Workflows simulator's in-memory state: workflows, instances, faults and request
-statistics, behind one lock; and the account's queues (:mod:`.eventqueues`), to which every status
-change of an instance is published.
+statistics, behind one lock; the account's queues (:mod:`.eventqueues`), to which every status
+change of an instance is published; and the webhook receivers (:mod:`.receivers`).
 
 The JSON formats of a seed and of the control API bodies are in :mod:`.bodies`; the HTTP side
 is :mod:`.app`; :mod:`.server` documents the whole simulator and runs it.
@@ -26,9 +26,11 @@ from consumers.workflows.simulator.bodies import (
     QueueBody,
     QueueFaultsBody,
     Seed,
+    WebhookBody,
     iso,
 )
 from consumers.workflows.simulator.eventqueues import Queues
+from consumers.workflows.simulator.receivers import Receivers
 from statemachine.vocabulary import WORKFLOW_STATUSES, WORKFLOW_TERMINAL_STATUSES
 
 __all__ = ["LISTING", "STATUSES", "TERMINAL", "Fault", "Instance", "Simulator", "iso"]
@@ -104,6 +106,7 @@ class Simulator:
         self._in_flight = 0
         self._max_in_flight = 0
         self.queues = Queues()
+        self.webhooks = Receivers()
 
     # --- state -----------------------------------------------------------------------------
 
@@ -182,10 +185,12 @@ class Simulator:
             self.listing = True
             self.token = self._first_token
             self.queues.clear()
+            self.webhooks.clear()
 
     def load_seed(self, seed: dict[str, Any]) -> None:
         """Apply a seed document: ``{workflows: [..], latency_ms, instances: [{workflow?, id,
-        status, error?, start?, end?}], faults: [{id, kind, ...}]}``."""
+        status, error?, start?, end?}], faults: [{id, kind, ...}], queues: [{id, ...}],
+        webhooks: [{name, secret?, ...}]}``."""
         doc = Seed.model_validate(seed)
         for name in doc.workflows:
             self.add_workflow(name)
@@ -199,6 +204,8 @@ class Simulator:
             self.set_fault(f.id, f.kind, **f.model_dump(exclude={"id", "kind"}))
         for q in doc.queues:
             self.queues.put(q.id, q)
+        for w in doc.webhooks:
+            self.webhooks.put(w.name, w)
 
     # --- queues (the state is :attr:`queues`; these are shortcuts for tests) ------------------
 
@@ -219,6 +226,11 @@ class Simulator:
 
     def queue_stats(self, queue_id: str) -> dict[str, Any]:
         return self.queues.stats(queue_id)
+
+    def add_webhook(self, name: str, secret: str | None = None, **faults: Any) -> dict[str, Any]:
+        """Create or replace a webhook receiver (``faults``: ``fail``, ``status``, ``down``,
+        ``delay``); its state."""
+        return self.webhooks.put(name, WebhookBody(secret=secret, **faults))
 
     # --- stats -----------------------------------------------------------------------------
 
