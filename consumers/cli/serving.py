@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -23,16 +24,25 @@ log = structlog.get_logger("auditrec")
 @click.pass_context
 @handle_errors
 def init(ctx: click.Context, as_json: bool) -> None:
-    """Create topics and tables (idempotent)."""
+    """Create topics and tables (idempotent), and register the outcome feed's endpoints: each
+    receives the outcomes of events recorded from its first registration on (here or at
+    `serve`)."""
     settings = settings_of(ctx)
+    endpoints = settings.outcome_endpoints()
 
     async def work(backends: Any) -> dict[str, Any]:
         created = await backends.log.init()
         version = await backends.store.init()
+        now = datetime.now(UTC)
+        since = {
+            e.name: (await backends.store.deliveries.register(e.name, e.target, now)).isoformat()
+            for e in endpoints
+        }
         return {
             "topics_created": created,
             "topics": list(backends.topics.all()),
             "schema_version": version,
+            "outcome_endpoints": since,
         }
 
     result = run(with_backends(settings, work, init=False))
@@ -43,6 +53,8 @@ def init(ctx: click.Context, as_json: bool) -> None:
             f"topics: {', '.join(result['topics'])} (created: {len(result['topics_created'])})"
         )
         out.print(f"projection schema version {result['schema_version']}")
+        for name, since in result["outcome_endpoints"].items():
+            out.print(f"outcome endpoint {name}: outcomes from {since}", markup=False)
 
 
 @click.command()
