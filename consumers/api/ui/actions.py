@@ -37,6 +37,7 @@ __all__ = ["FILTER_FIELDS", "actor_of", "add_action_routes", "parse_filter"]
 
 REASON_LIMIT = 2000
 BRAKE_ENDINGS = {"release": "released", "discard": "discarded"}
+RETRY_SHOWN = 200  # the entries a retry's preview lists (its count covers them all)
 FILTER_FIELDS = ("project", "status", "code", "running_longer_than", "shadow")
 
 
@@ -147,6 +148,7 @@ def add_action_routes(router: APIRouter, ops: Operations) -> None:
             request,
             "delivery_retry.html",
             result=result,
+            shown=RETRY_SHOWN,
             every=every,
             ids=ids or [],
             endpoint=endpoint or "",

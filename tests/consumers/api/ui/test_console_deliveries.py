@@ -124,6 +124,17 @@ def next_page(page: str) -> str | None:
     return html.unescape(found.group(1)) if found else None
 
 
+def form_of(page: str, button: str) -> tuple[str, dict[str, str]]:
+    """The form whose button has id ``button``: where it posts, and its hidden fields."""
+    for action, body in re.findall(
+        r'<form method="post" action="([^"]+)">(.*?)</form>', page, re.S
+    ):
+        if f'id="{button}"' in body:
+            hidden = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', body)
+            return html.unescape(action), {k: html.unescape(v) for k, v in hidden}
+    raise AssertionError(f"no form with a button {button!r}")
+
+
 def test_the_overview_shows_each_endpoint_and_what_is_parked_on_it(console: Console) -> None:
     with console.sign_in("viewer-secret-0002") as client:
         overview = client.get("/ui")
@@ -188,31 +199,36 @@ def test_a_retry_is_previewed_with_its_audits_other_entries_then_confirmed(
     console: Console,
 ) -> None:
     with console.sign_in("admin-secret-0001") as client:
-        csrf = csrf_of(client.get("/ui/deliveries").text)
-        # when an operator asks to retry a-1's second entry on HOOK
-        asked = {"csrf": csrf, "ids": A1_OVERTURNED, "endpoint": HOOK}
-        preview = client.post("/ui/deliveries/retry", data=asked)
+        # when an operator asks to retry a-1's second entry on HOOK, from its row's form
+        action, asked = form_of(client.get("/ui/deliveries").text, f"retry-{HOOK}-{A1_OVERTURNED}")
+        preview = client.post(action, data=asked)
         untouched = console.parked()
-        confirmed = client.post("/ui/deliveries/retry", data={**asked, "confirm": "yes"})
+        action, confirm = form_of(preview.text, "confirm")
+        confirmed = client.post(action, data=confirm)
         location = confirmed.headers.get("location", "")
         notice = client.get(location)
-        # and then every entry parked on the queue
-        every = {"csrf": csrf, "all": "yes", "endpoint": QUEUE}
-        queue_preview = client.post("/ui/deliveries/retry", data=every)
-        client.post("/ui/deliveries/retry", data={**every, "confirm": "yes"})
+        # and then every entry parked on the queue, from the queue's page
+        queue_page = client.get("/ui/deliveries", params={"endpoint": QUEUE}).text
+        action, every = form_of(queue_page, "retry-all")
+        queue_preview = client.post(action, data=every)
+        action, confirm_all = form_of(queue_preview.text, "confirm")
+        queue_done = client.post(action, data=confirm_all)
 
     # then the preview lists the audit's other entry too, on that endpoint only, and changes
     # nothing; the confirmation asks for both, as the session's token, and says so
     assert preview.status_code == 200
     assert rows(preview.text) == [(HOOK, A1_FAILED), (HOOK, A1_OVERTURNED)]
     assert '<b id="preview-count">2</b>' in preview.text
-    assert 'name="confirm" value="yes"' in preview.text
+    assert asked == {"csrf": asked["csrf"], "ids": A1_OVERTURNED, "endpoint": HOOK}
+    assert confirm == {**asked, "confirm": "yes"}
+    assert every == {"csrf": asked["csrf"], "all": "yes", "endpoint": QUEUE}
     assert all(e.retry_requested_at is None for e in untouched)
     assert confirmed.status_code == 303
     assert location.startswith(f"/ui/deliveries?endpoint={HOOK}&done=retry")
     assert "2 parked entries to be delivered again" in notice.text
     assert "by token:admin at" in notice.text
     assert rows(queue_preview.text) == [(QUEUE, A1_FAILED), (QUEUE, oid(9))]
+    assert queue_done.status_code == 303
     requested = {
         (e.endpoint, e.outcome_id): e.retry_requested_by
         for e in console.parked()
