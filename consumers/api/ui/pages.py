@@ -161,7 +161,6 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
             status_code=422 if problems else 200,
             listed=listed,
             endpoint=endpoint,
-            after=start if not problems else 0,
             problems=problems,
             done=done[:20],
             message=message[:300],
