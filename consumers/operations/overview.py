@@ -1,7 +1,7 @@
 """What the console's overview shows, gathered in one place: audits by status, recent failures
 by error code and by how they were found, running audits past the stale threshold, the
-mass-failure brake and its held decisions, the event subscription's backlog, and how the
-components are doing.
+mass-failure brake and its held decisions, the event subscription's backlog, the outcome feed's
+endpoints and the entries parked on them, and how the components are doing.
 
 Every figure is one indexed query on the projection store (no scan of the table), so the page
 stays cheap however many audits there are.
@@ -42,6 +42,9 @@ class Overview:
     brake: dict[str, Any]
     components: dict[str, tuple[str, int]]  # this process: name -> (state, lag)
     live: dict[str, list[str]]  # component -> the processes running it (recent heartbeats)
+    # The outcome feed (Operations.deliveries): its endpoints (name, target, types, parked
+    # count, whether configured here) and how many entries are parked on them all.
+    outcomes: dict[str, Any]
     # The event subscription, when a queue is configured: its queue id, the confirmations
     # waiting for the budget, and this process's warning about its last pull (if any).
     subscription: dict[str, Any] | None = None
@@ -68,12 +71,13 @@ async def gather_overview(ops: Operations) -> Overview:
     now = backends.now()
     stale_after = backends.settings.stale_running_after
     cutoff = now - stale_after
-    by_status, stale, summary, brake, live, *failures = await asyncio.gather(
+    by_status, stale, summary, brake, live, deliveries, *failures = await asyncio.gather(
         store.audits.count_by_status(),
         store.audits.stale_running(cutoff, STALE_SHOWN),
         store.audits.running_summary(cutoff),
         ops.brake_status(),
         backends.live_components(reuse=True),
+        ops.deliveries(limit=1),  # the counts per endpoint; one parked entry read, not shown
         *(store.audits.failure_counts(now - span) for _, span in WINDOWS),
     )
     # The watchdog's order (never observed first) suits a sweep; a reader wants the oldest first.
@@ -88,6 +92,11 @@ async def gather_overview(ops: Operations) -> Overview:
         brake=brake,
         components=backends.health.snapshot(),
         live=live,
+        outcomes={
+            "endpoints": deliveries["endpoints"],
+            "total": deliveries["total"],
+            "configured": any(e["configured"] for e in deliveries["endpoints"]),
+        },
         subscription=await _subscription(backends),
     )
 

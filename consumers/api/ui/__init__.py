@@ -4,8 +4,9 @@ as the API, readable without JavaScript, with its stylesheet served from the pac
 - :mod:`~consumers.api.ui.access`: credentials from ``AUDITREC_API_TOKENS`` and the signed
   session cookie; :mod:`~consumers.api.ui.session`: login, logout, the checks of pages and forms.
 - :mod:`~consumers.api.ui.pages`: overview, audits, one audit (with
-  :mod:`~consumers.api.ui.diagram`, the state diagram); :mod:`~consumers.api.ui.actions`: the
-  forms that change something; :mod:`~consumers.api.ui.tools`: dead letters and the backtest.
+  :mod:`~consumers.api.ui.diagram`, the state diagram), the outcome feed's parked deliveries;
+  :mod:`~consumers.api.ui.actions`: the forms that change something;
+  :mod:`~consumers.api.ui.tools`: dead letters and the backtest.
 """
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.

@@ -6,7 +6,10 @@ previewed first (a dry run listing them) and done only when the preview is confi
   :class:`~consumers.operations.actions.Actions` (as ``auditrec fail|restore|probe``), then
   back to the audit's page, which shows the outcome;
 - ``POST /ui/bulk/fail|restore``: the same over the audits page's filter, a dry run first;
-- ``POST /ui/brake/release|discard``: end the mass-failure brake, a dry run first.
+- ``POST /ui/brake/release|discard``: end the mass-failure brake, a dry run first;
+- ``POST /ui/deliveries/retry``: deliver parked outcome entries again (those named, each with
+  its audit's others, or all of an endpoint's), a dry run listing them first, then back to
+  ``/ui/deliveries``, which says what was asked for.
 
 The actor recorded is the session's token, as over the API: ``token:<name>``, or ``anonymous``
 when no token is set; the forms of one audit take the person acted for (``on_behalf_of``).
@@ -14,6 +17,7 @@ when no token is set; the forms of one audit take the person acted for (``on_beh
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
 
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Request
@@ -33,6 +37,7 @@ __all__ = ["FILTER_FIELDS", "actor_of", "add_action_routes", "parse_filter"]
 
 REASON_LIMIT = 2000
 BRAKE_ENDINGS = {"release": "released", "discard": "discarded"}
+RETRY_SHOWN = 200  # the entries a retry's preview lists (its count covers them all)
 FILTER_FIELDS = ("project", "status", "code", "running_longer_than", "shadow")
 
 
@@ -120,3 +125,40 @@ def add_action_routes(router: APIRouter, ops: Operations) -> None:
             result=result,
             confirmed=confirmed,
         )
+
+    @router.post("/ui/deliveries/retry", response_class=HTMLResponse, include_in_schema=False)
+    async def retry_deliveries(request: Request) -> Response:
+        fields = await form(request)
+        session = await operator(request, fields)
+        every = fields.get("all") == "yes"
+        ids = None if every else fields.get("ids", "").split()
+        endpoint = fields.get("endpoint", "").strip() or None
+        confirmed = fields.get("confirm") == "yes"
+        try:
+            result = await ops.retry_deliveries(
+                ids, endpoint, actor_of(session), dry_run=not confirmed
+            )
+        except AuditrecError as exc:
+            return _refused(request, exc)
+        if confirmed:
+            back = {"endpoint": endpoint} if endpoint else {}
+            done = urlencode({**back, "done": "retry", "message": _retried(result)})
+            return RedirectResponse(f"/ui/deliveries?{done}", status_code=303)
+        return page(
+            request,
+            "delivery_retry.html",
+            result=result,
+            shown=RETRY_SHOWN,
+            every=every,
+            ids=ids or [],
+            endpoint=endpoint or "",
+        )
+
+
+def _retried(result: dict[str, Any]) -> str:
+    """What a confirmed retry asked for, for the deliveries page's notice."""
+    asked, chosen = result["requested"], len(result["entries"])
+    told = f"{asked} parked entr{'y' if asked == 1 else 'ies'} to be delivered again"
+    if asked < chosen:
+        told += f" ({chosen - asked} of the {chosen} chosen had been asked for already)"
+    return told + "; the endpoint's feed sends them within seconds"

@@ -1,5 +1,7 @@
-"""The console's read pages: the overview, the audits (filters and keyset pages), and one
-audit (its row, its timeline with the rule behind every step, its state diagram)."""
+"""The console's read pages: the overview, the audits (filters and keyset pages), one audit
+(its row, its timeline with the rule behind every step, its state diagram), and the outcome
+feed's parked deliveries (by endpoint, in keyset pages; retried by
+:mod:`~consumers.api.ui.actions`)."""
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
 
@@ -26,9 +28,10 @@ from statemachine.machine import RUNNING
 from statemachine.policy import parse_duration
 from statemachine.vocabulary import AUDIT_ID_PATTERN, ERROR_CODES
 
-__all__ = ["PAGE_SIZE", "add_read_pages", "audit_filter"]
+__all__ = ["DELIVERIES_PAGE", "PAGE_SIZE", "add_read_pages", "audit_filter"]
 
 PAGE_SIZE = 50
+DELIVERIES_PAGE = 50  # parked entries a page of /ui/deliveries shows
 REFRESH_SECONDS = 5  # the overview reads itself again this often (static/console.js)
 AUDIT_ID = re.compile(AUDIT_ID_PATTERN)
 Viewer = Annotated[Session, Depends(viewer)]
@@ -125,6 +128,40 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
             failable=row is not None and can_fail(row),
             restorable=row is not None and can_restore(row),
             codes=ERROR_CODES,
+            done=done[:20],
+            message=message[:300],
+        )
+
+    @router.get("/ui/deliveries", response_class=HTMLResponse, include_in_schema=False)
+    async def deliveries(
+        request: Request,
+        session: Viewer,
+        endpoint: str = "",
+        after: str = "",
+        done: str = "",
+        message: str = "",
+    ) -> HTMLResponse:
+        problems: list[str] = []
+        start = 0
+        if after:
+            start = int(after) if after.isascii() and after.isdigit() and len(after) <= 18 else -1
+            if start < 0:
+                problems.append(f"after: a parked entry's number, 0 or more, not {after[:40]!r}")
+        listed: dict[str, Any] | None = None
+        if not problems:
+            try:
+                listed = await ops.deliveries(endpoint or None, DELIVERIES_PAGE, start)
+            except InvalidInput as exc:
+                problems.extend(exc.problems)
+        if listed is None:  # the endpoints all the same, for the filter
+            listed = {**await ops.deliveries(None, 1, 0), "parked": [], "next_after": None}
+        return page(
+            request,
+            "deliveries.html",
+            status_code=422 if problems else 200,
+            listed=listed,
+            endpoint=endpoint,
+            problems=problems,
             done=done[:20],
             message=message[:300],
         )
