@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import json
 import random
 import time
@@ -28,6 +29,7 @@ from consumers.eventlog.codec import encode
 from consumers.eventlog.factory import open_event_log
 from consumers.eventlog.port import EventLog, Topics
 from consumers.runtime.settings import load_settings
+from consumers.workflows.simulator.bodies import WebhookFaultsBody
 from consumers.workflows.simulator.server import SimulatorServer
 from statemachine.events import (
     AuditEvent,
@@ -212,28 +214,123 @@ def test_every_outcome_reaches_every_endpoint_once_at_least_in_audit_order_acros
 
     try:
         asyncio.run(stream_and_kill())
-        log = asyncio.run(read_log(backend))
-        want = expected(log)
-        assert {e["type"] for entries in want.values() for e in entries} == set(OUTCOME_TYPES)
-        total = sum(len(v) for v in want.values())
+
+        def delivered_and_wanted() -> tuple[int, int, int]:
+            # The log grows after the stream (the reconciler's decisions): read it each time.
+            want = expected(asyncio.run(read_log(backend)))
+            return (
+                len({d["body"]["id"] for d in arrivals(sim, "all")}),
+                len({b["id"] for b in queued(sim)}),
+                sum(len(v) for v in want.values()),
+            )
 
         eventually_sync(
-            lambda: (
-                len({b["id"] for b in (d["body"] for d in arrivals(sim, "all"))}),
-                len({b["id"] for b in queued(sim)}),
-            ),
-            until=lambda n: n == (total, total),
+            delivered_and_wanted,
+            until=lambda n: n[0] == n[1] == n[2],
             timeout=90,
-            message=f"{total} entries at the webhook and on the queue",
+            message="every entry of the log at the webhook and on the queue",
         )
         time.sleep(1.0)  # on purpose: let any late duplicate arrive before it is judged
     finally:
         assert serve.stop() == 0, (tmp_path / "serve.log").read_text()[-3000:]
 
     assert serve.kills >= 2
+    want = expected(asyncio.run(read_log(backend)))
+    assert {e["type"] for entries in want.values() for e in entries} == set(OUTCOME_TYPES)
     all_ = arrivals(sim, "all")
     assert all(d["verified"] for d in all_)
     assert all(d["id"] == d["body"]["id"] for d in all_)  # webhook-id is the entry's id
     check_endpoint([d["body"] for d in all_], want, None)
     check_endpoint([d["body"] for d in arrivals(sim, "failures")], want, {"audit.failed"})
     check_endpoint(queued(sim), want, None)
+
+
+def deliveries(env: dict[str, str], *args: str) -> dict[str, Any]:
+    result = cli.run("deliveries", *args, "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    parsed: dict[str, Any] = json.loads(result.stdout)
+    return parsed
+
+
+def test_a_failing_endpoint_backs_off_parks_and_an_operator_retry_delivers_in_order(
+    backend: Backend, simulator: SimulatorServer, tmp_path: Path
+) -> None:
+    sim = simulator
+    sim.sim.add_webhook("flaky", SECRET, down=True, status=503)
+    sim.sim.add_webhook("healthy", SECRET)
+    env = feed_env(
+        backend,
+        sim,
+        AUDITREC_WEBHOOK_URLS=f"{receiver_url(sim, 'flaky')},{receiver_url(sim, 'healthy')}",
+        AUDITREC_WEBHOOK_RETRY_FOR="4s",
+    )
+    assert cli.run("init", env=env).returncode == 0
+    t0 = datetime.now(UTC) - timedelta(minutes=5)
+    x = scenario("restored", "parked-x", t0)  # failed, restored, completed
+    y = scenario("completes", "parked-y", t0)
+    serve = Proc(env, FEED, tmp_path / "serve.log")
+    serve.start()
+    try:
+        asyncio.run(append(backend, x[:2], chunk=2, pause=0))
+        # The failure is tried again and again, further apart each time, then parked.
+        listed = eventually_sync(
+            lambda: deliveries(env, "list"),
+            until=lambda d: d["total"] == 1,
+            timeout=30,
+            message="the failure parked after AUDITREC_WEBHOOK_RETRY_FOR",
+        )
+        tries = sim.sim.webhooks.get("flaky")["deliveries"]
+        (failure,) = listed["parked"]
+        assert failure["type"] == "audit.failed" and failure["error"] == "HTTP 503"
+        assert {t["id"] for t in tries} == {failure["outcome_id"]}  # nothing behind it was sent
+        assert len(tries) == failure["attempts"] >= 3
+        at = [datetime.fromisoformat(t["received_at"]).timestamp() for t in tries]
+        gaps = [b - a for a, b in itertools.pairwise(at)]
+        assert gaps[-1] > gaps[0] >= 0.4, gaps  # exponential back-off, with jitter
+        # The other endpoint was never held back.
+        assert [d["body"]["type"] for d in arrivals(sim, "healthy")] == ["audit.failed"]
+
+        sim.sim.webhooks.set_faults("flaky", WebhookFaultsBody(down=False))
+        asyncio.run(append(backend, x[2:] + y, chunk=10, pause=0))
+        # Another audit goes through; this one's later entries wait behind its parked one.
+        eventually_sync(
+            lambda: [d["body"]["audit_id"] for d in arrivals(sim, "flaky")],
+            until=lambda got: got == ["parked-y"],
+            timeout=30,
+            message="the other audit's entry delivered",
+        )
+        behind = eventually_sync(
+            lambda: deliveries(env, "list"),
+            until=lambda d: d["total"] == 3,
+            timeout=30,
+            message="the audit's later entries parked behind its failure",
+        )
+        assert [p["type"] for p in behind["parked"]] == [
+            "audit.failed", "audit.restored", "audit.completed",
+        ]  # fmt: skip
+        assert behind["parked"][1]["error"].startswith("behind an entry of its audit")
+
+        preview = cli.run("deliveries", "retry", failure["outcome_id"], env=env)
+        assert preview.returncode == 2 and "needs --yes" in preview.stderr
+        assert "would retry 3 parked entries" in preview.stdout  # its audit's others too
+        assert deliveries(env, "list")["parked"][0]["retry_requested_at"] is None
+
+        done = cli.run("deliveries", "retry", failure["outcome_id"], "--yes", env=env)
+        assert done.returncode == 0, done.stderr
+        eventually_sync(
+            lambda: deliveries(env, "list")["total"],
+            until=lambda n: n == 0,
+            timeout=30,
+            message="the parked entries delivered",
+        )
+    finally:
+        assert serve.stop() == 0, (tmp_path / "serve.log").read_text()[-3000:]
+    got = [d["body"] for d in arrivals(sim, "flaky")]
+    assert [(b["audit_id"], b["type"]) for b in got] == [
+        ("parked-y", "audit.completed"),
+        ("parked-x", "audit.failed"),
+        ("parked-x", "audit.restored"),
+        ("parked-x", "audit.completed"),
+    ]
+    healthy = [d["body"] for d in arrivals(sim, "healthy")]
+    assert sorted(b["id"] for b in healthy) == sorted(b["id"] for b in got)
