@@ -14,6 +14,7 @@ import asyncio
 import tempfile
 import time
 import uuid
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,8 @@ def _events(now: datetime) -> list[AuditEvent]:
 
 
 QUEUE = "demo-events"  # the simulator's queue the event subscription publishes to
+RECEIVER = "product"  # the simulator's webhook receiver standing for the product
+SECRET = "whsec_ZGVtby1vdXRjb21lLWZlZWQtc2lnbmluZy1zZWNyZXQ="  # the demo's only; never reuse
 LIVE = "demo-live"  # the audit whose instance the demo kills while everything runs
 DETECTION_LIMIT = 30.0  # seconds the demo waits for the queue to tell
 
@@ -149,7 +152,7 @@ async def _detect_from_the_queue(server: SimulatorServer, backends: Backends, ou
          "workflow_instance_id": instance},
     )  # fmt: skip
     poll = backends.settings.subscription_poll.total_seconds()
-    async with Service(backends, [*PIPELINE, "subscriber", "confirmer"]) as service:
+    async with Service(backends, [*PIPELINE, "subscriber", "confirmer", "outcomes"]) as service:
         running = asyncio.create_task(service.run())
         try:
             await operations(backends).publish([started])
@@ -161,6 +164,7 @@ async def _detect_from_the_queue(server: SimulatorServer, backends: Backends, ou
             row = await _status(backends, LIVE, "failed")
             took = time.monotonic() - killed
             asked = sim.requests_for(instance) - asked
+            received = await _received(sim, LIVE)
         finally:
             service.stopping.set()
             await running
@@ -173,7 +177,28 @@ async def _detect_from_the_queue(server: SimulatorServer, backends: Backends, ou
         f"Workflows API requests to confirm it: {asked})",
         highlight=False,
     )
+    kinds = Counter(d["body"]["type"] for d in received)
+    out.print(
+        f"  the product's webhook received {len({d['id'] for d in received})} signed outcomes "
+        f"({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}), "
+        f"{'every signature valid' if all(d['verified'] for d in received) else 'SOME UNSIGNED'}; "
+        f"the last: {LIVE} failed {row.state.error_code}",
+        highlight=False,
+    )
     return 1
+
+
+async def _received(sim: Any, audit_id: str) -> list[dict[str, Any]]:
+    """What the product's receiver accepted, once it holds ``audit_id``'s failure (or after
+    :data:`DETECTION_LIMIT`)."""
+    deadline = time.monotonic() + DETECTION_LIMIT
+    while True:
+        got = [d for d in sim.webhooks.get(RECEIVER)["deliveries"] if d["status"] < 300]
+        if time.monotonic() > deadline or any(
+            d["body"]["audit_id"] == audit_id and d["body"]["type"] == "audit.failed" for d in got
+        ):
+            return got
+        await asyncio.sleep(0.05)
 
 
 async def _status(backends: Backends, audit_id: str, status: str) -> AuditRow | None:
@@ -211,6 +236,7 @@ async def run_demo(work_dir: Path | None, out: Console) -> int:
                     end=end,
                 )
             sim.set_fault("wf-demo-flaky", "server_error")
+            sim.add_webhook(RECEIVER, SECRET)
             settings = load_settings(
                 event_log_url=f"sqlite:///{work_dir}/events.db",
                 database_url=f"sqlite:///{work_dir}/audits.db",
@@ -218,10 +244,16 @@ async def run_demo(work_dir: Path | None, out: Console) -> int:
                 cloudflare_account_id="demo-account",
                 cloudflare_queue_id=QUEUE,
                 posthog_api_key=None,
+                webhook_urls=f"{server.root_url}/_sim/webhooks/{RECEIVER}",
+                webhook_secret=SECRET,
             )
             out.print(f"[bold]auditrec demo[/bold] — event log and projection in {work_dir}")
             out.print(f"Workflows API simulator at {server.url}\n")
             async with Backends(settings) as backends:
+                for endpoint in settings.outcome_endpoints():  # as `auditrec init` does
+                    await backends.store.deliveries.register(
+                        endpoint.name, endpoint.target, datetime.now(UTC)
+                    )
                 ops = operations(backends)
                 events = _events(now)
                 await ops.publish(events)
@@ -270,7 +302,10 @@ async def run_demo(work_dir: Path | None, out: Console) -> int:
                     )
                 failures = sum(summary["failed"].values())
 
-                out.print("\n[bold]detection in seconds[/bold]: the event subscription's queue")
+                out.print(
+                    "\n[bold]detection in seconds[/bold]: the event subscription's queue, and "
+                    "the outcomes pushed to the product's webhook"
+                )
                 failures += await _detect_from_the_queue(server, backends, out)
             out.print(
                 f"\n{failures} dead audits failed with a classified code; try "

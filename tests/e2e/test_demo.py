@@ -34,3 +34,12 @@ def test_the_demo_tells_its_story_and_detects_a_death_from_the_queue_in_seconds(
     )
     assert detected, done.stdout[-3000:]
     assert 0 < float(detected.group(1)) < 10
+    pushed = re.search(
+        r"the product's webhook received (\d+) signed outcomes \((.*?)\), every signature "
+        r"valid; the last: demo-live failed oom",
+        text,
+    )
+    assert pushed, done.stdout[-3000:]
+    # every failure the demo made, and the overturn of demo-finalize's
+    assert "audit.overturned 1" in pushed.group(2) and "audit.failed" in pushed.group(2)
+    assert int(pushed.group(1)) >= 3
