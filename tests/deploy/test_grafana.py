@@ -41,6 +41,19 @@ def test_the_dashboard_is_a_current_grafana_dashboard() -> None:
         assert grid["x"] >= 0 and grid["x"] + grid["w"] <= 24, panel["title"]
 
 
+def test_no_two_panels_overlap() -> None:
+    placed: list[tuple[str, int, int, int, int]] = []
+    for panel in panels(dashboard()):
+        grid = panel["gridPos"]
+        box = (panel["title"], grid["x"], grid["y"], grid["x"] + grid["w"], grid["y"] + grid["h"])
+        for other in placed:
+            apart = (
+                box[3] <= other[1] or other[3] <= box[1] or box[4] <= other[2] or other[4] <= box[2]
+            )
+            assert apart, (box[0], other[0])
+        placed.append(box)
+
+
 def test_the_datasource_is_a_variable_never_a_fixed_uid() -> None:
     board = dashboard()
     (variable,) = [v for v in board["templating"]["list"] if v["name"] == "datasource"]
@@ -106,4 +119,8 @@ def test_the_dashboard_shows_what_an_operator_needs() -> None:
         "auditrec_subscription_confirmations_waiting",
         "auditrec_subscription_oldest_unacked_age_seconds",
         "auditrec_subscription_last_pull_timestamp_seconds",
+        "auditrec_outcomes",
+        "auditrec_outcomes_waiting",
+        "auditrec_outcomes_parked",
+        "auditrec_outcome_delay_seconds",
     }
