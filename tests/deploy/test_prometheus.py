@@ -79,6 +79,8 @@ def test_the_expected_alerts_are_defined() -> None:
         "AuditrecSubscriptionSilent",
         "AuditrecSubscriptionPullFailing",
         "AuditrecConfirmationsBacklog",
+        "AuditrecOutcomesParked",
+        "AuditrecOutcomesFailing",
     }
 
 
