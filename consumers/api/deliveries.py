@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request
 
 from consumers.api.guards import actor_of
 from consumers.api.models import R403, R422, Deliveries, DeliveryRetried, DeliveryRetry
-from consumers.operations.deliveries import MAX_LIMIT
+from consumers.operations.deliveries import MAX_LIMIT, MAX_SEQ
 from consumers.operations.service import Operations
 from statemachine.errors import InvalidInput
 
@@ -33,7 +33,7 @@ def add_delivery_routes(private: APIRouter, ops: Operations) -> None:
     async def deliveries(
         endpoint: Annotated[str | None, Query(max_length=100)] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 100,
-        after: Annotated[int, Query(ge=0)] = 0,
+        after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     ) -> dict[str, Any]:
         return await ops.deliveries(endpoint, limit, after)
 

@@ -22,11 +22,12 @@ from projections.store import ProjectionStore
 from projections.values import ParkedEntry
 from statemachine.errors import ConfigError, InvalidInput
 
-__all__ = ["MAX_LIMIT", "list_deliveries", "retry_deliveries"]
+__all__ = ["MAX_LIMIT", "MAX_SEQ", "list_deliveries", "retry_deliveries"]
 
 log = structlog.get_logger("auditrec")
 
 MAX_LIMIT = 1000
+MAX_SEQ = 2**63 - 1  # the largest seq a store numbers parked entries with
 _OUTCOME_ID = re.compile(r"out_[0-9a-f]{32}")
 _EVERY = 1_000_000  # "all of them", for looking ids up among the parked entries
 
@@ -80,8 +81,8 @@ async def list_deliveries(
     first, ``limit`` a page from ``after`` (a ``seq``)."""
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput(f"limit: must be 1 to {MAX_LIMIT}, not {limit}")
-    if after < 0:
-        raise InvalidInput(f"after: must be 0 or more, not {after}")
+    if not 0 <= after <= MAX_SEQ:
+        raise InvalidInput(f"after: must be 0 to {MAX_SEQ}, not {after}")
     counts = await store.deliveries.parked_counts()
     _known(settings, counts, endpoint)
     configured = {e.name: e for e in _endpoints(settings)}

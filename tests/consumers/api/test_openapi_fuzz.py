@@ -75,6 +75,8 @@ OPERATIONS = [
     ("POST", "/audits/fail"),
     ("POST", "/audits/restore"),
     ("POST", "/dead-letters/purge"),
+    ("GET", "/deliveries"),
+    ("POST", "/deliveries/retry"),
 ]
 # The others have nothing a negative case could break.
 WITH_INPUT = [
@@ -82,7 +84,7 @@ WITH_INPUT = [
     ("POST", "/brake/release"),
     ("POST", "/brake/discard"),
     *OPERATIONS[11:15],
-    *OPERATIONS[-6:],
+    *OPERATIONS[-8:],
 ]
 WITHOUT_BODY = {
     "/sweep",

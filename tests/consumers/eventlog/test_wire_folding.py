@@ -212,11 +212,11 @@ def test_telemetry_folds_and_reports_views_as_it_does_models(values: list[bytes]
     by_view: dict[str, AuditState] = {}
     by_model: dict[str, AuditState] = {}
     for view, model in _both(values):
-        assert Telemetry._fold(by_view, {}, view) == Telemetry._fold(by_model, {}, model), (
+        assert Telemetry.fold(by_view, {}, view) == Telemetry.fold(by_model, {}, model), (
             model.type
         )
         for state in _STATES:  # the event met in every kind of state
-            assert Telemetry._fold({"a-1": state}, {}, view) == Telemetry._fold(
+            assert Telemetry.fold({"a-1": state}, {}, view) == Telemetry.fold(
                 {"a-1": state}, {}, model
             )
             if model.type == "AuditFailed":  # what PostHog would be sent, were it reported
@@ -244,7 +244,7 @@ def test_telemetry_follows_again_an_audit_an_operator_restores_from_its_view() -
     view, model = codec.read(value), codec.decode(value)
     assert type(view) is not type(model)  # a view, not the model
     # then the view is followed again as the model is: running, with the facts it carries
-    (_, by_view), (_, by_model) = Telemetry._fold({}, {}, view), Telemetry._fold({}, {}, model)
+    (_, by_view), (_, by_model) = Telemetry.fold({}, {}, view), Telemetry.fold({}, {}, model)
     assert by_view == by_model
     assert by_view.status == "running" and by_view.workflow_instance_id == "wf-1"
 
