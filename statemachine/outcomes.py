@@ -102,7 +102,7 @@ def outcome(before: AuditState, event: AuditEvent, after: AuditState) -> Outcome
     elif before.held_decision_id is None and after.held_decision_id is not None:
         kind = "audit.failure_held"
     elif before.held_decision_id is not None and after.held_decision_id is None:
-        kind = _HOLD_ENDED.get(event.type)
+        kind = _HOLD_ENDED.get(event.type, "audit.failure_discarded")
     if kind is None:
         return None
     data: Any = event.data

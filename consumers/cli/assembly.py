@@ -138,7 +138,10 @@ def _builder(backends: Backends, name: str) -> Builder:
         for endpoint in endpoints:
             sender: WebhookSender | QueueSender
             if endpoint.kind == "queue":
-                sender = QueueSender(backends.queue_client(endpoint.address))
+                sender = QueueSender(
+                    backends.queue_client(endpoint.address),
+                    deadline=s.probe_timeout.total_seconds(),
+                )
             else:
                 assert s.webhook_secret is not None
                 sender = WebhookSender(

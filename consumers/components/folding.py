@@ -53,6 +53,9 @@ class Folding(LogConsumer):
         self._consumed: dict[TopicPartition, int] = {}
         self._committed: dict[TopicPartition, int] = {}
         self.checkpoints = Checkpoints(store.checkpoints, self.group)
+        # Set by a step that failed midway: what was read may not all be sent, queued or
+        # parked, so nothing more is committed (not even on a revocation) until a restart.
+        self.broken = False
 
     @staticmethod
     @abstractmethod
@@ -127,7 +130,7 @@ class Folding(LogConsumer):
 
     async def commit_waiting(self, dlq: list[OutRecord]) -> None:
         """Move offsets up to the oldest event still waiting of each partition."""
-        if self.consumer is None:
+        if self.consumer is None or self.broken:
             return
         offsets = dict(self._consumed)
         for tp, offset in self.waiting():

@@ -444,6 +444,13 @@ class Settings(BaseSettings):
                 )
         if self.outcome_queue_id and not self.cloudflare_account_id:
             return "AUDITREC_OUTCOME_QUEUE_ID needs AUDITREC_CLOUDFLARE_ACCOUNT_ID"
+        cloudflare = self.cloudflare_api_url.startswith(CLOUDFLARE_API_URL.split("/client")[0])
+        token = self.cloudflare_queues_token or self.cloudflare_api_token
+        if self.outcome_queue_id and cloudflare and token is None:
+            return (
+                "AUDITREC_OUTCOME_QUEUE_ID needs a token with Queues write: "
+                "AUDITREC_CLOUDFLARE_QUEUES_TOKEN (or AUDITREC_CLOUDFLARE_API_TOKEN)"
+            )
         return None
 
     def allowed_hosts(self) -> frozenset[str]:

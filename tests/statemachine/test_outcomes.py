@@ -138,3 +138,16 @@ def test_the_same_change_is_the_same_entry_and_every_type_is_listed() -> None:
         "audit.failed", "audit.completed", "audit.overturned", "audit.restored",
         "audit.failure_held", "audit.failure_released", "audit.failure_discarded",
     }  # fmt: skip
+
+
+def test_a_hold_the_instance_s_return_ends_is_a_discard_without_an_actor() -> None:
+    lost = observed("not_found", when=at(30))
+    _, held = decide(running(), lost, POLICY, brake_engaged=True)
+    assert isinstance(held, AuditFailureHeld)
+    holding, _ = step(running(), held)
+    found = observed("running", when=at(35))
+    after, entry = step(holding, found)
+    assert after.held_decision_id is None and after.status == "running"
+    assert entry is not None and (entry.type, entry.status, entry.actor, entry.event_id) == (
+        "audit.failure_discarded", "running", None, found.event_id,
+    )  # fmt: skip

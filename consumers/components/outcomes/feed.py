@@ -16,15 +16,22 @@ the process dies is folded and sent again, with the same id and body.
 and the next only once the head is delivered. Other audits go on meanwhile (up to the sender's
 concurrency), so one audit's failing entry never holds back another's. A failed attempt is
 retried after an exponential back-off with jitter (1 s doubling up to 5 min, each wait between
-half and all of that); once ``retry_for`` has passed since its first attempt, the entry is
-parked in the store with every entry of its audit waiting behind it, and every later entry of
-that audit is parked behind them as it comes, until an operator's retry delivers them
-(:mod:`projections.deliveries`). A retried entry gets one attempt: failing again, it is parked
-again.
+half and all of that); once ``retry_for`` has passed since its event was recorded (a time the
+log keeps, so a restart does not start the window again) and it has failed at least
+:data:`MIN_ATTEMPTS` times here, the entry is parked in the store with every entry of its audit
+waiting behind it, and every later entry of that audit is parked behind them as it comes, until
+an operator's retry delivers them (:mod:`projections.deliveries`). A retried entry gets one
+attempt: failing again, it is parked again; delivered, it leaves the store before the next
+entry of its audit is sent. When its partitions are revoked, the feed waits (up to the sender's
+deadline) for the sends in flight from them to end before the next owner reads them, so an
+older entry can never land after a newer one.
 
 **Never blocking the pipeline.** Each endpoint has its own group: a slow or dead endpoint lags
-only its own feed. At most ``max_waiting`` entries wait in memory; beyond that the feed stops
-reading until some are delivered or parked.
+only its own feed. A poll reads no more records than there is room left for entries; once
+``max_waiting`` entries wait in memory, the feed reads no more (it keeps polling, one record at
+a time put back, so its group membership stays alive) until some are delivered or parked. A
+step that fails (the store down while parking) commits nothing more until the component
+restarts.
 
 Metrics: ``auditrec_outcomes_total{endpoint,result}``, ``auditrec_outcomes_waiting``,
 ``auditrec_outcomes_parked``, ``auditrec_outcome_delay_seconds``.
@@ -64,6 +71,8 @@ log = structlog.get_logger("auditrec.outcomes")
 
 BACKOFF_BASE = 1.0
 BACKOFF_CAP = 300.0
+MAX_RECORDS = 5000  # records a poll reads at most (fewer as the room left shrinks)
+MIN_ATTEMPTS = 3  # failed attempts in this process before an entry past its window is parked
 
 _COMPACT: dict[tuple[str, str | None], AuditState] = {}
 
@@ -89,8 +98,9 @@ class Pending:
     audit_id: str
     body: str
     decided_at: datetime
+    recorded: float = 0.0  # time.time() its event was recorded (the log's timestamp)
     attempts: int = 0
-    first_tried: float | None = None  # time.time() of the first attempt
+    tried: int = 0  # failed attempts in this process
     due: float = 0.0  # time.monotonic() before which it is not tried again
     error: str = ""
 
@@ -127,6 +137,8 @@ class Feed(Folding):
         self.delivered = 0
         self._wake = asyncio.Event()
         self._next_poll = 0.0
+        # Sends in flight: the partitions of their entries, and set once the send has ended.
+        self._flights: dict[asyncio.Task[None], tuple[set[TopicPartition], asyncio.Event]] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -137,6 +149,7 @@ class Feed(Folding):
             self.endpoint.name, self.endpoint.target, datetime.now(UTC)
         )
         self.registered_ms = int(first.timestamp() * 1000)
+        self.broken = False
         await self.sender.start()
         await super().start()
 
@@ -199,6 +212,16 @@ class Feed(Folding):
             for audit_id in await self.deliveries.parked_audits(self.endpoint.name, [partition]):
                 self.blocked[audit_id] = partition
 
+    async def on_revoke(self, consumer: Consumer, partitions: Sequence[TopicPartition]) -> None:
+        """Wait (bounded) for the sends in flight from ``partitions`` to end: their next owner
+        sends those entries again, and must not overtake one still on the wire."""
+        gone = set(partitions)
+        ends = [done.wait() for tps, done in self._flights.values() if tps & gone]
+        if ends:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*ends), self.sender.deadline + 1.0)
+        await super().on_revoke(consumer, partitions)
+
     def forget(self, partitions: set[TopicPartition]) -> None:
         gone = {p for _, p in partitions}
         for audit_id in [a for a, q in self.queues.items() if q and q[0].tp in partitions]:
@@ -211,36 +234,63 @@ class Feed(Folding):
     # -- the loop -----------------------------------------------------------------------------
 
     async def step(self) -> int:
-        full = self.waiting_count >= self.max_waiting
-        records = [] if full else await self.poll()
+        room = self.max_waiting - self.waiting_count
+        full = room <= 0
+        self.max_records = min(MAX_RECORDS, max(room, 1))  # a record makes one entry at most
+        records = await self._poll_held() if full else await self.poll(self._wait())
         async with self.batch_lock:
             mine = self.still_assigned(records) if records else []
             if mine and self._seeks != self.polled_at:
                 mine = self.not_sought_since(mine, self.polled_at)
-            dlq: list[OutRecord] = []
-            behind: list[ParkedEntry] = []
-            for record in mine:
-                self._take(record, dlq, behind)
-            if behind:
-                await self.deliveries.park(behind)
-                OUTCOMES.labels(self.endpoint.name, "parked").inc(len(behind))
-            await self._operator_retries()
-            self._launch()
-            await self.commit_waiting(dlq)
+            if full:
+                self._put_back(mine)
+                mine = []
+            try:
+                dlq: list[OutRecord] = []
+                behind: list[ParkedEntry] = []
+                for record in mine:
+                    self._take(record, dlq, behind)
+                if behind:
+                    await self.deliveries.park(behind)
+                    OUTCOMES.labels(self.endpoint.name, "parked").inc(len(behind))
+                await self._operator_retries()
+                self._launch()
+                await self.commit_waiting(dlq)
+            except BaseException:
+                self.broken = True  # what was read is not all parked or queued: commit nothing
+                raise
             self.progressed(mine)
             OUTCOMES_WAITING.labels(self.endpoint.name).set(self.waiting_count)
-        if not mine:
-            await self._pause(full)
+        if full:
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.poll_timeout)
         return len(mine)
 
-    async def _pause(self, full: bool) -> None:
-        """Nothing new was read. While the queue is full the poll did not wait: wait for a
-        delivery to end instead (or a retry to fall due)."""
-        if not full:
+    def _wait(self) -> float:
+        """How long a poll may wait for records: until the next retry falls due, at most
+        :attr:`poll_timeout` (a retry is sent on time, not at the next poll's end)."""
+        due = [q[0].due for a, q in self.queues.items() if q and a not in self.sending]
+        if not due:
+            return self.poll_timeout
+        return min(max(min(due) - time.monotonic(), 0.0), self.poll_timeout)
+
+    async def _poll_held(self) -> list[Record]:
+        """A poll while full: at most one record, put back at once (see :meth:`_put_back`);
+        it keeps the consumer's group membership alive."""
+        assert self.consumer is not None
+        records = await self.consumer.poll(1, 0.0)
+        self.polled_at = self._seeks
+        return records
+
+    def _put_back(self, records: list[Record]) -> None:
+        if self.consumer is None:
             return
-        self._wake.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), self.poll_timeout)
+        first: dict[TopicPartition, int] = {}
+        for r in records:
+            first.setdefault((r.topic, r.partition), r.offset)
+        for tp, offset in first.items():
+            self.seek(self.consumer, tp, offset)
 
     def _take(self, record: Record, dlq: list[OutRecord], behind: list[ParkedEntry]) -> None:
         tp = (record.topic, record.partition)
@@ -261,7 +311,13 @@ class Feed(Folding):
         if entry is None or not self.endpoint.wants(entry.type):
             return
         pending = Pending(
-            tp, record.offset, entry.id, entry.audit_id, entry.model_dump_json(), entry.decided_at
+            tp,
+            record.offset,
+            entry.id,
+            entry.audit_id,
+            entry.model_dump_json(),
+            entry.decided_at,
+            recorded=record.timestamp_ms / 1000,
         )
         if entry.audit_id in self.blocked:
             behind.append(self._parked(pending, "behind an entry of its audit parked before it"))
@@ -305,7 +361,7 @@ class Feed(Folding):
                         row.audit_id,
                         row.body,
                         decided,
-                        row.attempts,
+                        attempts=row.attempts,
                     )
                 )
         counts = await self.deliveries.parked_counts()
@@ -341,25 +397,32 @@ class Feed(Folding):
 
     async def _run(self, audits: list[str]) -> None:
         """Send the due entries of ``audits`` in order until none is due or one fails."""
+        task = asyncio.current_task()
+        assert task is not None
         try:
             while True:
                 batch = self._batch(audits)
                 if not batch:
                     return
-                wall = time.time()
-                for entry in batch:
-                    entry.attempts += 1
-                    if entry.first_tried is None:
-                        entry.first_tried = wall
+                heads: set[str] = set()
+                for entry in batch:  # an attempt counts for the head of each audit sent
+                    if entry.audit_id not in heads:
+                        heads.add(entry.audit_id)
+                        entry.attempts += 1
+                done = asyncio.Event()
+                self._flights[task] = ({e.tp for e in batch}, done)
                 try:
                     errors = await self.sender.send(batch)
                 except Exception as exc:  # a sender's bug must not stop the feed
                     errors = [f"{type(exc).__name__}: {exc}"] * len(batch)
+                finally:
+                    done.set()
                 async with self.batch_lock:
                     failed = await self._settle(batch, errors)
                 if failed:
                     return
         finally:
+            self._flights.pop(task, None)
             self.sending.difference_update(audits)
             self._wake.set()
 
@@ -382,36 +445,39 @@ class Feed(Folding):
         """Record what became of ``batch``; whether an entry failed."""
         name = self.endpoint.name
         failed = False
-        done_parked: list[str] = []
         stopped: set[str] = set()  # audits whose chain stops at a failed entry here
         for entry, error in zip(batch, errors, strict=True):
             queue = self.queues.get(entry.audit_id)
             if entry.audit_id in stopped or not queue or queue[0] is not entry:
                 continue  # behind a failed entry, or its partition was revoked meanwhile
             if error is None:
+                if entry.offset is None:  # a parked entry: out of the store before the next
+                    entry.due = time.monotonic() + BACKOFF_BASE  # (if the store fails)
+                    unblocked = await self.deliveries.delivered(name, [entry.outcome_id])
+                    self.retrying.discard(entry.outcome_id)
+                    for audit_id in unblocked:
+                        self.blocked.pop(audit_id, None)
+                else:
+                    delay = (datetime.now(UTC) - entry.decided_at).total_seconds()
+                    OUTCOME_DELAY.labels(name).observe(max(delay, 0.0))
                 queue.popleft()
                 if not queue:
                     del self.queues[entry.audit_id]
                 self.delivered += 1
                 OUTCOMES.labels(name, "delivered").inc()
-                if entry.offset is None:
-                    done_parked.append(entry.outcome_id)
-                else:
-                    delay = (datetime.now(UTC) - entry.decided_at).total_seconds()
-                    OUTCOME_DELAY.labels(name).observe(max(delay, 0.0))
                 continue
             failed = True
             stopped.add(entry.audit_id)
             entry.error = error
             await self._failed(entry, queue)
-        if done_parked:
-            self.retrying.difference_update(done_parked)
-            for audit_id in await self.deliveries.delivered(name, done_parked):
-                self.blocked.pop(audit_id, None)
         return failed
 
     async def _failed(self, entry: Pending, queue: deque[Pending]) -> None:
         name = self.endpoint.name
+        entry.tried += 1
+        delay = min(BACKOFF_BASE * 2 ** (entry.tried - 1), BACKOFF_CAP)
+        # Set first: a store that fails below must not make the feed hammer the endpoint.
+        entry.due = time.monotonic() + delay * (0.5 + random.random() / 2)
         if entry.offset is None:  # an operator's retry: one attempt, then parked again
             await self.deliveries.park_again(
                 name, entry.outcome_id, entry.attempts, entry.error, datetime.now(UTC)
@@ -427,10 +493,8 @@ class Feed(Folding):
                 error=entry.error,
             )
             return
-        assert entry.first_tried is not None
-        if time.time() - entry.first_tried < self.retry_for:
-            delay = min(BACKOFF_BASE * 2 ** (entry.attempts - 1), BACKOFF_CAP)
-            entry.due = time.monotonic() + delay * (0.5 + random.random() / 2)
+        recorded = entry.recorded or time.time()
+        if time.time() - recorded < self.retry_for or entry.tried < MIN_ATTEMPTS:
             OUTCOMES.labels(name, "retried").inc()
             log.info(
                 "outcome not delivered; will retry",

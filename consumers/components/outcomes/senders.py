@@ -8,12 +8,14 @@ in order, all or none.
 package: ``webhook-id`` is the entry's id, ``webhook-timestamp`` the time of this attempt, and
 ``webhook-signature`` ``v1,<base64 HMAC-SHA256 of "id.timestamp.body">``. The body is the entry's
 JSON, the same bytes on every attempt. Any 2xx answer is a delivery; another status, no answer
-within the timeout, or a failed connection is not. Redirects are not followed (a receiver that
+within the timeout (the whole answer, however slowly it trickles), or a failed connection is
+not. Redirects are not followed (a receiver that
 moved answers 3xx: a failure an operator sees, never a delivery to somewhere else).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -44,6 +46,8 @@ class Sender(LongLived, ABC):
     """Entries one request carries."""
     concurrency: int
     """Requests in flight at once."""
+    deadline: float
+    """The longest one send takes (seconds)."""
 
     async def start(self) -> None:
         pass
@@ -70,7 +74,7 @@ class WebhookSender(Sender):
     ) -> None:
         self.url = url
         self.signer = Webhook(secret)
-        self.timeout = timeout
+        self.timeout = self.deadline = timeout
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
 
@@ -107,10 +111,11 @@ class WebhookSender(Sender):
             return "the webhook sender is not started"
         headers = self.headers(entry, datetime.now(UTC))
         try:
-            response = await self._client.post(
-                self.url, content=entry.body.encode(), headers=headers
-            )
-        except httpx.TimeoutException:
+            async with asyncio.timeout(self.timeout):  # the whole answer, not each read
+                response = await self._client.post(
+                    self.url, content=entry.body.encode(), headers=headers
+                )
+        except (httpx.TimeoutException, TimeoutError):
             return f"no answer within {self.timeout:g}s"
         except httpx.HTTPError as exc:
             return f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -123,8 +128,9 @@ class QueueSender(Sender):
     batch = 100
     concurrency = 1
 
-    def __init__(self, client: QueueClient) -> None:
+    def __init__(self, client: QueueClient, *, deadline: float = 10.0) -> None:
         self.client = client
+        self.deadline = deadline  # the client's own timeout
 
     async def start(self) -> None:
         await self.client.start()

@@ -81,6 +81,21 @@ async def test_a_queue_that_cannot_take_a_batch_parks_it_and_a_retry_sends_it_in
         await eventually(parked, until=lambda n: n == 1, timeout=20, message="the batch parked")
         (entry,) = await store.deliveries.parked(endpoint.name)
         assert entry.error.startswith("not_found (HTTP 404)") and entry.attempts >= 2
+        # A retry while the queue is still missing: one attempt, parked again.
+        await retry_deliveries(store, settings, outcome_ids=None, endpoint=None, actor="cli:ops")
+
+        async def parked_again() -> tuple[int, datetime | None]:
+            await feed.step()
+            (row,) = await store.deliveries.parked(endpoint.name)
+            return row.attempts, row.retry_requested_at
+
+        again = await eventually(
+            parked_again,
+            until=lambda r: r[0] > entry.attempts and r[1] is None,
+            timeout=20,
+            message="the failed retry parked again",
+        )
+        assert again[0] == entry.attempts + 1
         await append(pipeline, [completed(audit_id="q-1")])  # no change: a failed audit stays
         await append(pipeline, lives("q-2", "completes"))
         simulator.sim.add_queue(endpoint.address, workflows=[])
@@ -107,3 +122,31 @@ async def test_a_queue_that_cannot_take_a_batch_parks_it_and_a_retry_sends_it_in
         ("q-2", "audit.completed"), ("q-1", "audit.failed"),
     ]  # fmt: skip
     assert await store.deliveries.parked_counts() == {}
+
+
+async def test_a_full_feed_reads_no_more_and_loses_nothing_once_the_endpoint_is_back(
+    pipeline: Pipeline, simulator: SimulatorServer
+) -> None:
+    from consumers.workflows.simulator.bodies import WebhookFaultsBody
+
+    simulator.sim.add_webhook("slow", SECRET, down=True, status=503)
+    (endpoint,) = parse_webhook_urls(f"{simulator.root_url}/_sim/webhooks/slow")
+    sender = WebhookSender(endpoint.address, SECRET, timeout=5)
+    feed = Feed(pipeline.log, pipeline.store, endpoint, sender, retry_for=600, max_waiting=2)
+    async with feed:
+        feed.poll_timeout = 0.05
+        await append(pipeline, [e for i in range(6) for e in lives(f"full-{i}", "completes")])
+        most = 0
+        for _ in range(40):  # on purpose: a fixed number of steps while the endpoint is down
+            await feed.step()
+            most = max(most, feed.waiting_count)
+        assert most == 2  # a poll reads no more than there is room for; then nothing more
+        simulator.sim.webhooks.set_faults("slow", WebhookFaultsBody(down=False))
+
+        async def accepted() -> set[str]:
+            await feed.step()
+            got = simulator.sim.webhooks.get("slow")["deliveries"]
+            return {d["body"]["audit_id"] for d in got if d["status"] < 300}
+
+        await eventually(accepted, until=lambda a: len(a) == 6, timeout=60,
+                         message="every audit's entry delivered")  # fmt: skip

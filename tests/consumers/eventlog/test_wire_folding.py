@@ -212,9 +212,7 @@ def test_telemetry_folds_and_reports_views_as_it_does_models(values: list[bytes]
     by_view: dict[str, AuditState] = {}
     by_model: dict[str, AuditState] = {}
     for view, model in _both(values):
-        assert Telemetry.fold(by_view, {}, view) == Telemetry.fold(by_model, {}, model), (
-            model.type
-        )
+        assert Telemetry.fold(by_view, {}, view) == Telemetry.fold(by_model, {}, model), model.type
         for state in _STATES:  # the event met in every kind of state
             assert Telemetry.fold({"a-1": state}, {}, view) == Telemetry.fold(
                 {"a-1": state}, {}, model

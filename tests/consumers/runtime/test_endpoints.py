@@ -81,6 +81,7 @@ def test_the_outcome_queue_is_an_endpoint_after_the_webhooks() -> None:
         webhook_secret=SECRET,
         outcome_queue_id="q-1",
         cloudflare_account_id="acc",
+        cloudflare_queues_token="cf-queues-token",
     )
     assert [e.name for e in settings.outcome_endpoints()][1] == "queue-q-1"
     assert settings.outcomes_refusal() is None
