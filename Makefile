@@ -37,9 +37,14 @@ check: venv
 	$(MAKE) lint
 	$(BIN)/python -m pytest -q -n 2 -m "not kafka and not postgres and not slow" $(CHECK_TESTS)
 
-# The TypeScript client's tests (Node >= 20, no npm install): against a real `auditrec serve`
-# from this venv.
-test-typescript: venv
+# The TypeScript client's node_modules, as pinned in clients/typescript/package-lock.json
+# (standardwebhooks and what it needs, TypeScript): `npm ci` again when the lock file changes.
+TS_MODULES := clients/typescript/node_modules/.package-lock.json
+$(TS_MODULES): clients/typescript/package-lock.json
+	cd clients/typescript && npm ci --silent --no-audit --no-fund
+
+# The TypeScript client's tests (Node >= 20): against a real `auditrec serve` from this venv.
+test-typescript: venv $(TS_MODULES)
 	cd clients/typescript && AUDITREC=$(CURDIR)/$(BIN)/auditrec node --test test/*.test.mjs
 
 # The fuzz targets with a long profile (`make test` runs a short one).
@@ -74,8 +79,8 @@ lint: venv
 
 # The TypeScript client's declarations, its type-level tests and the example Worker, checked
 # by TypeScript (a dev dependency pinned in clients/typescript/package-lock.json).
-lint-typescript:
-	cd clients/typescript && npm ci --silent --no-audit --no-fund && npx tsc -p .
+lint-typescript: $(TS_MODULES)
+	cd clients/typescript && npx tsc -p .
 
 # The documentation site (docs/, mkdocs.yml) into site/; --strict: a broken link fails. The
 # reference pages' tables are made from the code by docs/hooks.py as it builds.

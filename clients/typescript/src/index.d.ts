@@ -192,7 +192,7 @@ export interface Outcome {
 }
 
 export interface VerifyOptions {
-  /** Seconds a delivery's webhook-timestamp may be from now, either way (default 300). */
+  /** Seconds a delivery's webhook-timestamp may be from now, either way (default 300; more or less than standardwebhooks' fixed 300 is honoured). */
   tolerance?: number;
   /** Now, in milliseconds or as a Date (default Date.now()). */
   now?: number | Date;
@@ -203,7 +203,7 @@ export declare class WebhookVerificationError extends Error {}
 
 /**
  * Verifies a Standard Webhooks delivery of the outcome feed (`payload` the raw body, `secret`
- * the `whsec_…` secret) and resolves to its entry; rejects with a WebhookVerificationError
+ * the `whsec_…` secret), its signature with the `standardwebhooks` package, and resolves to its entry; rejects with a WebhookVerificationError
  * (answer 401), or a TypeError for a secret that is not `whsec_` and a base64 key.
  */
 export declare function verifyWebhook(

@@ -1,7 +1,10 @@
 // The outcome feed's webhooks: each change of an audit's status that auditrec decides or
 // records, signed with the Standard Webhooks scheme (https://www.standardwebhooks.com).
-// verifyWebhook() checks a delivery's signature and time with Web Crypto and returns its entry;
-// an entry comes again on a retry with the same `id`, so apply it keyed by that id.
+// verifyWebhook() checks a delivery's signature with the official `standardwebhooks` package,
+// its time against a tolerance, and returns its entry; an entry comes again on a retry with the
+// same `id`, so apply it keyed by that id.
+
+import { Webhook, WebhookVerificationError as SignatureError } from "standardwebhooks";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const SECRET_PREFIX = "whsec_";
@@ -31,22 +34,6 @@ function header(headers, name) {
     : Object.entries(headers ?? {}).find(([key]) => key.toLowerCase() === name)?.[1];
   if (value == null || value === "") throw new WebhookVerificationError(`missing header ${name}`);
   return String(value);
-}
-
-function base64Bytes(text) {
-  try {
-    return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
-  } catch {
-    return null;
-  }
-}
-
-// Equal bytes in a time that depends on the lengths only, never on where they differ.
-function equal(a, b) {
-  if (a.length !== b.length) return false;
-  let diff = 0;
-  for (let i = 0; i < a.length; i++) diff |= a[i] ^ b[i];
-  return diff === 0;
 }
 
 function field(body, name, check, rule) {
@@ -81,43 +68,68 @@ function outcomeOf(payload) {
   return Object.freeze(entry);
 }
 
+// standardwebhooks' Webhook, the delivery's time checked against `now` within `tolerance`
+// seconds: the package's own check is against the clock within a fixed 5 minutes. Its verify()
+// asks verifyTimestamp() for the time and signs with what it returns.
+class OutcomeWebhook extends Webhook {
+  #tolerance;
+  #now;
+
+  constructor(secret, tolerance, now) {
+    super(secret);
+    this.#tolerance = tolerance;
+    this.#now = now;
+  }
+
+  verifyTimestamp(sent) {
+    if (!/^\d+$/.test(sent)) throw new WebhookVerificationError(`webhook-timestamp: ${JSON.stringify(sent)} is not unix seconds`);
+    const now = this.#now;
+    const drift = Math.floor(Number(now instanceof Date ? now.getTime() : now) / 1000) - Number(sent);
+    const tolerance = this.#tolerance;
+    if (drift > tolerance) throw new WebhookVerificationError(`webhook-timestamp: ${drift} s old, more than ${tolerance} s`);
+    if (-drift > tolerance) throw new WebhookVerificationError(`webhook-timestamp: ${-drift} s ahead, more than ${tolerance} s`);
+    return new Date(Number(sent) * 1000);
+  }
+}
+
+// The hook above is the package's (standardwebhooks 1.1.1, pinned): a version without it would
+// check the time its own way, so refuse to load rather than ignore `tolerance` and `now`.
+if (typeof Webhook.prototype.verifyTimestamp !== "function") {
+  throw new Error("standardwebhooks: Webhook.verifyTimestamp is gone; install the version in package-lock.json");
+}
+
 /**
  * Verifies one outcome delivery: `payload` the raw body as received (before any JSON
  * parsing), `headers` its webhook-id, webhook-timestamp and webhook-signature, `secret` the
- * `whsec_…` secret. Resolves to the entry; rejects with a WebhookVerificationError for a
- * missing header, a time more than `tolerance` seconds from `now` (either way), no `v1`
- * signature that matches (a changed body, another secret), or a body that is no outcome entry;
- * with a TypeError for a secret that is not `whsec_` and a base64 key.
+ * `whsec_…` secret. The signature is checked by the `standardwebhooks` package. Resolves to the
+ * entry; rejects with a WebhookVerificationError for a missing header, a time more than
+ * `tolerance` seconds from `now` (either way), no `v1` signature that matches (a changed body,
+ * another secret), or a body that is no outcome entry; with a TypeError for a secret that is
+ * not `whsec_` and a base64 key.
  */
 export async function verifyWebhook(payload, headers, secret, { tolerance = 300, now = Date.now() } = {}) {
   if (typeof payload !== "string") throw new WebhookVerificationError("payload: give the raw body as a string");
-  const id = header(headers, "webhook-id");
-  const sent = header(headers, "webhook-timestamp");
-  const signatures = header(headers, "webhook-signature");
+  const delivery = {
+    "webhook-id": header(headers, "webhook-id"),
+    "webhook-timestamp": header(headers, "webhook-timestamp"),
+    "webhook-signature": header(headers, "webhook-signature"),
+  };
 
-  if (!/^\d+$/.test(sent)) throw new WebhookVerificationError(`webhook-timestamp: ${JSON.stringify(sent)} is not unix seconds`);
-  const drift = Math.floor(Number(now instanceof Date ? now.getTime() : now) / 1000) - Number(sent);
-  if (drift > tolerance) throw new WebhookVerificationError(`webhook-timestamp: ${drift} s old, more than ${tolerance} s`);
-  if (-drift > tolerance) throw new WebhookVerificationError(`webhook-timestamp: ${-drift} s ahead, more than ${tolerance} s`);
-
-  const encoded = String(secret ?? "");
-  const key = base64Bytes(encoded.startsWith(SECRET_PREFIX) ? encoded.slice(SECRET_PREFIX.length) : encoded);
-  if (key === null || key.length === 0) {
+  let webhook;
+  try {
+    webhook = new OutcomeWebhook(secret, tolerance, now);
+  } catch {
     // the receiver's mistake, not the sender's: no 401 for it
     throw new TypeError(`secret: not ${SECRET_PREFIX} followed by a base64 key`);
   }
-  const hmac = await crypto.subtle.importKey("raw", key, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-  const expected = new Uint8Array(
-    await crypto.subtle.sign("HMAC", hmac, new TextEncoder().encode(`${id}.${sent}.${payload}`)),
-  );
-  let matched = false;
-  for (const signature of signatures.split(" ")) {
-    const [version, value] = signature.split(",", 2);
-    const decoded = version === "v1" && value ? base64Bytes(value) : null;
-    if (decoded !== null && equal(decoded, expected)) matched = true;
-  }
-  if (!matched) {
-    throw new WebhookVerificationError("webhook-signature: no v1 signature matches (a changed body or another secret)");
+  try {
+    webhook.verify(payload, delivery, { jsonParse: false });
+  } catch (error) {
+    if (!(error instanceof SignatureError)) throw error;
+    if (error.message === "No matching signature found") {
+      throw new WebhookVerificationError("webhook-signature: no v1 signature matches (a changed body or another secret)");
+    }
+    throw new WebhookVerificationError(`webhook: ${error.message}`);
   }
   return outcomeOf(payload);
 }

@@ -1,9 +1,12 @@
 // verifyWebhook against deliveries signed by the official Standard Webhooks library (the
 // Python `standardwebhooks` in auditrec's venv), their bodies written by auditrec's Outcome
 // model: they verify; a changed body, another secret, a time out of tolerance, a missing
-// header and a body that is no outcome entry are refused.
+// header and a body that is no outcome entry are refused. The signatures are checked by the npm
+// `standardwebhooks` package, which must load in a Worker: no Node built-ins.
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { builtinModules, createRequire } from "node:module";
 import { test } from "node:test";
 
 import { OUTCOME_TYPES, verifyWebhook, WebhookVerificationError } from "../src/index.js";
@@ -122,4 +125,34 @@ test("a signed body that is no outcome entry is refused, naming the field", asyn
   for (const [i, delivery] of deliveries.entries()) {
     await refused(verifyWebhook(delivery.body, delivery.headers, secret), bodies[i][1]);
   }
+});
+
+// What a Worker without `nodejs_compat` cannot load: a Node built-in, or a package not in the
+// lock file's runtime dependencies. Followed from the entry of `standardwebhooks` through every
+// require() it makes, as a bundler would.
+test("standardwebhooks and what it requires need no Node built-ins, only runtime dependencies in the lock file", () => {
+  const here = new URL("../", import.meta.url);
+  const lock = JSON.parse(readFileSync(new URL("package-lock.json", here), "utf8"));
+  const runtime = new Set(Object.entries(lock.packages).filter(([path, p]) => path.startsWith("node_modules/") && !p.dev).map(([path]) => path.slice("node_modules/".length)));
+  assert.deepEqual(lock.packages[""].dependencies, { standardwebhooks: "1.1.1" });
+  assert.ok(runtime.has("standardwebhooks"));
+
+  const seen = new Map();
+  const visit = (file) => {
+    if (seen.has(file)) return;
+    const source = readFileSync(file, "utf8");
+    const specifiers = [...source.matchAll(/\brequire\(\s*["']([^"']+)["']\s*\)|\bimport\s*(?:[^"';]*?\bfrom\s*)?["']([^"']+)["']/g)].map((m) => m[1] ?? m[2]);
+    seen.set(file, specifiers);
+    for (const specifier of specifiers) {
+      const name = specifier.startsWith("@") ? specifier.split("/").slice(0, 2).join("/") : specifier.split("/")[0];
+      assert.ok(!specifier.startsWith("node:") && !builtinModules.includes(name), `${file} requires the Node built-in ${specifier}`);
+      if (!specifier.startsWith(".")) assert.ok(runtime.has(name), `${file} requires ${specifier}, not a runtime dependency in package-lock.json`);
+      visit(createRequire(file).resolve(specifier));
+    }
+    assert.doesNotMatch(source, /\b(?:Buffer|process|global)\s*\.\s*\w/, `${file} uses a Node global`);
+  };
+  visit(createRequire(new URL("src/webhooks.js", here)).resolve("standardwebhooks"));
+
+  const packages = new Set([...seen.keys()].map((file) => /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(file)[1]));
+  assert.deepEqual([...packages].sort(), ["@stablelib/base64", "fast-sha256", "standardwebhooks"]);
 });
