@@ -137,6 +137,7 @@ class Feed(Folding):
         self.delivered = 0
         self._wake = asyncio.Event()
         self._next_poll = 0.0
+        self._closing = False
         # Sends in flight: the partitions of their entries, and set once the send has ended.
         self._flights: dict[asyncio.Task[None], tuple[set[TopicPartition], asyncio.Event]] = {}
 
@@ -149,11 +150,12 @@ class Feed(Folding):
             self.endpoint.name, self.endpoint.target, datetime.now(UTC)
         )
         self.registered_ms = int(first.timestamp() * 1000)
-        self.broken = False
+        self.broken = self._closing = False
         await self.sender.start()
         await super().start()
 
     async def stop(self) -> None:
+        self._closing = True
         tasks = list(self.tasks)
         for task in tasks:
             task.cancel()
@@ -270,6 +272,8 @@ class Feed(Folding):
     def _wait(self) -> float:
         """How long a poll may wait for records: until the next retry falls due, at most
         :attr:`poll_timeout` (a retry is sent on time, not at the next poll's end)."""
+        if len(self.tasks) >= self.sender.concurrency:
+            return self.poll_timeout  # no slot: a send that ends launches the next itself
         due = [q[0].due for a, q in self.queues.items() if q and a not in self.sending]
         if not due:
             return self.poll_timeout
@@ -388,6 +392,11 @@ class Feed(Folding):
     def _ended(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
         self._wake.set()
+        if not self._closing and not self.batch_lock.locked():
+            # A slot is free: fill it now, not at the end of the next poll (a backlog drains
+            # at the sender's pace). Under the batch lock the step (or a revocation) is at
+            # work, and launches what it may itself.
+            self._launch()
         if not task.cancelled() and task.exception() is not None:
             log.error(
                 "outcome delivery failed unexpectedly",

@@ -5,6 +5,7 @@ sends them in order once the queue is back."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from datetime import UTC, datetime, timedelta
@@ -46,6 +47,7 @@ async def test_only_what_is_recorded_after_the_endpoint_is_registered_is_sent(
     simulator.sim.add_webhook("fresh", SECRET)
     (endpoint,) = parse_webhook_urls(f"{simulator.root_url}/_sim/webhooks/fresh")
     await append(pipeline, lives("before-1", "completes"))
+    await asyncio.sleep(0.01)  # on purpose: the log's timestamps are milliseconds
     sender = WebhookSender(endpoint.address, SECRET, timeout=5)
     feed = Feed(pipeline.log, pipeline.store, endpoint, sender, retry_for=60)
     async with feed:
@@ -118,6 +120,13 @@ async def test_a_queue_that_cannot_take_a_batch_parks_it_and_a_retry_sends_it_in
         assert asked["requested"] == 1
         await eventually(sent_to_the_queue, until=lambda b: len(b) == 2, timeout=20,
                          message="the parked entry sent")  # fmt: skip
+
+        async def still_parked() -> dict[str, int]:
+            await feed.step()
+            return await store.deliveries.parked_counts()
+
+        await eventually(still_parked, until=lambda c: c == {}, timeout=20,
+                         message="the sent entry out of the store")  # fmt: skip
     assert [(b["audit_id"], b["type"]) for b in bodies()] == [
         ("q-2", "audit.completed"), ("q-1", "audit.failed"),
     ]  # fmt: skip
