@@ -79,7 +79,7 @@ QUEUE = "q"
 OUTCOMES = "outcomes"  # the outcome feed's queue: no subscription feeds it
 RECEIVER = "outcomes"  # the outcome feed's webhook receiver
 SECRET = "whsec_" + base64.b64encode(b"bench-outcome-feed-secret-32byte").decode()
-ERROR = {"name": "Error", "message": "Worker exceeded memory limit"}
+ERROR: dict[str, str | None] = {"name": "Error", "message": "Worker exceeded memory limit"}
 STALE_AFTER, INTERVAL = 20.0, 5.0  # the scaled-down watchdog (defaults: 15 min, 5 min)
 BUDGET, WINDOW = 1000, 10.0  # the scaled-down budget (default: 1,000 per 5 min)
 WATCHDOG_ENV = {
@@ -745,7 +745,7 @@ def main() -> None:
     if args.quick:
         args.audits, args.fault_audits, args.burst = 20, 1000, 1000
     pairs = ["sqlite", "kafka"] if args.backend == "both" else [args.backend]
-    tables: dict[str, list[tuple[str, str, str]]] = {}
+    tables: dict[str, list[Row]] = {}
     for pair in pairs:
         load = os.getloadavg()[0]
         t0 = time.monotonic()
