@@ -13,6 +13,10 @@ call) to the moment the audit's row reads ``failed``, polling the projection sto
 1. **subscriber**: ``--audits`` running audits (default 60), one death per second at a random
    moment of each second; p50 / p99 / max by kind, and Workflows API requests per detection
    (the simulator's count for those instances ÷ detections). Targets: p99 ≤ 5 s, ≤ 2 requests.
+   The same ``serve`` delivers the outcome feed to one of the simulator's webhook receivers
+   (signed) and to a second queue of its (``outcomes``, no subscription's, by the producer
+   API): each death is also timed to its audit's ``audit.failed`` entry arriving at the
+   receiver (its ``received_at``) and on that queue (the message's ``timestamp_ms``).
 2. **watchdog alone**: the same without ``AUDITREC_CLOUDFLARE_QUEUE_ID``, the watchdog scaled
    down (``AUDITREC_STALE_RUNNING_AFTER=20s``, ``AUDITREC_WATCHDOG_INTERVAL=5s``: 45× and 60×
    below the defaults of 15 min and 5 min).
@@ -30,17 +34,20 @@ call) to the moment the audit's row reads ``failed``, polling the projection sto
    Runs in the same ``serve`` as 1, after it.
 
     .venv/bin/python bench/detection.py [--backend sqlite|kafka|both] [--quick]
-        [--audits 60] [--fault-audits 5000] [--burst 5000] [--kafka 127.0.0.1:9092]
-        [--database-url postgresql://postgres@127.0.0.1:5432/postgres]
+        [--scenarios 1,2,3,4] [--audits 60] [--fault-audits 5000] [--burst 5000]
+        [--kafka 127.0.0.1:9092] [--database-url postgresql://postgres@127.0.0.1:5432/postgres]
 
-``--quick``: 20 audits over 20 s, 1,000 fault audits, a burst of 1,000.
+``--quick``: 20 audits over 20 s, 1,000 fault audits, a burst of 1,000. ``--scenarios``: which
+to run (4 only with 1).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
+import json
 import os
 import random
 import signal
@@ -69,9 +76,16 @@ from databases import fresh_database  # bench/databases.py
 AUDITREC = str(Path(sys.executable).with_name("auditrec"))
 TOKEN = "bench-operator-token-0123456789"
 QUEUE = "q"
-ERROR = {"name": "Error", "message": "Worker exceeded memory limit"}
+OUTCOMES = "outcomes"  # the outcome feed's queue: no subscription feeds it
+RECEIVER = "outcomes"  # the outcome feed's webhook receiver
+SECRET = "whsec_" + base64.b64encode(b"bench-outcome-feed-secret-32byte").decode()
+ERROR: dict[str, str | None] = {"name": "Error", "message": "Worker exceeded memory limit"}
 STALE_AFTER, INTERVAL = 20.0, 5.0  # the scaled-down watchdog (defaults: 15 min, 5 min)
 BUDGET, WINDOW = 1000, 10.0  # the scaled-down budget (default: 1,000 per 5 min)
+WATCHDOG_ENV = {
+    "AUDITREC_STALE_RUNNING_AFTER": f"{STALE_AFTER:g}s",
+    "AUDITREC_WATCHDOG_INTERVAL": f"{INTERVAL:g}s",
+}
 PROCESSING = 5.0  # seconds of processing allowed on top of the watchdog's bound
 DETECTION_P99 = 5.0
 REQUESTS_PER_DETECTION = 2.0
@@ -277,6 +291,8 @@ class Deaths:
     died: dict[str, float] = field(default_factory=dict)  # audit → wall clock
     found: dict[str, float] = field(default_factory=dict)
     dropped: set[str] = field(default_factory=set)
+    webhook: dict[str, float] = field(default_factory=dict)  # audit → its audit.failed arrived
+    queued: dict[str, float] = field(default_factory=dict)  # audit → its audit.failed sent
     last_failed_after: float = 0.0  # seconds from the first death to the last failed row
     requests: int = 0
 
@@ -286,6 +302,9 @@ class Deaths:
             for a in self.found
             if (kind is None or self.kind[a] == kind) and (among is None or a in among)
         )
+
+    def since_death(self, arrived: dict[str, float]) -> list[float]:
+        return sorted(at - self.died[a] for a, at in arrived.items() if a in self.died)
 
 
 async def start_audits(serve: Serve, sim: SimulatorServer, ids: list[str]) -> None:
@@ -380,6 +399,39 @@ async def run_deaths(
     return out
 
 
+def failed_entries(sim: SimulatorServer) -> tuple[dict[str, float], dict[str, float]]:
+    """Per audit, when its first ``audit.failed`` entry arrived at the webhook receiver
+    (accepted) and when it was sent to the outcome queue (epoch seconds)."""
+    webhook: dict[str, float] = {}
+    for d in sim.sim.webhooks.get(RECEIVER)["deliveries"]:
+        body = d["body"] or {}
+        if d["status"] < 300 and body.get("type") == "audit.failed":
+            at = datetime.fromisoformat(d["received_at"].replace("Z", "+00:00")).timestamp()
+            webhook.setdefault(body["audit_id"], at)
+    queued: dict[str, float] = {}
+    for m in sim.sim.queue_stats(OUTCOMES)["messages"]:
+        body = json.loads(m["body"])
+        if body.get("type") == "audit.failed":
+            queued.setdefault(body["audit_id"], m["timestamp_ms"] / 1000)
+    return webhook, queued
+
+
+async def outcomes_of(sim: SimulatorServer, deaths: Deaths, timeout: float) -> None:
+    """Wait (up to ``timeout``) for the ``audit.failed`` entry of every audit found failed at
+    the receiver and on the queue; note when each arrived."""
+
+    async def arrived() -> bool:
+        deaths.webhook, deaths.queued = failed_entries(sim)
+        return set(deaths.found) <= set(deaths.webhook) & set(deaths.queued)
+
+    with contextlib.suppress(SystemExit):  # what is missing shows in the report
+        await wait_until(arrived, "the outcome entries", timeout)
+    deaths.webhook, deaths.queued = failed_entries(sim)
+    died = set(deaths.died)
+    deaths.webhook = {a: t for a, t in deaths.webhook.items() if a in died}
+    deaths.queued = {a: t for a, t in deaths.queued.items() if a in died}
+
+
 class Arrivals:
     """When each Workflows API request (an instance's GET or PATCH, a listing page) reached the
     simulator, apart from the queue's pulls and acknowledgements, which the simulator counts
@@ -439,78 +491,104 @@ async def scenarios(pair: str, args: argparse.Namespace) -> dict[str, Any]:
     res: dict[str, Any] = {}
     async with SimulatorServer() as sim:
         arrivals = Arrivals(sim)
-        # 1 + 4: the subscriber, watchdog at its defaults, budget scaled down
-        sim.sim.reset()
-        sim.sim.add_queue(QUEUE)
         sub_env = {
             "AUDITREC_CLOUDFLARE_QUEUE_ID": QUEUE,
             "AUDITREC_PROBE_BUDGET": str(BUDGET),
             "AUDITREC_PROBE_BUDGET_WINDOW": f"{WINDOW:g}s",
         }
-        async with serving(pair, args, sim, sub_env) as serve:
-            ids = [f"sub-{i}" for i in range(args.audits)]
-            await start_audits(serve, sim, ids)
-            await asyncio.sleep(1.0)  # the started messages pulled (observations)
-            print(f"[{pair}] 1. subscriber: {len(ids)} deaths over {len(ids)} s", flush=True)
-            res["subscriber"] = await run_deaths(
-                serve, sim, ids, every_second(len(ids), rng), poll=args.poll, timeout=60, rng=rng
-            )
-            res["sub_moments"] = await serve.store.moments("sub")
-            ids = [f"burst-{i}" for i in range(args.burst)]
-            await start_audits(serve, sim, ids)
-            print(f"[{pair}] 4. burst: {len(ids)} deaths within 60 s", flush=True)
-            moments = [rng.uniform(0, 60) for _ in ids]
-            await asyncio.sleep(2.0)
-            arrivals.clear()
-            burst = await run_deaths(
-                serve, sim, ids, moments, poll=max(args.poll, 0.2), timeout=600, rng=rng
-            )
-            await asyncio.sleep(2.0)  # the last acknowledgements
-            stats = sim.sim.queue_stats(QUEUE)
-            res["burst"] = burst
-            res["burst_queue"] = {
-                k: stats[k] for k in ("published", "acked", "dead_lettered", "visible", "leased")
-            }
-            res["busiest_all"] = sim.sim.busiest_window(WINDOW)
-            res["busiest"] = arrivals.busiest(sorted(arrivals.api), WINDOW)
-            res["busiest_queue"] = arrivals.busiest(sorted(arrivals.queue), WINDOW)
-            res["burst_api"] = len(arrivals.api)
-            res["burst_listings"] = arrivals.listings
-            res["burst_queue_requests"] = len(arrivals.queue)
-            res["total_requests"] = sim.sim.stats()["total"]
-        # 2: the watchdog alone, scaled down
+        # 1 + 4: the subscriber, watchdog at its defaults, budget scaled down; the outcome feed
+        # to a webhook receiver and a queue
         sim.sim.reset()
-        wd_env = {
-            "AUDITREC_STALE_RUNNING_AFTER": f"{STALE_AFTER:g}s",
-            "AUDITREC_WATCHDOG_INTERVAL": f"{INTERVAL:g}s",
+        sim.sim.add_queue(QUEUE)
+        sim.sim.add_queue(OUTCOMES, workflows=[])
+        sim.sim.add_webhook(RECEIVER, SECRET)
+        feed_env = {
+            "AUDITREC_WEBHOOK_URLS": f"{sim.root_url}/_sim/webhooks/{RECEIVER}",
+            "AUDITREC_WEBHOOK_SECRET": SECRET,
+            "AUDITREC_OUTCOME_QUEUE_ID": OUTCOMES,
         }
-        async with serving(pair, args, sim, wd_env) as serve:
-            ids = [f"wd-{i}" for i in range(args.audits)]
-            await start_audits(serve, sim, ids)
-            print(f"[{pair}] 2. watchdog alone: {len(ids)} deaths over {len(ids)} s", flush=True)
-            res["watchdog"] = await run_deaths(
-                serve, sim, ids, every_second(len(ids), rng), poll=args.poll, timeout=120, rng=rng
-            )
-        # 3: drops and duplicates, subscriber + scaled watchdog + scaled budget
-        sim.sim.reset()
-        sim.sim.add_queue(QUEUE, drop=0.1, duplicate=0.1, seed=args.seed)
-        async with serving(pair, args, sim, sub_env | wd_env) as serve:
-            ids = [f"fault-{i}" for i in range(args.fault_audits)]
-            await start_audits(serve, sim, ids)
-            print(f"[{pair}] 3. faults: {len(ids)} deaths over 30 s", flush=True)
-            moments = [rng.uniform(0, 30) for _ in ids]
-            faults = await run_deaths(
-                serve, sim, ids, moments, poll=max(args.poll, 0.1), timeout=300, rng=rng
-            )
-            await asyncio.sleep(3.0)  # duplicates still in flight have their chance
-            stats = sim.sim.queue_stats(QUEUE)
-            res["faults"] = faults
-            res["faults_queue"] = {
-                k: stats[k] for k in ("published", "duplicated", "dropped", "acked")
-            }
-            res["failures"] = await serve.store.failures()
-            res["fault_by"] = await serve.store.reconciled_by()
+        if "1" in args.scenarios:
+            async with serving(pair, args, sim, sub_env | feed_env) as serve:
+                ids = [f"sub-{i}" for i in range(args.audits)]
+                await start_audits(serve, sim, ids)
+                await asyncio.sleep(1.0)  # the started messages pulled (observations)
+                print(f"[{pair}] 1. subscriber: {len(ids)} deaths over {len(ids)} s", flush=True)
+                res["subscriber"] = await run_deaths(
+                    serve, sim, ids, every_second(len(ids), rng),
+                    poll=args.poll, timeout=60, rng=rng,
+                )  # fmt: skip
+                res["sub_moments"] = await serve.store.moments("sub")
+                await outcomes_of(sim, res["subscriber"], 30)
+                if "4" in args.scenarios:
+                    res |= await burst(pair, args, serve, sim, arrivals, rng)
+        if "2" in args.scenarios:
+            # 2: the watchdog alone, scaled down
+            sim.sim.reset()
+            async with serving(pair, args, sim, WATCHDOG_ENV) as serve:
+                ids = [f"wd-{i}" for i in range(args.audits)]
+                await start_audits(serve, sim, ids)
+                print(f"[{pair}] 2. watchdog alone: {len(ids)} deaths over {len(ids)} s",
+                      flush=True)  # fmt: skip
+                res["watchdog"] = await run_deaths(
+                    serve, sim, ids, every_second(len(ids), rng),
+                    poll=args.poll, timeout=120, rng=rng,
+                )  # fmt: skip
+        if "3" in args.scenarios:
+            # 3: drops and duplicates, subscriber + scaled watchdog + scaled budget
+            sim.sim.reset()
+            sim.sim.add_queue(QUEUE, drop=0.1, duplicate=0.1, seed=args.seed)
+            async with serving(pair, args, sim, sub_env | WATCHDOG_ENV) as serve:
+                ids = [f"fault-{i}" for i in range(args.fault_audits)]
+                await start_audits(serve, sim, ids)
+                print(f"[{pair}] 3. faults: {len(ids)} deaths over 30 s", flush=True)
+                moments = [rng.uniform(0, 30) for _ in ids]
+                faults = await run_deaths(
+                    serve, sim, ids, moments, poll=max(args.poll, 0.1), timeout=300, rng=rng
+                )
+                await asyncio.sleep(3.0)  # duplicates still in flight have their chance
+                stats = sim.sim.queue_stats(QUEUE)
+                res["faults"] = faults
+                res["faults_queue"] = {
+                    k: stats[k] for k in ("published", "duplicated", "dropped", "acked")
+                }
+                res["failures"] = await serve.store.failures()
+                res["fault_by"] = await serve.store.reconciled_by()
     return res
+
+
+async def burst(
+    pair: str,
+    args: argparse.Namespace,
+    serve: Serve,
+    sim: SimulatorServer,
+    arrivals: Arrivals,
+    rng: random.Random,
+) -> dict[str, Any]:
+    """4: the burst, in the serve of 1, after it."""
+    ids = [f"burst-{i}" for i in range(args.burst)]
+    await start_audits(serve, sim, ids)
+    print(f"[{pair}] 4. burst: {len(ids)} deaths within 60 s", flush=True)
+    moments = [rng.uniform(0, 60) for _ in ids]
+    await asyncio.sleep(2.0)
+    arrivals.clear()
+    deaths = await run_deaths(
+        serve, sim, ids, moments, poll=max(args.poll, 0.2), timeout=600, rng=rng
+    )
+    await asyncio.sleep(2.0)  # the last acknowledgements
+    stats = sim.sim.queue_stats(QUEUE)
+    return {
+        "burst": deaths,
+        "burst_queue": {
+            k: stats[k] for k in ("published", "acked", "dead_lettered", "visible", "leased")
+        },
+        "busiest_all": sim.sim.busiest_window(WINDOW),
+        "busiest": arrivals.busiest(sorted(arrivals.api), WINDOW),
+        "busiest_queue": arrivals.busiest(sorted(arrivals.queue), WINDOW),
+        "burst_api": len(arrivals.api),
+        "burst_listings": arrivals.listings,
+        "burst_queue_requests": len(arrivals.queue),
+        "total_requests": sim.sim.stats()["total"],
+    }
 
 
 # --- the report ------------------------------------------------------------------------------
@@ -519,7 +597,20 @@ Row = tuple[str, str, str, bool | None]  # what, figure, target, met
 
 
 def report(res: dict[str, Any]) -> list[Row]:
-    """The rows of one backend pair."""
+    """The rows of one backend pair (of the scenarios run)."""
+    rows: list[Row] = []
+    if "subscriber" in res:
+        rows += report_subscriber(res)
+    if "watchdog" in res:
+        rows += report_watchdog(res)
+    if "faults" in res:
+        rows += report_faults(res)
+    if "burst" in res:
+        rows += report_burst(res)
+    return rows
+
+
+def report_subscriber(res: dict[str, Any]) -> list[Row]:
     rows: list[Row] = []
     sub: Deaths = res["subscriber"]
     p99 = pct(sub.times(), 99)
@@ -536,12 +627,28 @@ def report(res: dict[str, Any]) -> list[Row]:
     rows.append(("1 death → observed (pull + confirm GET)", spread(legs[0]), "", None))
     rows.append(("1 observed → row written", spread(legs[1]), "", None))
     rows.append(("1 row written → seen by the poll", spread(legs[2]), "", None))
+    rows.append(("1 audit.failed at webhook / on queue",
+                 f"{len(sub.webhook)} / {len(sub.queued)} of {len(sub.died)}", "all",
+                 len(sub.webhook) == len(sub.queued) == len(sub.died)))  # fmt: skip
+    rows.append(("1 death → webhook p50/p99/max", spread(sub.since_death(sub.webhook)), "", None))
+    rows.append(("1 death → outcome queue p50/p99/max", spread(sub.since_death(sub.queued)),
+                 "", None))  # fmt: skip
+    return rows
+
+
+def report_watchdog(res: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
     wd: Deaths = res["watchdog"]
     rows.append(("2 watchdog: failed / deaths", f"{len(wd.found)} / {len(wd.died)}", "", None))
     for kind in ("errored", "terminated"):
         rows.append((f"2 watchdog {kind} p50/p99/max", spread(wd.times(kind)), "", None))
     rows.append(("2 watchdog p50/p99 (all)", spread(wd.times()),
                  f"scaled {STALE_AFTER:g} s + {INTERVAL:g} s", None))  # fmt: skip
+    return rows
+
+
+def report_faults(res: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
     fl: Deaths = res["faults"]
     q = res["faults_queue"]
     rows.append(("3 faults: failed / deaths", f"{len(fl.found)} / {len(fl.died)}", "all",
@@ -562,6 +669,11 @@ def report(res: dict[str, Any]) -> list[Row]:
     extra = sum(n - 1 for a, n in res["failures"].items() if n > 1 and a.startswith("fault-"))
     rows.append(("3 extra decisions (AuditFailed > 1)",
                  f"{extra} ({q['published']:,} messages)", "0", extra == 0))  # fmt: skip
+    return rows
+
+
+def report_burst(res: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
     bu: Deaths = res["burst"]
     bq = res["burst_queue"]
     rows.append(("4 burst: failed / deaths", f"{len(bu.found)} / {len(bu.died)}", "all",
@@ -618,6 +730,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=["sqlite", "kafka", "both"], default="both")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--scenarios", default="1,2,3,4", help="which to run (4 only with 1)")
     parser.add_argument("--audits", type=int, default=60)
     parser.add_argument("--fault-audits", type=int, default=5000)
     parser.add_argument("--burst", type=int, default=5000)
@@ -626,10 +739,13 @@ def main() -> None:
     parser.add_argument("--kafka", default="127.0.0.1:9092")
     parser.add_argument("--database-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
+    args.scenarios = set(args.scenarios.replace(",", ""))
+    if not args.scenarios <= set("1234") or not args.scenarios:
+        parser.error("--scenarios: a list of 1, 2, 3 and 4, such as 1,4")
     if args.quick:
         args.audits, args.fault_audits, args.burst = 20, 1000, 1000
     pairs = ["sqlite", "kafka"] if args.backend == "both" else [args.backend]
-    tables: dict[str, list[tuple[str, str, str]]] = {}
+    tables: dict[str, list[Row]] = {}
     for pair in pairs:
         load = os.getloadavg()[0]
         t0 = time.monotonic()

@@ -72,7 +72,8 @@ class Message:
 
     def debug(self, now: float) -> dict[str, Any]:
         state = "leased" if self.lease_id else "visible" if self.visible_at <= now else "delayed"
-        return {"id": self.id, "body": self.body, "attempts": self.attempts, "state": state}
+        return {"id": self.id, "body": self.body, "attempts": self.attempts, "state": state,
+                "timestamp_ms": self.timestamp_ms}  # fmt: skip
 
 
 @dataclass

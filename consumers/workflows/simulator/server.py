@@ -57,7 +57,9 @@ under ``/_sim``:
 ``{"workflows": [..]|null, "events": [..]|null (short "instance.errored" or full names),
 "max_retries": 3, "consumer": "http_pull"|"worker", "faults"}`` (create or replace, empty),
 ``GET`` (stats: ``published visible leased delayed acked retried expired dead_lettered
-dropped duplicated pulls acks pull_errors``, ``messages``, ``dead_letters``), ``DELETE``,
+dropped duplicated pulls acks pull_errors``, ``messages`` and ``dead_letters``: ``[{"id",
+"body", "attempts", "state", "timestamp_ms"}]``, ``timestamp_ms`` when it was published or
+sent, wall clock), ``DELETE``,
 ``PUT /_sim/queues/{q}/faults``, ``POST /_sim/queues/{q}/messages`` ``{"body": "<string>",
 "content_type": "json"|"text"|"bytes"}`` (inject any message). The same state has a Python
 API (:class:`Simulator`, its ``queues``, ``add_queue`` and ``queue_stats``) for in-process

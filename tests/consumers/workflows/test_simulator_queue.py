@@ -642,3 +642,23 @@ async def test_auditrecs_queue_client_sends_a_batch_in_order(server: SimulatorSe
     assert isinstance(pulled, Pulled)
     assert [json.loads(message_text(m)) for m in pulled.messages] == entries
     assert server.sim.queue_stats("outcomes")["sent"] == 3
+
+
+def test_the_stats_tell_when_each_message_was_sent(
+    server: SimulatorServer, http: httpx.Client
+) -> None:
+    server.sim.add_queue("outcomes", workflows=[])
+    before = int(time.time() * 1000)
+    first = http.post(queue_url(server, "outcomes", "/messages"), json={"body": {"n": 1}})
+    time.sleep(0.02)  # on purpose: two sends apart in time
+    second = http.post(queue_url(server, "outcomes", "/messages"), json={"body": {"n": 2}})
+    after = int(time.time() * 1000)
+    assert (first.status_code, second.status_code) == (200, 200)
+
+    answer = http.get(f"{server.root_url}/_sim/queues/outcomes")
+    assert answer.status_code == 200
+    sent = [(json.loads(m["body"])["n"], m["timestamp_ms"]) for m in answer.json()["messages"]]
+    assert [n for n, _ in sent] == [1, 2]
+    assert before <= sent[0][1] < sent[1][1] <= after
+    pulled = pull(http, server, "outcomes")["messages"]
+    assert [m["timestamp_ms"] for m in pulled] == [at for _, at in sent]  # what a pull says
