@@ -3,10 +3,11 @@
 A page needs a session with ``read``: without one the browser is sent to the login form (303),
 which comes back to the page after. A form that changes anything (POST) needs the session
 cookie, a CSRF token bound to that session, and ``operate``; otherwise it is refused with a 403
-page and nothing happens. The cookie is HTTP-only and ``SameSite=Strict`` (``Secure`` over
-HTTPS, a TLS proxy's too: ``AUDITREC_API_FORWARDED_ALLOW_IPS``). With no token configured the
-console is open: the first page sets an anonymous session, so forms carry a CSRF token all the
-same.
+page (naming the scope needed, when that is what is missing) and nothing happens. Pages offer
+such forms only to a session with ``operate`` (``can`` in the templates' context). The cookie
+is HTTP-only and ``SameSite=Strict`` (``Secure`` over HTTPS, a TLS proxy's too:
+``AUDITREC_API_FORWARDED_ALLOW_IPS``). With no token configured the console is open: the
+first page sets an anonymous session, so forms carry a CSRF token all the same.
 
 The sign-in form carries a CSRF token of its own (its cookie and its field must agree, and it
 must be one the server signed: a value another origin planted in the cookie is refused), and a
