@@ -2,8 +2,9 @@
 and original bytes, replay with a dry run first) and the policy backtest (a form; it reads
 history and writes nothing, so ``read`` is enough).
 
-A dead letter's page offers the replay of its record only when the record decodes today, and,
-until it has been replayed, a corrected body to replay instead: a text area holding the
+A dead letter's page offers the replay of its record only when it can work (a dry run of it
+is accepted: it decodes today and its event id names no other event; else the page says why),
+and, until it has been replayed, a corrected body to replay instead: a text area holding the
 original, judged as ``POST /events`` and ``auditrec dead-letters replay --body`` judge it
 (:func:`~consumers.operations.deadletters.replay_dead_letter`), a dry run first. A corrected
 body that is refused comes back in its text area with each problem, and the status of the
@@ -59,7 +60,29 @@ def add_tool_pages(router: APIRouter, ops: Operations) -> None:
             letter = await show_dead_letter(backends.log, position)
         except (InvalidInput, NotFound) as exc:
             return refused(request, exc, "/ui/dead-letters")
-        return page(request, "dead_letter.html", letter=letter, result=None, body=None)
+        cannot = await _cannot_replay(letter, session) if session.can("operate") else None
+        return page(
+            request, "dead_letter.html", letter=letter, result=None, body=None, cannot=cannot
+        )
+
+    async def _cannot_replay(letter: dict[str, Any], session: Session) -> str | None:
+        """Why the record cannot be replayed as it is (a dry run says: it does not decode,
+        its event id names other content, ...), or ``None`` when it can."""
+        if letter["replayed"] is not None:
+            return "already replayed"
+        if not letter["decodes"]:
+            return letter["decode_error"] or "it does not decode"
+        try:
+            await replay_dead_letter(
+                backends.log,
+                letter["position"],
+                actor=actor_of(session),
+                dry_run=True,
+                audits=backends.store.audits,
+            )
+        except AuditrecError as exc:
+            return "; ".join(getattr(exc, "problems", None) or [str(exc)])
+        return None
 
     @router.post(
         "/ui/dead-letters/{position}/replay",
@@ -100,8 +123,11 @@ def add_tool_pages(router: APIRouter, ops: Operations) -> None:
                 result=None,
                 body=body,
                 problems=problems,
+                cannot=None if letter["decodes"] else letter["decode_error"],
             )
-        return page(request, "dead_letter.html", letter=letter, result=result, body=body)
+        return page(
+            request, "dead_letter.html", letter=letter, result=result, body=body, cannot=None
+        )
 
     @router.get("/ui/backtest", response_class=HTMLResponse, include_in_schema=False)
     async def backtest_page(

@@ -58,6 +58,7 @@ class Console:
     live: LiveServer
     decodable: str  # a dead letter whose record decodes today
     poison: str  # one whose record does not
+    clash: str  # one that decodes, but its event id names another event of its audit
 
     @contextmanager
     def sign_in(self, token: str) -> Iterator[httpx.Client]:
@@ -99,6 +100,10 @@ def console(tmp_path: Path, simulator: SimulatorServer) -> Iterator[Console]:
         ]
         valid = encode(topics.lifecycle, started("a-set-aside", NOW)).value
         poison = json.dumps(poison_body()).encode()
+        other = started(RUNNING, NOW, project_id="p-other").model_copy(
+            update={"event_id": START_ID}
+        )
+        clash = encode(topics.lifecycle, other).value
         letters = [
             dead_letter(
                 topics,
@@ -111,6 +116,12 @@ def console(tmp_path: Path, simulator: SimulatorServer) -> Iterator[Console]:
                 Record(topics.lifecycle, 0, 901, "a-poison", poison),
                 "audit-projector",
                 "does not decode: data.colour: extra inputs are not permitted",
+            ),
+            dead_letter(
+                topics,
+                Record(topics.lifecycle, 0, 902, RUNNING, clash),
+                "audit-projector",
+                "event_id_conflict: another event of the audit has this id",
             ),
         ]
 
@@ -138,11 +149,12 @@ def console(tmp_path: Path, simulator: SimulatorServer) -> Iterator[Console]:
         with live.client(ADMIN) as api:
             positions = eventually_sync(
                 lambda: [d["position"] for d in api.get("/dead-letters").json()["dead_letters"]],
-                until=lambda found: len(found) == 2,
+                until=lambda found: len(found) == 3,
                 timeout=30,
-                message="the two dead letters listed",
+                message="the three dead letters listed",
             )
-        console = Console(live, decodable=positions[1], poison=positions[0])  # newest first
+        clash_at, poison_at, decodable_at = positions  # newest first
+        console = Console(live, decodable_at, poison_at, clash_at)
         eventually_sync(
             lambda: console.status(OPERATOR_FAILED),
             until=lambda status: status == "failed",
@@ -179,6 +191,7 @@ def pages(console: Console) -> list[str]:
         "/ui/dead-letters",
         f"/ui/dead-letters/{console.decodable}",
         f"/ui/dead-letters/{console.poison}",
+        f"/ui/dead-letters/{console.clash}",
         "/ui/deliveries",
         "/ui/backtest",
     ]
@@ -207,6 +220,7 @@ def test_a_read_only_session_sees_no_action_form_on_any_page(console: Console) -
         "/ui/dead-letters": [],
         f"/ui/dead-letters/{console.decodable}": [replay, replay],
         f"/ui/dead-letters/{console.poison}": [f"/ui/dead-letters/{console.poison}/replay"],
+        f"/ui/dead-letters/{console.clash}": [f"/ui/dead-letters/{console.clash}/replay"],
         "/ui/deliveries": ["/ui/deliveries/retry", "/ui/deliveries/retry"],
         "/ui/backtest": [],
     }
@@ -308,6 +322,7 @@ def test_replay_is_offered_only_for_a_record_that_decodes_and_either_can_be_corr
     with console.sign_in(ADMIN) as admin:
         decodable = admin.get(f"/ui/dead-letters/{console.decodable}").text
         poison = admin.get(f"/ui/dead-letters/{console.poison}").text
+        clash = admin.get(f"/ui/dead-letters/{console.clash}").text
         _, corrected = form_of(poison, "replay-corrected")
         preview = admin.post(
             f"/ui/dead-letters/{console.decodable}/replay", data={"csrf": csrf_of(decodable)}
@@ -317,6 +332,12 @@ def test_replay_is_offered_only_for_a_record_that_decodes_and_either_can_be_corr
 
     assert 'id="replay"' in decodable and '<td id="decodes">yes</td>' in decodable
     assert 'id="replay"' not in poison and '<td id="decodes">no: ' in poison
+    assert 'id="no-replay"' in poison
+    # it decodes, but a dry run says its replay would be refused: not offered, and why
+    assert '<td id="decodes">yes</td>' in clash and 'id="replay"' not in clash
+    no_replay = re.search(r'<p class="hint" id="no-replay">(.*?)</p>', clash, re.S)
+    assert no_replay is not None and str(START_ID) in no_replay.group(1), no_replay
+    assert 'id="replay-corrected"' in clash
     # the corrected body starts as the original's text
     assert json.loads(corrected["body"]) == json.loads(
         html.unescape(re.search(r'<pre id="original">(.*?)</pre>', poison, re.S).group(1))  # type: ignore[union-attr]
