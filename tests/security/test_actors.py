@@ -497,7 +497,13 @@ def test_the_console_records_its_token_and_the_person_named(live: LiveServer) ->
         assert csrf is not None
         done = browser.post(
             f"/ui/audits/{audit_id}/fail",
-            data={"csrf": csrf[1], "code": "oom", "reason": "r", "on_behalf_of": "alice"},
+            data={
+                "csrf": csrf[1],
+                "code": "oom",
+                "reason": "r",
+                "on_behalf_of": "alice",
+                "confirm": "yes",  # (the page before, the confirmation step, records nothing)
+            },
         )
         assert done.status_code == 303, done.text
         with live.client(OPS) as ops:

@@ -137,7 +137,7 @@ def test_a_page_of_another_origin_can_neither_fail_an_audit_nor_sign_in_nor_fram
     with OtherSite(site, attack_pages(serve.url, audit_id)) as other:
         # (a) fail the audit: a form with a guessed CSRF token, events as text/plain, fetches
         left_for(driver, f"{other.url}/fail")
-        assert text_of(driver, "#refused") == "Refused"
+        assert text_of(driver, "#refused") == "Not allowed"  # the 403 page
         why = text_of(driver, "#why")
         refusals = ("another site", "CSRF", "no valid session")  # no cookie is sent cross-site
         assert any(reason in why for reason in refusals), why

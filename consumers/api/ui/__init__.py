@@ -46,4 +46,4 @@ def add_console(app: FastAPI, ops: Operations) -> None:
 
     @app.exception_handler(Forbidden)
     async def forbidden(request: Request, exc: Forbidden) -> Response:
-        return page(request, "error.html", status_code=403, why=exc.why)
+        return page(request, "error.html", status_code=403, problems=[exc.why], needed=exc.needed)

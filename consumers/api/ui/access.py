@@ -64,6 +64,11 @@ class Credential:
     def name(self) -> str:
         return self.token.name if self.token is not None else OPEN
 
+    @property
+    def scope(self) -> Scope:
+        """What its token may do (the open console's anonymous credential: ``operate``)."""
+        return self.token.scope if self.token is not None else "operate"
+
     def can(self, scope: Scope) -> bool:
         return self.token is None or self.token.allows(scope)
 
@@ -83,6 +88,10 @@ class Session:
     def actor(self) -> str:
         """Who acts in this session, as over the API: ``token:<name>``, or ``anonymous``."""
         return actor_name(self.credential.token)
+
+    @property
+    def scope(self) -> Scope:
+        return self.credential.scope
 
     def can(self, scope: Scope) -> bool:
         return self.credential.can(scope)

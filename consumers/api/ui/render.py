@@ -56,6 +56,9 @@ def page(request: Request, name: str, status_code: int = 200, **context: Any) ->
     session = getattr(request.state, "session", None)
     context.setdefault("session", session)
     context.setdefault("csrf", session.csrf() if session is not None else "")
+    # `can("operate")`: whether the session may use a form (a page shows no form it may not)
+    context.setdefault("can", session.can if session is not None else lambda scope: False)
+    context.setdefault("status_code", status_code)  # the error page's kind
     context.setdefault("open_console", getattr(request.state, "open_console", False))
     response = TEMPLATES.TemplateResponse(request, name, context, status_code=status_code)
     fresh = getattr(request.state, "new_cookie", None)

@@ -3,10 +3,11 @@
 A page needs a session with ``read``: without one the browser is sent to the login form (303),
 which comes back to the page after. A form that changes anything (POST) needs the session
 cookie, a CSRF token bound to that session, and ``operate``; otherwise it is refused with a 403
-page and nothing happens. The cookie is HTTP-only and ``SameSite=Strict`` (``Secure`` over
-HTTPS, a TLS proxy's too: ``AUDITREC_API_FORWARDED_ALLOW_IPS``). With no token configured the
-console is open: the first page sets an anonymous session, so forms carry a CSRF token all the
-same.
+page (naming the scope needed, when that is what is missing) and nothing happens. Pages offer
+such forms only to a session with ``operate`` (``can`` in the templates' context). The cookie
+is HTTP-only and ``SameSite=Strict`` (``Secure`` over HTTPS, a TLS proxy's too:
+``AUDITREC_API_FORWARDED_ALLOW_IPS``). With no token configured the console is open: the
+first page sets an anonymous session, so forms carry a CSRF token all the same.
 
 The sign-in form carries a CSRF token of its own (its cookie and its field must agree, and it
 must be one the server signed: a value another origin planted in the cookie is refused), and a
@@ -27,6 +28,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from consumers.api.guards import read_body
 from consumers.api.ui.access import LOGIN_SECONDS, Credentials, Session
 from consumers.api.ui.render import COOKIE, page, set_cookie
+from consumers.runtime.tokens import Scope
 from projections.coordination import Coordination
 
 __all__ = [
@@ -52,10 +54,11 @@ class LoginRequired(Exception):
 
 
 class Forbidden(Exception):
-    """Answered with the 403 page, naming why."""
+    """Answered with the 403 page, naming why (and the scope needed, when that is why)."""
 
-    def __init__(self, why: str) -> None:
+    def __init__(self, why: str, needed: Scope | None = None) -> None:
         self.why = why
+        self.needed = needed
 
 
 def _credentials(request: Request) -> Credentials:
@@ -91,16 +94,17 @@ async def viewer(request: Request) -> Session:
         request.state.new_cookie = value
     request.state.session = session
     if not session.can("read"):
-        raise Forbidden(f"the token {session.name!r} may not read")
+        raise Forbidden(f"the token {session.name!r} may not read", "read")
     return session
 
 
-async def form(request: Request) -> dict[str, str]:
-    """The fields of a URL-encoded form (the last value of each); a form a page of another
-    site sent (``Sec-Fetch-Site: cross-site``, as browsers mark it) is refused unread."""
+async def form(request: Request, limit: int = FORM_LIMIT) -> dict[str, str]:
+    """The fields of a URL-encoded form (the last value of each; at most ``limit`` bytes); a
+    form a page of another site sent (``Sec-Fetch-Site: cross-site``, as browsers mark it) is
+    refused unread."""
     if request.headers.get("sec-fetch-site", "").lower() == "cross-site":
         raise Forbidden("a page of another site sent this form: send it from the console")
-    raw = await read_body(request, FORM_LIMIT)
+    raw = await read_body(request, limit)
     fields = parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True)
     return {name: values[-1] for name, values in fields.items()}
 
@@ -116,7 +120,10 @@ async def operator(request: Request, fields: dict[str, str]) -> Session:
     if not session.csrf_ok(fields.get("csrf", "")):
         raise Forbidden("the form's CSRF token is missing or not this session's")
     if not session.can("operate"):
-        raise Forbidden(f"the token {session.name!r} has no operate scope")
+        raise Forbidden(
+            f"the token {session.name!r} has no operate scope (its scope is {session.scope})",
+            "operate",
+        )
     return session
 
 
