@@ -172,11 +172,11 @@ class Group:
 
     @property
     def label(self) -> str:
-        """``healthy``, ``probe failed, no change``, ``held by the mass-failure brake
-        (instance lost)``."""
+        """``healthy``, ``probe failed, no change``, ``instance lost while held, no second
+        decision``."""
         rule = self.rule.replace("_", " ")
-        if self.kind == "held":
-            return f"held by the mass-failure brake ({rule})"
+        if self.kind == "held":  # shown after a "held" mark
+            return f"{rule} while held, no second decision"
         return rule if self.rule == "healthy" else f"{rule}, no change"
 
 

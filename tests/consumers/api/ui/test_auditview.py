@@ -52,7 +52,7 @@ def test_healthy_runs_collapse_with_their_count_and_span_and_the_rest_stays() ->
     quiet, held = entries[1], entries[4]
     assert isinstance(quiet, Group) and isinstance(held, Group)
     assert quiet.label == "healthy" and quiet.span == "01:05–02:10"
-    assert held.label == "held by the mass-failure brake (instance lost)"
+    assert held.label == "instance lost while held, no second decision"
     numbers = [n for e in entries for n, _ in (e.steps if isinstance(e, Group) else [e])]
     assert numbers == list(range(1, len(steps) + 1))
 

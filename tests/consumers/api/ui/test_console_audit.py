@@ -120,7 +120,7 @@ def test_the_audit_page_sums_up_labels_collapses_and_tells_holds(
     assert '<section id="summary" class="summary held">' in held
     assert "Held by the mass-failure brake" in held
     assert "no decision was recorded" not in held
-    assert 'class="badge held">held</span> held by the mass-failure brake (instance lost)' in held
+    assert 'class="badge held">held</span> instance lost while held, no second decision' in held
     assert f'<b class="count">{AGAIN}</b> observations' in held
     hold_row = re.search(
         r'<tr class="step held" data-type="AuditFailureHeld"[^>]*>(.*?)</tr>', held, re.S

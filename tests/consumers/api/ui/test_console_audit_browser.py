@@ -89,7 +89,7 @@ def test_the_collapsed_timeline_in_chromium(serve: Serve, browser: Any, tmp_path
     assert quiet.text.startswith(f"2–{HEALTHY + 1} healthy, {HEALTHY} observations")
     assert f"{first:%H:%M}–{last:%H:%M}" in quiet.text
     assert held.text.split("\n")[0].endswith(
-        f"held held by the mass-failure brake (instance lost), {AGAIN} observations "
+        f"held instance lost while held, no second decision, {AGAIN} observations "
         f"{held.find_element('css selector', '.span').text}"
     )
     assert "no decision was recorded" not in driver.find_element("id", "timeline").text
