@@ -80,7 +80,7 @@ class AuditReads(ABC):
 
     @abstractmethod
     async def failure_counts(self, since: datetime) -> dict[tuple[str, str | None], int]:
-        """Failed audits whose failure (``completed_at``) is at or after ``since``, counted by
+        """Failed audits whose failure (``failed_at``) is at or after ``since``, counted by
         (``error_code``, ``reconciled_by``); ``reconciled_by`` is ``None`` for failures not
         found by reconciliation (the workflow's own, an operator's)."""
 

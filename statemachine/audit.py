@@ -31,7 +31,8 @@ class AuditState(NamedTuple):
     pages_crawled: int | None = None
     pages_total: int | None = None
     started_at: datetime | None = None
-    completed_at: datetime | None = None
+    completed_at: datetime | None = None  # a completion's time: never set on a failure
+    failed_at: datetime | None = None  # the failure's time, while the audit is failed
     error_code: str | None = None
     error_detail: str | None = None
     failed_phase: str | None = None

@@ -3,7 +3,8 @@
 A recorded reconciler decision is explained with the policy it recorded, never with today's
 settings: its observation is judged again under the thresholds in that decision, and the
 decision names its rule. An observation that led to no decision is judged under the policy
-given (today's); when that policy would fail the audit, the step says no decision was recorded.
+given (today's); when that policy would fail the audit, the step says no decision was recorded
+— or, while a decision is held by the mass-failure brake, that no second one is made.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from statemachine.machine import INITIAL, next_status
 from statemachine.policy import Policy
 from statemachine.rules import judge
 from statemachine.state import AuditState, evolve
+from statemachine.vocabulary import HELD_ERROR_CODES
 
 __all__ = ["Step", "explain", "explain_one", "recorded_decisions"]
 
@@ -44,6 +46,11 @@ class Step:
     after: str
     rule: str
     reason: str
+    # A failure the mass-failure brake holds: the hold, the observation that made it, or one
+    # judged a failure while a decision is already held (no second decision).
+    held: bool = False
+    # An observation or probe failure judged to change nothing (healthy, within a grace...).
+    no_change: bool = False
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -89,13 +96,21 @@ def explain_one(
         in_force = Policy.from_evidence(recorded, policy)
     verdict = judge(current, event, in_force)
     row = next_status(current.status, event.type, current)
+    holds = isinstance(event, AuditFailureHeld) or isinstance(decision, AuditFailureHeld)
+    no_change = False
     if verdict is not None:
         rule, reason = verdict.rule, verdict.reason
+        no_change = verdict.failure is None
         asked_by = getattr(event.data, "actor", None)
         if asked_by is not None:
             reason += f" (manual probe by {_who(event.data)})"
-        if verdict.failure is not None and decision is None and current.status == "running":
-            reason += " (under today's policy; no decision was recorded)"
+        failure = verdict.failure
+        if failure is not None and decision is None and current.status == "running":
+            if current.held_decision_id is not None and failure.error_code in HELD_ERROR_CODES:
+                holds = True  # what the reconciler says then (rules.decide): no second decision
+                reason += ": a decision is already held → no second decision"
+            else:
+                reason += " (under today's policy; no decision was recorded)"
         elif isinstance(decision, AuditFailureHeld):
             reason += "; held by the mass-failure brake, not applied"
     elif row is None:
@@ -151,7 +166,7 @@ def explain_one(
         elif row.guard:
             reason = f"{row.note} [{row.guard}]"
     before = current.status if current.exists else INITIAL
-    return Step(event, before, after.status, rule, reason), after
+    return Step(event, before, after.status, rule, reason, holds, no_change), after
 
 
 def _who(data: object) -> str:

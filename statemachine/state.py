@@ -135,6 +135,7 @@ def _completed(state: AuditState, event: AuditCompleted, row: Row) -> AuditState
             pages_crawled=crawled if crawled is not None else state.pages_crawled,
             pages_total=total if total is not None else state.pages_total,
             completed_at=completed_at,
+            failed_at=None,
             overturned=True,
             error_code=None,
             error_detail=None,
@@ -165,7 +166,7 @@ def _failed(state: AuditState, event: AuditFailed, row: Row) -> AuditState:
         else state.current_phase,
         failed_by=failure.failed_by.value,
         reconciled_by=failure.reconciled_by.value if failure.reconciled_by else None,
-        completed_at=event.occurred_at,
+        failed_at=event.occurred_at,  # completed_at stays unset: a failure completes nothing
         held_decision_id=None,
         held_at=None,
     )
@@ -191,6 +192,7 @@ def _restored(state: AuditState, event: AuditRestored, row: Row) -> AuditState:
     return state._replace(
         status=row.dest,
         completed_at=None,
+        failed_at=None,
         error_code=None,
         error_detail=None,
         failed_phase=None,

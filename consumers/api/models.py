@@ -55,6 +55,8 @@ _DESCRIPTIONS = {
     "status": "`running`, `completed` or `failed`.",
     "version": "Events applied to this row.",
     "overturned": "A reconciler's failure was overturned by a late completion.",
+    "completed_at": "When the audit completed; `null` for a failed audit (see `failed_at`).",
+    "failed_at": "When the failure was recorded, while the audit is failed.",
 }
 
 

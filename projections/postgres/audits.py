@@ -156,7 +156,7 @@ class PostgresAudits(AuditReads):
         with self.db.errors("count failures"):
             recs = await self.db.pool.fetch(
                 "SELECT error_code, reconciled_by, count(*) FROM audits WHERE status = 'failed' "
-                "AND completed_at >= $1 GROUP BY error_code, reconciled_by",
+                "AND failed_at >= $1 GROUP BY error_code, reconciled_by",
                 since,
             )
         return {(code, by): n for code, by, n in recs}

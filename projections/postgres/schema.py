@@ -212,6 +212,15 @@ CREATE INDEX outcome_parked_partition ON outcome_parked (endpoint, partition, se
 CREATE INDEX outcome_parked_audit ON outcome_parked (endpoint, audit_id, seq);
 """,
     ),
+    (
+        11,
+        """
+-- A failure's time is failed_at; completed_at is a completion's alone. A failed audit's
+-- completed_at held its failure's time: it moves to failed_at, and completed_at is cleared.
+ALTER TABLE audits ADD COLUMN failed_at timestamptz;
+UPDATE audits SET failed_at = completed_at, completed_at = NULL WHERE status = 'failed';
+""",
+    ),
 )
 # What a rebuild runs once it has emptied audit_events (kept as jsonb by migration 4).
 BODY_AS_JSON = (

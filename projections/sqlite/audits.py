@@ -165,7 +165,7 @@ class SQLiteAudits(AuditReads):
         def work() -> dict[tuple[str, str | None], int]:
             cur = self.db.conn.execute(
                 "SELECT error_code, reconciled_by, COUNT(*) FROM audits WHERE status = 'failed' "
-                "AND completed_at >= ? GROUP BY error_code, reconciled_by",
+                "AND failed_at >= ? GROUP BY error_code, reconciled_by",
                 (to_micros(since),),
             )
             return {(code, by): n for code, by, n in cur.fetchall()}

@@ -16,7 +16,7 @@ from projections.row import COLUMN_KINDS, ColumnKind
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "upgrade"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 _TYPE_OF_KIND: dict[ColumnKind, str] = {
     "text": "TEXT",
     "integer": "INTEGER",
@@ -120,12 +120,15 @@ SCHEMA = _SCHEMA_TEMPLATE.replace("{audits}", _AUDITS).replace(
 
 def upgrade(conn: sqlite3.Connection) -> None:
     """Bring a file made by an older version up to :data:`SCHEMA_VERSION` (in the caller's
-    transaction): add the ``audits`` columns it lacks, then the indexes that use them, and the
-    budget's ``spender`` column; rekey a history keyed by ``event_id`` alone."""
+    transaction): add the ``audits`` columns it lacks (a failure's time moved from
+    ``completed_at`` to a new ``failed_at``), then the indexes that use them, and the budget's
+    ``spender`` column; rekey a history keyed by ``event_id`` alone."""
     present = {row[1] for row in conn.execute("PRAGMA table_info(audits)")}
     for column, kind in COLUMN_KINDS.items():
         if column not in present:
             conn.execute(f"ALTER TABLE audits ADD COLUMN {column} {_TYPE_OF_KIND[kind]}")
+    if "failed_at" not in present:
+        _failed_at(conn)
     if "spender" not in {row[1] for row in conn.execute("PRAGMA table_info(api_requests)")}:
         conn.execute("ALTER TABLE api_requests ADD COLUMN spender TEXT NOT NULL DEFAULT 'other'")
     conn.execute(
@@ -138,6 +141,14 @@ def upgrade(conn: sqlite3.Connection) -> None:
     )
     _rekey_history(conn)
     conn.execute("UPDATE schema_version SET version = ? WHERE version < ?", (SCHEMA_VERSION,) * 2)
+
+
+def _failed_at(conn: sqlite3.Connection) -> None:
+    """A file from before ``failed_at`` (version 6 and before) kept a failure's time in
+    ``completed_at``: it moves to ``failed_at``, and a failed audit has no ``completed_at``."""
+    conn.execute(
+        "UPDATE audits SET failed_at = completed_at, completed_at = NULL WHERE status = 'failed'"
+    )
 
 
 def _rekey_history(conn: sqlite3.Connection) -> None:

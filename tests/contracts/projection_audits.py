@@ -60,6 +60,28 @@ class AuditReadsContract(StoreFixtures):
         assert [h.event for h in history] == [start, look, done]
         assert history[0].event.occurred_at == start_at
 
+    async def test_a_failed_audit_has_its_failure_time_and_no_completion_time(
+        self, store: ProjectionStore
+    ) -> None:
+        # given the lifecycle mix: a workflow's failure, a reconciler's failure overturned
+        await store.writer.apply(positioned(lifecycle_mix()), {}, CONSUMER)
+
+        # then the failed audit has failed_at (its failure's time) and no completed_at
+        failed_row = await store.audits.get("a-fail")
+        assert failed_row is not None and failed_row.status == "failed"
+        assert (failed_row.state.failed_at, failed_row.state.completed_at) == (at(12), None)
+        assert_utc(failed_row.state.failed_at)
+        # and the overturned one completed: its completion's time, the failure's cleared
+        over = await store.audits.get("a-over")
+        assert over is not None and over.status == "completed" and over.state.overturned
+        assert (over.state.completed_at, over.state.failed_at) == (at(16), None)
+        # and a completion has completed_at alone
+        done = await store.audits.get("a-done")
+        assert done is not None and (done.state.completed_at, done.state.failed_at) == (
+            at(10),
+            None,
+        )
+
     async def test_history_is_in_log_order_with_positions(self, store: ProjectionStore) -> None:
         events = lifecycle_mix()
         batch = positioned(events)

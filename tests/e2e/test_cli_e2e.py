@@ -177,6 +177,7 @@ def test_publish_serve_sweep_audits_status_replay(
         assert oom["reconciled_by"] == "watchdog"
         assert oom["failed_phase"] == "crawl"
         assert oom["last_observed_status"] == "errored"
+        assert oom["failed_at"] is not None and oom["completed_at"] is None
         assert set(oom) >= {
             "audit_id",
             "project_id",
@@ -190,6 +191,7 @@ def test_publish_serve_sweep_audits_status_replay(
             "pages_total",
             "started_at",
             "completed_at",
+            "failed_at",
             "error_code",
             "error_detail",
             "failed_phase",

@@ -259,3 +259,39 @@ async def test_migration_10_adds_the_outcome_feeds_tables_and_keeps_the_history(
             )
         }
         assert {"outcome_parked_partition", "outcome_parked_audit"} <= indexes
+
+
+async def test_migration_11_moves_a_failed_audits_time_from_completed_at_to_failed_at(
+    schema: str,
+) -> None:
+    # given a database at schema version 10: a failed audit's failure time in completed_at
+    await at_version(schema, 10, [])
+    conn = await asyncpg.connect(postgres_url(), server_settings={"search_path": schema})
+    try:
+        await conn.executemany(
+            "INSERT INTO audits (audit_id, status, started_at, completed_at, error_code, "
+            "failed_by, version) VALUES ($1, $2, $3, $4, $5, $6, 2)",
+            [
+                ("a-f", "failed", at(0), at(5), "oom", "workflow"),
+                ("a-c", "completed", at(1), at(7), None, None),
+                ("a-r", "running", at(2), None, None, None),
+            ],
+        )
+    finally:
+        await conn.close()
+
+    # when a store of this version starts on it
+    async with PostgresStore(postgres_url(), schema=schema) as store:
+        # then the failure's time is failed_at and the failed audit has no completed_at
+        failure = await store.audits.get("a-f")
+        assert failure is not None and failure.status == "failed"
+        assert (failure.state.failed_at, failure.state.completed_at) == (at(5), None)
+        # and the others are as they were
+        done = await store.audits.get("a-c")
+        assert done is not None and (done.state.completed_at, done.state.failed_at) == (at(7), None)
+        running = await store.audits.get("a-r")
+        assert running is not None and (running.state.completed_at, running.state.failed_at) == (
+            None,
+            None,
+        )
+        assert await store.audits.failure_counts(at(5)) == {("oom", None): 1}

@@ -23,6 +23,9 @@ from tests.contracts.projection_store import (
     MakeStore,
     ProjectionStoreContract,
     StoreFixtures,
+    at,
+    completed,
+    failed,
     held,
     positioned,
     progressed,
@@ -118,7 +121,7 @@ async def test_a_file_of_schema_version_1_is_upgraded_keeping_its_rows(tmp_path:
     # when this version opens it
     async with open_store(url) as store:
         # then the columns are back, the row is intact and the version is current
-        assert await store.init() == SCHEMA_VERSION == 6
+        assert await store.init() == SCHEMA_VERSION
         row = await store.audits.get("a-old")
         assert row is not None and row.status == "running" and row.state.held_decision_id is None
         hold = held("a-old")
@@ -177,8 +180,37 @@ async def test_a_file_of_schema_version_5_gets_the_outcome_feeds_tables(tmp_path
     conn = sqlite3.connect(tmp_path / "v5.db")
     indexes = {r[1] for r in conn.execute("PRAGMA index_list(outcome_parked)")}
     assert {"outcome_parked_partition", "outcome_parked_audit"} <= indexes
-    assert conn.execute("SELECT version FROM schema_version").fetchall() == [(6,)]
+    assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
     conn.close()
+
+
+async def test_a_file_of_schema_version_6_moves_a_failures_time_to_failed_at(
+    tmp_path: Path,
+) -> None:
+    # given a file as version 6 left it: no failed_at, a failure's time in completed_at
+    url = f"sqlite:///{tmp_path / 'v6.db'}"
+    events = [started("a-f", at(0)), failed("a-f", at(5)), started("a-c", at(1))]
+    async with open_store(url) as store:
+        await store.init()
+        await store.writer.apply(positioned([*events, completed("a-c", at(7))]), {}, "projector")
+    conn = sqlite3.connect(tmp_path / "v6.db")
+    conn.executescript(
+        "UPDATE audits SET completed_at = failed_at WHERE status = 'failed'; "
+        "ALTER TABLE audits DROP COLUMN failed_at; UPDATE schema_version SET version = 6"
+    )
+    conn.close()
+
+    # when this version opens it
+    async with open_store(url) as store:
+        assert await store.init() == SCHEMA_VERSION
+        # then the failed audit's time is its failed_at, and it has no completed_at
+        failure = await store.audits.get("a-f")
+        assert failure is not None and failure.status == "failed"
+        assert (failure.state.failed_at, failure.state.completed_at) == (at(5), None)
+        # and a completion keeps its completed_at
+        done = await store.audits.get("a-c")
+        assert done is not None and (done.state.completed_at, done.state.failed_at) == (at(7), None)
+        assert await store.audits.failure_counts(at(5)) == {("oom", None): 1}
 
 
 async def test_a_history_keyed_by_event_id_alone_is_rekeyed_by_audit_and_event_id(

@@ -209,6 +209,39 @@ def test_replay_explains_the_hold_and_the_release_with_who_released_it() -> None
     assert hold.audit_id == AUDIT
 
 
+def test_replay_tells_observations_while_a_decision_is_held_as_held_not_as_failures() -> None:
+    # given a hold, then two more sweeps finding the instance gone, then a healthy probe
+    state = running()
+    obs = observed("not_found", when=LATE, sweep_size=50)
+    _, hold = decide(state, obs, POLICY)
+    assert isinstance(hold, AuditFailureHeld)
+    again = [observed("not_found", when=at(65 + i), sweep_size=50) for i in range(2)]
+    history = [started(), obs, hold, *again]
+
+    # when the history is explained
+    steps = explain(history, POLICY)
+
+    # then the observation that made the hold, the hold and the later ones are holds
+    assert [s.held for s in steps] == [False, True, True, True, True]
+    for later in steps[3:]:
+        assert later.rule == "instance_lost" and later.after == "running"
+        assert later.reason.endswith("a decision is already held → no second decision")
+        assert "no decision was recorded" not in later.reason
+        assert not later.no_change
+
+
+def test_replay_marks_observations_that_change_nothing() -> None:
+    history = [started(), observed("running", when=at(5)), observed("not_found", when=at(6))]
+
+    steps = explain(history, POLICY)
+
+    # then the healthy one and the one within the grace change nothing; neither is a hold
+    assert [(s.rule, s.no_change, s.held) for s in steps[1:]] == [
+        ("healthy", True, False),
+        ("instance_lost", True, False),
+    ]
+
+
 @settings(max_examples=300, deadline=None)
 @given(histories(), st.data())
 def test_under_any_brake_and_releases_a_hold_never_changes_status_and_no_audit_fails_twice(

@@ -254,7 +254,7 @@ def test_a_running_audit_that_fails_is_failed(by: str) -> None:
     assert after.error_detail == "Worker exceeded memory limit"
     assert after.failed_by == by
     assert after.failed_phase == "crawl"  # defaulted to the current phase
-    assert after.completed_at == at(20)
+    assert (after.failed_at, after.completed_at) == (at(20), None)  # a failure completes nothing
     assert (after.current_phase, after.pages_crawled, after.pages_total) == ("crawl", 3, 10)
 
 
@@ -285,7 +285,7 @@ def test_completion_overturns_a_failure_by_the_reconciler() -> None:
     # then it is completed, the failure overturned and cleared
     assert after.status == "completed"
     assert after.overturned is True
-    assert after.completed_at == at(21)
+    assert (after.completed_at, after.failed_at) == (at(21), None)
     assert (after.pages_crawled, after.pages_total) == (10, 10)
     assert after.error_code is None
     assert after.error_detail is None

@@ -98,7 +98,10 @@ export interface Audit {
   pages_crawled: number | null;
   pages_total: number | null;
   started_at: string | null;
+  /** A completion's time; `null` for a failed audit (see `failed_at`). */
   completed_at: string | null;
+  /** When the failure was recorded, while the audit is failed. */
+  failed_at: string | null;
   error_code: string | null;
   error_detail: string | null;
   failed_by: string | null;

@@ -13,14 +13,15 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 
 from consumers.api.ui.access import Session
+from consumers.api.ui.auditview import Group, failure_summary, fields, hold_summary, timeline
 from consumers.api.ui.diagram import state_svg, transition_rows
-from consumers.api.ui.render import page
+from consumers.api.ui.render import page, when
 from consumers.api.ui.session import viewer
 from consumers.operations.action_events import can_fail, can_restore
 from consumers.operations.listing import AUDIT_STATUSES, AuditFilter, list_page
 from consumers.operations.overview import WINDOWS, gather_overview
 from consumers.operations.service import Operations
-from projections.row import AuditRow, row_dict
+from projections.row import AuditRow
 from statemachine.errors import InvalidInput, NotFound
 from statemachine.events import AuditEvent
 from statemachine.explain import Step
@@ -118,10 +119,19 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
             request,
             "audit.html",
             audit_id=audit_id,
-            row=row_dict(row) if row is not None else None,
+            row=row,
+            fields=fields(row) if row is not None else [],
+            failure=failure_summary(row, steps) if row is not None else None,
+            hold=hold_summary(row, steps) if row is not None else None,
             now=backends.now(),
             started_at=row.state.started_at if row is not None else None,
-            steps=[_step(s) for s in steps],
+            timeline=[
+                {"group": entry}
+                if isinstance(entry, Group)
+                else {"number": entry[0], **_step(entry[1])}
+                for entry in timeline(steps)
+            ],
+            steps_total=len(steps),
             diagram=state_svg(current),
             transitions=transition_rows(current),
             current=current,
@@ -214,13 +224,27 @@ def _step(step: Step) -> dict[str, Any]:
     event = step.event
     data = event.data
     detail = {
-        k: v for k, v in data.model_dump(mode="json").items() if v is not None and k != "policy"
+        k: _shown(k, v)
+        for k, v in data.model_dump(mode="json").items()
+        if v is not None and k != "policy"
     }
     policy = getattr(data, "policy", None)
+    if policy:
+        policy = {k: _shown(k, v) for k, v in policy.items()}
     return {
         **step.as_dict(),
+        "at": event.occurred_at,
+        "held": step.held,
         "changed": step.before != step.after,
         "actor": _actor(event),
         "detail": detail,
         "policy": policy,
     }
+
+
+def _shown(key: str, value: Any) -> Any:
+    """A value of an event's data as the page shows it: its timestamps in the console's one
+    format (:func:`~consumers.api.ui.render.when`), a mapping as one line."""
+    if isinstance(value, dict):  # a held decision, its policy: one line of `key: value`
+        return "; ".join(f"{k}: {_shown(k, v)}" for k, v in value.items() if v is not None)
+    return when(value) if key.endswith("_at") and isinstance(value, str) else value

@@ -262,10 +262,11 @@ def test_the_status_row_has_the_design_columns(client: httpx.Client) -> None:
     publish(client, started(audit_id, minutes_ago=1, current_phase="crawl"))
     body = wait_for(client, audit_id)
     # DESIGN §6's columns, with the mass-failure brake's hold (§9) after `overturned`.
-    assert list(body)[:25] == [
+    # `failed_at` (a failure's time; `completed_at` is a completion's alone) after `completed_at`.
+    assert list(body)[:26] == [
         "audit_id", "project_id", "organization_id", "started_by_user_id", "start_url",
         "workflow_instance_id", "status", "current_phase", "pages_crawled", "pages_total",
-        "started_at", "completed_at", "error_code", "error_detail", "failed_phase", "failed_by",
+        "started_at", "completed_at", "failed_at", "error_code", "error_detail", "failed_phase", "failed_by",
         "reconciled_by", "last_observed_status", "last_observed_at", "overturned",
         "held_decision_id", "held_at", "version", "last_event_id", "updated_at",
     ]  # fmt: skip
