@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test check test-typescript lint-typescript test-fast fuzz chaos lint format docs bench services-up services-down promtool browser screenshots clean
+.PHONY: venv demo demo-serve test check test-typescript lint-typescript test-fast fuzz chaos lint format docs bench services-up services-down promtool browser screenshots clean
 
 venv: $(STAMP)
 
@@ -18,6 +18,12 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 
 demo: venv
 	$(BIN)/auditrec demo
+
+# The demo, then the console on its audits: the simulator and every component keep running,
+# the console at http://127.0.0.1:$(DEMO_PORT)/ui with a token printed once, until Ctrl-C.
+DEMO_PORT ?= 8080
+demo-serve: venv
+	$(BIN)/auditrec demo --serve --port $(DEMO_PORT)
 
 # The whole suite against real Kafka and PostgreSQL; a service test that cannot reach its
 # service fails instead of skipping (and the tests of deploy/ fail without promtool, the

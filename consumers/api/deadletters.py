@@ -58,7 +58,14 @@ def add_dead_letter_routes(private: APIRouter, ops: Operations, max_body: int) -
     )
     async def dead_letters(
         limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
-        consumer: Annotated[str | None, Query(max_length=200)] = None,
+        consumer: Annotated[
+            str | None,
+            Query(
+                max_length=200,
+                description="A consumer group, or a component meaning its group "
+                "(`projector` for `<group prefix>-projector`).",
+            ),
+        ] = None,
         order: Literal["newest", "position"] = "newest",
     ) -> dict[str, Any]:
         return await list_dead_letters(log, limit=limit, consumer=consumer, order=order)

@@ -6,12 +6,14 @@ the command line proves nothing).
 
 ``fail`` and ``restore`` take one audit id, or a filter (``--status``, ``--code``,
 ``--project``, ``--older-than``) for the bulk form: without ``--yes`` a bulk form only lists
-what it would touch (exit 0); with ``--yes`` it acts. ``--dry-run`` says what a single action
-would do without publishing.
+what it would touch and exits 2, saying on stderr that it needs ``--yes`` (as ``brake
+release`` does); with ``--yes`` it acts. ``--dry-run`` says what a single or bulk action
+would do without publishing (exit 0).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -72,22 +74,35 @@ def _show(data: dict[str, Any], as_json: bool) -> None:
         out.print(data["message"], markup=False)
 
 
-def _show_bulk(data: dict[str, Any], as_json: bool, command: str) -> None:
+def _show_bulk(data: dict[str, Any], as_json: bool, command: str, asked: bool) -> None:
+    """The bulk action's result (or preview); a preview not ``asked`` for with ``--dry-run``
+    ends the command with exit 2: it needs ``--yes``."""
     if as_json:
         print_json(data)
+    else:
+        verb = f"would {command}" if data["dry_run"] else f"{command}: done for"
+        out.print(
+            f"{verb} {data['acted']} of {data['matched']} matching audit(s)"
+            + (f" (only the first {data['matched']} looked at)" if data["truncated"] else ""),
+            markup=False,
+        )
+        for r in data["results"]:
+            out.print(f"  {r['audit_id']}  {r['before']} → {r['after']}", markup=False)
+        for r in data["skipped"]:
+            out.print(f"  skipped {r['audit_id']}: {r['message']}", markup=False)
+    if not data["dry_run"]:
         return
-    verb = f"would {command}" if data["dry_run"] else f"{command}: done for"
-    out.print(
-        f"{verb} {data['acted']} of {data['matched']} matching audit(s)"
-        + (f" (only the first {data['matched']} looked at)" if data["truncated"] else ""),
+    if asked:
+        if not as_json:
+            err.print(
+                f"dry run: nothing published; `auditrec {command} … --yes` acts", markup=False
+            )
+        return
+    err.print(
+        f"error: nothing done: the bulk `auditrec {command}` needs --yes (--dry-run only lists)",
         markup=False,
     )
-    for r in data["results"]:
-        out.print(f"  {r['audit_id']}  {r['before']} → {r['after']}", markup=False)
-    for r in data["skipped"]:
-        out.print(f"  skipped {r['audit_id']}: {r['message']}", markup=False)
-    if data["dry_run"]:
-        err.print(f"dry run: nothing published; `auditrec {command} … --yes` acts", markup=False)
+    sys.exit(2)
 
 
 _operator = click.option(
@@ -100,7 +115,7 @@ _bulk = [
     click.option("--status", type=click.Choice(AUDIT_STATUSES), help="Bulk: status."),
     click.option("--project", help="Bulk: only this project id."),
     click.option("--older-than", help="Only audits started longer ago than this (2h, 1d)."),
-    click.option("--yes", is_flag=True, help="Bulk form: act (without it, only list)."),
+    click.option("--yes", is_flag=True, help="Bulk form: act (without it, only list, and exit 2)."),
     click.option("--dry-run", is_flag=True, help="Say what would happen; publish nothing."),
 ]
 
@@ -136,7 +151,7 @@ def fail(
     as_json: bool,
 ) -> None:
     """Fail a running audit (AuditFailed by operator), or every running audit a filter
-    (--status, --project, --older-than) selects: listed only, unless --yes."""
+    (--status, --project, --older-than) selects: listed only (exit 2), unless --yes."""
     where = _filter(status, None, project, older_than)
     _target(audit_id, where, "fail")
     if where is not None:
@@ -145,7 +160,7 @@ def fail(
             operator,
             lambda a: a.fail_many(where, code, reason, dry_run=dry_run or not yes),
         )
-        _show_bulk(bulk.as_dict(), as_json, "fail")
+        _show_bulk(bulk.as_dict(), as_json, "fail", dry_run)
         return
     assert audit_id is not None
     one = _act(ctx, operator, lambda a: a.fail(audit_id, code, reason, dry_run=dry_run))
@@ -176,14 +191,15 @@ def restore(
 ) -> None:
     """Undo a failure by the reconciler or an operator (AuditRestored): the audit runs again.
     A workflow's own failure is never undone. The bulk form (--code, --status, --project,
-    --older-than) restores every such failure it selects: listed only, unless --yes."""
+    --older-than) restores every such failure it selects: listed only (exit 2), unless
+    --yes."""
     where = _filter(status, code, project, older_than)
     _target(audit_id, where, "restore")
     if where is not None:
         bulk = _act(
             ctx, operator, lambda a: a.restore_many(where, reason, dry_run=dry_run or not yes)
         )
-        _show_bulk(bulk.as_dict(), as_json, "restore")
+        _show_bulk(bulk.as_dict(), as_json, "restore", dry_run)
         return
     assert audit_id is not None
     one = _act(ctx, operator, lambda a: a.restore(audit_id, reason, dry_run=dry_run))

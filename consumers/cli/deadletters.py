@@ -47,7 +47,11 @@ def dead_letters() -> None:
 
 @dead_letters.command("list")
 @click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=50, show_default=True)
-@click.option("--consumer", help="Only those set aside by this consumer group.")
+@click.option(
+    "--consumer",
+    help="Only those set aside by this consumer group, or by this component's group "
+    "(projector: <group prefix>-projector).",
+)
 @click.option(
     "--order",
     type=click.Choice(["newest", "position"]),

@@ -2,15 +2,22 @@
 
 It starts the Workflows simulator, publishes a realistic mix of audits (healthy, killed by OOM,
 timed out, terminated, expired from retention, finished but never finalized, never attached,
-young, already completed, one whose probe fails), shows the table, sweeps, shows it again,
-overturns one failure with a late completion, and replays one audit's history. Last, with the
+young, already completed, one whose probe fails: the API answers 500 for its instance, so the
+sweep counts a probe error and decides nothing), shows the table, sweeps, shows it again,
+overturns one failure with a late completion, and replays one audit's history. Then, with the
 simulator's queue as the event subscription, it runs the components for real, kills one more
 audit's instance and says how many seconds passed until the audit was failed from the queue.
+Last, the table as it ends, and the count of its failed audits.
+
+With ``serve_port`` (``auditrec demo --serve``) it does not end there: the simulator keeps
+running, and so does every component of ``serve`` on the demo's files, the API on 127.0.0.1
+with an ``operate`` token made for this run and printed once, until SIGINT or SIGTERM.
 """
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 import tempfile
 import time
 import uuid
@@ -24,7 +31,7 @@ from rich.table import Table
 
 from consumers.cli.assembly import Service, operations
 from consumers.operations.backends import Backends
-from consumers.runtime.names import PIPELINE
+from consumers.runtime.names import COMPONENTS, PIPELINE
 from consumers.runtime.settings import load_settings
 from consumers.workflows.simulator.server import DEFAULT_WORKFLOW, SimulatorServer
 from projections.private import private_dirs
@@ -50,7 +57,7 @@ SCENARIO: list[tuple[str, str | None, Any, int, bool]] = [
     ("demo-finalize", "complete", None, 180, True),
     ("demo-unattached", None, None, 50, False),
     ("demo-young", None, None, 5, True),
-    ("demo-flaky", "running", None, 70, True),
+    ("demo-flaky", "errored", ERRORS["oom"], 70, True),  # the API answers 500 for it
     ("demo-done", "complete", None, 200, True),
 ]
 
@@ -212,7 +219,36 @@ async def _status(backends: Backends, audit_id: str, status: str) -> AuditRow | 
     return None
 
 
-async def run_demo(work_dir: Path | None, out: Console) -> int:
+async def _serve(server: SimulatorServer, config: dict[str, Any], port: int, out: Console) -> int:
+    """Every component on the demo's files and simulator, the API on 127.0.0.1:``port`` with
+    an ``operate`` token made now and printed once, until SIGINT or SIGTERM."""
+    token = secrets.token_urlsafe(24)
+    settings = load_settings(
+        **config, api_host="127.0.0.1", api_port=port, api_tokens=f"demo:{token}:operate"
+    )
+    async with Backends(settings) as backends, Service(backends, COMPONENTS) as service:
+        service.install_signal_handlers()
+        url = f"http://127.0.0.1:{port}"
+        out.print(
+            "\n[bold]serving[/bold]: every component on the demo's files, the Workflows API "
+            f"simulator at {server.url}",
+            highlight=False,
+        )
+        out.print(f"  console  {url}/ui", highlight=False)
+        out.print(
+            f"  API      {url} (Authorization: Bearer <token>; e.g. GET /audits?status=failed)",
+            highlight=False,
+        )
+        out.print(
+            f"  token    {token}  (scope operate; made for this run and shown only now)",
+            highlight=False,
+        )
+        out.print("  Ctrl-C stops it", highlight=False)
+        await service.run()
+    return 0
+
+
+async def run_demo(work_dir: Path | None, out: Console, serve_port: int | None = None) -> int:
     temp = None
     if work_dir is None:
         temp = tempfile.TemporaryDirectory(prefix="auditrec-demo-")
@@ -237,7 +273,7 @@ async def run_demo(work_dir: Path | None, out: Console) -> int:
                 )
             sim.set_fault("wf-demo-flaky", "server_error")
             sim.add_webhook(RECEIVER, SECRET)
-            settings = load_settings(
+            config: dict[str, Any] = dict(
                 event_log_url=f"sqlite:///{work_dir}/events.db",
                 database_url=f"sqlite:///{work_dir}/audits.db",
                 cloudflare_api_url=server.url,
@@ -247,6 +283,7 @@ async def run_demo(work_dir: Path | None, out: Console) -> int:
                 webhook_urls=f"{server.root_url}/_sim/webhooks/{RECEIVER}",
                 webhook_secret=SECRET,
             )
+            settings = load_settings(**config)
             out.print(f"[bold]auditrec demo[/bold] — event log and projection in {work_dir}")
             out.print(f"Workflows API simulator at {server.url}\n")
             async with Backends(settings) as backends:
@@ -266,11 +303,13 @@ async def run_demo(work_dir: Path | None, out: Console) -> int:
 
                 summary = (await ops.sweep(inline=True)).as_dict()
                 failed = ", ".join(f"{k} {v}" for k, v in sorted(summary["failed"].items()))
+                errors = ", ".join(f"{k} {v}" for k, v in sorted(summary["probe_errors"].items()))
                 out.print(
                     f"\n[bold]sweep[/bold]: {summary['candidates']} stale candidates, "
                     f"{summary['probed']} probed, failed: {failed}; healthy {summary['healthy']}, "
                     f"unchanged {summary['unchanged']}, probe errors "
-                    f"{sum(summary['probe_errors'].values())}"
+                    f"{sum(summary['probe_errors'].values())} ({errors or 'none'}: nothing is "
+                    "decided on a failed probe)"
                 )
                 out.print(
                     _table(await backends.store.audits.list_audits(limit=100), "\nafter the sweep")
@@ -300,20 +339,30 @@ async def run_demo(work_dir: Path | None, out: Console) -> int:
                         f"[cyan]{step.rule}[/cyan]: {step.reason}",
                         highlight=False,
                     )
-                failures = sum(summary["failed"].values())
 
                 out.print(
                     "\n[bold]detection in seconds[/bold]: the event subscription's queue, and "
                     "the outcomes pushed to the product's webhook"
                 )
-                failures += await _detect_from_the_queue(server, backends, out)
+                await _detect_from_the_queue(server, backends, out)
+                rows = await backends.store.audits.list_audits(limit=100)
+            out.print(_table(rows, "\nas it ends"))
+            codes = Counter(r.state.error_code for r in rows if r.status == "failed")
             out.print(
-                f"\n{failures} dead audits failed with a classified code; try "
-                f"`auditrec --event-log-url sqlite:///{work_dir}/events.db --database-url "
-                f"sqlite:///{work_dir}/audits.db replay demo-young`"
-                if temp is None
-                else f"\n{failures} dead audits failed with a classified code."
+                f"\n{sum(codes.values())} dead audits failed with a classified code "
+                f"({', '.join(f'{k} {v}' for k, v in sorted(codes.items()))}); "
+                f"{sum(1 for r in rows if r.state.overturned)} failure overturned by a late "
+                "completion",
+                highlight=False,
             )
+            if temp is None:
+                out.print(
+                    f"try `auditrec --event-log-url sqlite:///{work_dir}/events.db "
+                    f"--database-url sqlite:///{work_dir}/audits.db replay demo-young`",
+                    highlight=False,
+                )
+            if serve_port is not None:
+                return await _serve(server, config, serve_port, out)
             return 0
     finally:
         if temp is not None:

@@ -93,12 +93,28 @@ def asyncapi(ctx: click.Context, out_file: Path | None) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Where to keep the demo's files (default: a temporary folder).",
 )
+@click.option(
+    "--serve",
+    "serve_after",
+    is_flag=True,
+    help="Then keep the simulator and every component of `serve` running on the demo's files, "
+    "the API and console on 127.0.0.1 with a token made for this run (printed once), until "
+    "Ctrl-C.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8080,
+    show_default=True,
+    help="The API's and the console's port with --serve.",
+)
 @handle_errors
-def demo(work_dir: Path | None) -> None:
-    """A scripted end-to-end run on the embedded default with the built-in simulator."""
+def demo(work_dir: Path | None, serve_after: bool, port: int) -> None:
+    """A scripted end-to-end run on the embedded default with the built-in simulator; with
+    --serve, then the console on the demo's audits."""
     from consumers.cli.demo import run_demo
 
-    sys.exit(run(run_demo(work_dir, out)))
+    sys.exit(run(run_demo(work_dir, out, port if serve_after else None)))
 
 
 def _non_empty(ids: tuple[str, ...]) -> tuple[str, ...]:

@@ -134,17 +134,28 @@ class _Folded:
             letter.origin
         )
 
-    def found(self, consumer: str | None) -> list[tuple[DeadLetter, ReplayMark | None]]:
+    def found(self, consumers: Names) -> list[tuple[DeadLetter, ReplayMark | None]]:
         pairs = [self.merged(letter) for letter in self.letters.values()]
-        return [p for p in pairs if consumer is None or _by(p[0], consumer)]
+        return [p for p in pairs if consumers is None or _by(p[0], consumers)]
 
 
-def _by(letter: DeadLetter, consumer: str) -> bool:
-    return any(c == consumer for c, _ in letter.reasons)
+Names = frozenset[str] | None  # the consumer groups asked for (None: every one)
+
+
+def _by(letter: DeadLetter, consumers: frozenset[str]) -> bool:
+    return any(c in consumers for c, _ in letter.reasons)
+
+
+def _groups(log: EventLog, consumer: str | None) -> Names:
+    """What ``--consumer``/``?consumer=`` names: a consumer group (``audits-projector``) or a
+    component (``projector``, ``outcomes-webhook-1``), meaning its group here."""
+    if consumer is None:
+        return None
+    return frozenset({consumer, log.topics.group(consumer)})
 
 
 async def _newest(
-    log: EventLog, topic: str, limit: int, consumer: str | None
+    log: EventLog, topic: str, limit: int, consumer: Names
 ) -> list[tuple[DeadLetter, ReplayMark | None]]:
     """The newest ``limit`` dead letters (of ``consumer``) over all partitions: each
     partition is read backwards; the notes and the replay mark of a letter follow it in the
@@ -179,7 +190,7 @@ def _fold(records: Iterable[Record]) -> _Folded:
 
 
 async def _by_position(
-    log: EventLog, topic: str, limit: int, consumer: str | None
+    log: EventLog, topic: str, limit: int, consumer: Names
 ) -> list[tuple[DeadLetter, ReplayMark | None]]:
     """The first ``limit`` dead letters by position (partition, then offset): every record
     is read, so that notes and replay marks anywhere are known."""
@@ -201,13 +212,14 @@ async def list_dead_letters(
 ) -> dict[str, Any]:
     """One line's worth per dead letter: position, when, consumer, origin, reason, and
     whether (and how) its record was replayed. ``order``: ``newest`` first, or by
-    ``position``."""
+    ``position``. ``consumer``: only those set aside by this consumer group, or by this
+    component's group (``projector`` for ``<group prefix>-projector``)."""
     _check_limit(limit)
     if order not in ("newest", "position"):
         raise InvalidInput(f"invalid order {order!r}: newest or position")
     topic = log.topics.dead_letter
     pick = _newest if order == "newest" else _by_position
-    found = await pick(log, topic, limit, consumer)
+    found = await pick(log, topic, limit, _groups(log, consumer))
     return {"order": order, "dead_letters": [_summary(letter, mark) for letter, mark in found]}
 
 

@@ -12,7 +12,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import structlog
 from pydantic import BeforeValidator, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -31,8 +30,6 @@ __all__ = [
     "share_of",
     "unknown_variables",
 ]
-
-log = structlog.get_logger("auditrec")
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 CLOUDFLARE_API_URL = "https://api.cloudflare.com/client/v4"
@@ -473,15 +470,20 @@ class Settings(BaseSettings):
         return parse_tokens(self.api_tokens.get_secret_value())
 
 
-# AUDITREC_* variables that are not settings: the simulator's, and the project's own tooling's
-# (`make test`, `make chaos`, `make fuzz`, scripts/services.sh).
+# AUDITREC_* variables that are not settings: the simulator's, the clients' (the API's URL and
+# token in the publishing guide's examples), deploy/kafka/acls.sh's, and the project's own
+# tooling's (`make test`, `make chaos`, `make fuzz`, `make screenshots`, scripts/services.sh).
 OTHER_VARIABLES = frozenset(
     {
         "AUDITREC_SIMULATOR_TOKEN",
+        "AUDITREC_URL",
+        "AUDITREC_TOKEN",
+        "AUDITREC_PRINCIPAL",
         "AUDITREC_REQUIRE_SERVICES",
         "AUDITREC_SERVICES_DIR",
         "AUDITREC_KAFKA_HEAP",
         "AUDITREC_WRITE_PLAN",
+        "AUDITREC_SCREENSHOTS_DIR",
     }
 )
 OTHER_PREFIXES = ("AUDITREC_TEST_", "AUDITREC_CHAOS_", "AUDITREC_FUZZ_")
@@ -506,10 +508,17 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment; a bad value raises :class:`ConfigError` naming it; an
-    ``AUDITREC_*`` variable that is no setting is reported (a warning)."""
-    for problem in unknown_variables(os.environ):
-        log.warning(problem)
+    """Settings from the environment; a bad value raises :class:`ConfigError` naming it, and
+    so does an ``AUDITREC_*`` variable that is no setting (a misspelled one would otherwise be
+    ignored, leaving the default it meant to change): every command refuses to start, ``serve``
+    and ``doctor`` alike."""
+    unknown = unknown_variables(os.environ)
+    if unknown:
+        raise ConfigError(
+            "invalid configuration: "
+            + "; ".join(unknown)
+            + " (an AUDITREC_* variable must be a setting: docs/reference/configuration.md)"
+        )
     try:
         settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:

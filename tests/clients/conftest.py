@@ -24,6 +24,7 @@ from tests.eventually import eventually_sync
 
 AUDITREC = str(Path(sys.executable).with_name("auditrec"))
 TOKEN = "publisher-token-0123456789"
+VIEWER = "viewer-token-0123456789"  # a token of scope read
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def serve(
         env = pair.environ(
             AUDITREC_API_PORT=str(port),
             AUDITREC_METRICS_PORT="0",
-            AUDITREC_API_TOKENS=TOKEN,
+            AUDITREC_API_TOKENS=f"{TOKEN},viewer:{VIEWER}:read",
             AUDITREC_CLOUDFLARE_API_URL=_simulator_server.url,
             AUDITREC_CLOUDFLARE_ACCOUNT_ID="acct-1",
             AUDITREC_LOG_FORMAT="json",

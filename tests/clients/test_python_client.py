@@ -15,6 +15,7 @@ from auditrec_client import (
     AuditProgressed,
     AuditrecClient,
     AuditStarted,
+    Forbidden,
     InvalidEvents,
     NotFound,
     Retry,
@@ -23,7 +24,7 @@ from auditrec_client import (
     Unreachable,
     WorkflowInstanceAttached,
 )
-from tests.clients.conftest import Serve, audit_id
+from tests.clients.conftest import VIEWER, Serve, audit_id
 from tests.clients.proxy import FaultyProxy
 
 FAST = Retry(attempts=4, backoff=0.05, max_backoff=0.2)
@@ -151,6 +152,21 @@ def test_without_the_token_the_server_refuses(serve: Serve) -> None:
     with AuditrecClient(serve.url, retry=FAST) as client, pytest.raises(Unauthorized) as raised:
         client.audits()
     assert raised.value.status == 401
+
+
+def test_a_token_without_the_scope_is_forbidden_naming_the_scope_it_lacks(serve: Serve) -> None:
+    with AuditrecClient(serve.url, token=VIEWER, retry=FAST) as client:
+        assert isinstance(client.audits().audits, list)  # read: allowed
+        with pytest.raises(Forbidden) as raised:
+            client.publish(AuditStarted(audit_id=audit_id(), project_id="p"))
+    error = raised.value
+    assert error.status == 403 and not error.retriable
+    assert not isinstance(error, Unauthorized)
+    assert error.needed_scope == "publish"
+    assert str(error).startswith(
+        "auditrec answered 403 forbidden (the token lacks scope publish): "
+    )
+    assert "'viewer' has scope read" in str(error)
 
 
 def test_nothing_listening_raises_unreachable_after_the_attempts() -> None:

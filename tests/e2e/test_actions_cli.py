@@ -1,6 +1,6 @@
 """``auditrec fail``, ``restore`` and ``probe`` as an operator uses them, on the embedded pair
 (the same actions run on both pairs over HTTP, tests/consumers/api/test_actions_api.py): each records ``--operator`` (or ``cli:<user>``), refusals exit non-zero naming the problem,
-bulk forms only list without ``--yes``, and ``replay`` shows who acted."""
+bulk forms only list without ``--yes`` (exit 2), and ``replay`` shows who acted."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def test_fail_restore_and_probe_from_the_command_line(
 
 # (the CLI on the embedded pair; bulk actions run on both pairs over HTTP in tests/consumers/api)
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-def test_bulk_fail_and_restore_list_without_yes_and_act_with_it(
+def test_bulk_fail_and_restore_list_and_exit_2_without_yes_and_act_with_it(
     backend: Backend, env: dict[str, str]
 ) -> None:
     old = datetime.now(UTC) - timedelta(hours=3)
@@ -131,9 +131,17 @@ def test_bulk_fail_and_restore_list_without_yes_and_act_with_it(
     select = ["--project", "p-bulk", "--older-than", "2h"]
 
     listed = run(backend, "fail", "--code", "oom", "--reason", "bulk", *select, env=env)
-    assert listed.returncode == 0, listed.stderr
-    assert "would fail 3 of 3 matching audit(s)" in listed.stdout
-    assert "nothing published" in listed.stderr
+    assert listed.returncode == 2, listed.stderr  # as `brake release` without --yes
+    assert "would fail 3 of 3 matching audit(s)" in listed.stdout  # the preview, printed
+    assert "error: nothing done: the bulk `auditrec fail` needs --yes" in listed.stderr
+    as_json = run(backend, "fail", "--code", "oom", "--reason", "bulk", *select, "--json", env=env)
+    assert as_json.returncode == 2 and json.loads(as_json.stdout)["dry_run"] is True
+    asked = run(backend, "fail", "--code", "oom", "--reason", "bulk", *select, "--dry-run", env=env)
+    assert asked.returncode == 0 and "would fail 3 of 3" in asked.stdout
+    assert "dry run: nothing published" in asked.stderr
+    unasked = run(backend, "restore", "--code", "oom", "--reason", "undo", env=env)
+    assert unasked.returncode == 2
+    assert "error: nothing done: the bulk `auditrec restore` needs --yes" in unasked.stderr
     drain(backend, env)
     assert all(row(backend, env, f"bulk-{i}")["status"] == "running" for i in range(3))
 

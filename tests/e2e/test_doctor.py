@@ -158,6 +158,7 @@ def test_secrets_are_masked(sqlite_pair: Backend, simulator: SimulatorServer) ->
         "variable": "AUDITREC_CLOUDFLARE_API_TOKEN",
         "value": "cf…ef",
         "source": "env",
+        "path": None,
     }
     # the tokens by name and scope, never their secrets
     assert config["AUDITREC_API_TOKENS"]["value"] == "token-1:operate, viewer:read"
@@ -168,6 +169,7 @@ def test_secrets_are_masked(sqlite_pair: Backend, simulator: SimulatorServer) ->
         "variable": "AUDITREC_MODE",
         "value": "enforce",
         "source": "default",
+        "path": None,
     }
 
 
@@ -181,6 +183,62 @@ def test_a_flag_is_reported_as_the_source(sqlite_pair: Backend, simulator: Simul
     assert config["AUDITREC_DATABASE_URL"]["value"] == other
     assert config["AUDITREC_DATABASE_URL"]["source"] == "flag"
     assert config["AUDITREC_EVENT_LOG_URL"]["source"] == "env"
+
+
+# -- SQLite paths ---------------------------------------------------------------------------
+
+
+def test_a_relative_sqlite_url_is_shown_resolved_with_the_absolute_url_to_write(
+    simulator: SimulatorServer, tmp_path: Path
+) -> None:
+    """``sqlite:///tmp/…`` is relative: doctor names the file it resolves to from the working
+    directory, and how to write the absolute URL (running `init` would create another file)."""
+    here = tmp_path / "cwd"
+    here.mkdir()
+    (tmp_path / "tmp").mkdir()
+    absolute = Backend(
+        "sqlite", f"sqlite:///{tmp_path}/events.db", f"sqlite:///{tmp_path}/tmp/audits.db", "doc"
+    )
+    init(environ(absolute, simulator))  # the database the operator meant: initialised
+    relative = f"sqlite://{tmp_path}/tmp/audits.db"  # three slashes: relative to the cwd
+    env = environ(absolute, simulator, AUDITREC_DATABASE_URL=relative)
+
+    result = subprocess.run(
+        [AUDITREC, "doctor", "--json"], env=env, cwd=here, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    resolved = f"{here}{tmp_path}/tmp/audits.db"
+    database = checks(result)["database"]
+    assert database["detail"] == f"SQLite {resolved}: not initialised"
+    assert database["fix"].startswith(
+        f"AUDITREC_DATABASE_URL={relative} is relative to the working directory ({here}), so it "
+        f"names {resolved}; for the file at {tmp_path}/tmp/audits.db write "
+        f"sqlite:///{tmp_path}/tmp/audits.db (four slashes)"
+    )
+    config = {c["variable"]: c for c in report(result)["config"]}
+    assert config["AUDITREC_DATABASE_URL"]["path"] == resolved
+    assert config["AUDITREC_EVENT_LOG_URL"]["path"] == f"{tmp_path}/events.db"
+    assert not Path(resolved).exists()  # doctor created nothing there
+    # the advice followed: the database meant, initialised, passes
+    fixed = doctor({**env, "AUDITREC_DATABASE_URL": f"sqlite:///{tmp_path}/tmp/audits.db"})
+    assert checks(fixed)["database"]["ok"], fixed.stdout
+
+
+def test_the_text_report_shows_where_each_sqlite_url_resolves(
+    sqlite_pair: Backend, simulator: SimulatorServer, tmp_path: Path
+) -> None:
+    result = subprocess.run(
+        [AUDITREC, "doctor"], env=environ(sqlite_pair, simulator), capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+
+    lines = result.stdout.splitlines()
+    for variable, file in (("AUDITREC_EVENT_LOG_URL", "events.db"),
+                           ("AUDITREC_DATABASE_URL", "audits.db")):  # fmt: skip
+        line = next(x for x in lines if x.split()[:1] == [variable])
+        assert line.split()[1:4] == [f"sqlite:///{tmp_path}/{file}", "→", f"{tmp_path}/{file}"]
 
 
 # -- broken services ----------------------------------------------------------------------
@@ -228,13 +286,17 @@ def test_an_uninitialised_setup_is_reported_and_left_as_it_was(
     assert result.returncode == 1
     assert failed(result) == ["event log", "database"]
     found = checks(result)
-    assert found["event log"]["fix"] == "run `auditrec init`"
     assert "not initialised" in found["database"]["detail"]
-    assert found["database"]["fix"] == "run `auditrec init`"
     if backend.name == "sqlite":
+        # each file named by its absolute path, and the advice says what it creates
+        assert found["event log"]["fix"] == f"run `auditrec init` (it creates {tmp_path}/events.db)"
+        assert found["database"]["detail"] == f"SQLite {tmp_path}/audits.db: not initialised"
+        assert found["database"]["fix"] == f"run `auditrec init` (it creates {tmp_path}/audits.db)"
         assert not (tmp_path / "events.db").exists()
         assert not (tmp_path / "audits.db").exists()
     else:
+        assert found["event log"]["fix"] == "run `auditrec init`"
+        assert found["database"]["fix"] == "run `auditrec init`"
         assert "topics missing" in found["event log"]["detail"]
         assert not set(asyncio.run(_kafka_topics())) & {
             f"{backend.topic_prefix}.lifecycle.v1",
@@ -257,7 +319,7 @@ def test_missing_topics_of_an_existing_embedded_log(
     assert result.returncode == 1
     assert failed(result) == ["event log"]
     assert checks(result)["event log"]["detail"] == (
-        "embedded log reachable; topics missing: doc.dead-letter.v1"
+        f"embedded log {tmp_path}/events.db reachable; topics missing: doc.dead-letter.v1"
     )
     # the other four topics: doctor created none
     with sqlite3.connect(tmp_path / "events.db") as conn:
@@ -277,7 +339,8 @@ def test_an_old_schema_is_reported_not_migrated(
     assert result.returncode == 1
     database = checks(result)["database"]
     assert database["detail"] == (
-        f"SQLite reachable; schema version 1, this release uses {SQLITE_SCHEMA_VERSION}"
+        f"SQLite {tmp_path}/audits.db reachable; schema version 1, this release uses "
+        f"{SQLITE_SCHEMA_VERSION}"
     )
     assert database["fix"] == "run `auditrec init` (it migrates the schema)"
     with sqlite3.connect(tmp_path / "audits.db") as conn:
@@ -318,8 +381,8 @@ def test_blind_probing_is_a_failure(sqlite_pair: Backend, simulator: SimulatorSe
 
     result = doctor(env)
 
-    assert result.returncode == 1
-    assert failed(result) == ["workflows api"]
+    assert result.returncode == 2  # serve refuses to probe blind: a configuration refused
+    assert failed(result) == ["workflows api"] and report(result)["refused"] == ["workflows api"]
     workflows = checks(result)["workflows api"]
     assert workflows["detail"] == "probing is blind"
     assert workflows["fix"].startswith(
@@ -459,13 +522,15 @@ def test_the_outcome_feed_refused_as_serve_refuses_it_and_its_endpoints_reached(
         }
     )
 
-    assert no_secret.returncode == 1 and failed(no_secret) == ["outcome feed"]
+    assert no_secret.returncode == 2 and failed(no_secret) == ["outcome feed"]
+    assert report(no_secret)["refused"] == ["outcome feed"]
     assert (
         "AUDITREC_WEBHOOK_URLS needs AUDITREC_WEBHOOK_SECRET"
         in checks(no_secret)["outcome feed"]["detail"]
     )
     assert "'audit.gone'" in checks(bad_filter)["outcome feed"]["detail"]
     assert down.returncode == 1 and failed(down) == ["outcome feed"]
+    assert report(down)["refused"] == []
     assert "unreachable: ConnectError" in checks(down)["outcome feed"]["detail"]
     assert up.returncode == 0, up.stdout
     detail = checks(up)["outcome feed"]["detail"]

@@ -57,6 +57,13 @@ def test_a_hostile_record_is_listed_shown_and_replayed_once_corrected(
     assert item["origin"]["topic"] == lifecycle and item["reason"].startswith("not valid JSON")
     text = run(backend, "dead-letters", "list", env=env).stdout
     assert text.startswith(f"{position}  ") and f"{lifecycle}/" in text and "not valid JSON" in text
+    # found by the consumer group's name, or by the component's
+    for consumer in (f"{backend.topic_prefix}-projector", "projector"):
+        found = run(backend, "dead-letters", "list", "--consumer", consumer, "--json", env=env)
+        assert [d["position"] for d in json.loads(found.stdout)["dead_letters"]] == [position]
+    for consumer in ("reconciler", "projector-"):
+        found = run(backend, "dead-letters", "list", "--consumer", consumer, "--json", env=env)
+        assert json.loads(found.stdout)["dead_letters"] == [], consumer
 
     shown = run(backend, "dead-letters", "show", position, env=env)
     assert shown.returncode == 0, shown.stderr

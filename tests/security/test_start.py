@@ -53,11 +53,41 @@ def test_doctor_fails_the_api_check_with_the_same_refusal(env: dict[str, str]) -
         name: next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "api")
         for name, r in (("exposed", exposed), ("short", short), ("fine", fine))
     }
-    assert exposed.returncode == 1 and not api["exposed"]["ok"]
+    assert exposed.returncode == 2 and not api["exposed"]["ok"] and api["exposed"]["refused"]
     assert "AUDITREC_API_TOKENS" in api["exposed"]["fix"]
     assert not api["short"]["ok"] and "'token-1'" in api["short"]["fix"]
+    assert short.returncode == 2 and "api" in json.loads(short.stdout)["refused"]
     assert "hunter2" not in short.stdout + short.stderr
     assert api["fine"]["ok"] and "open (no tokens) on 127.0.0.1" in api["fine"]["detail"]
+
+
+def test_a_token_of_an_unknown_scope_is_refused_by_serve_and_doctor_alike(
+    env: dict[str, str],
+) -> None:
+    bad = {**env, "AUDITREC_API_TOKENS": "viewer:abc:readonly"}
+    served = run_process("serve", "--only", "api", env=bad, timeout=START)
+    checked = run("doctor", "--json", env=bad)
+
+    sentence = "AUDITREC_API_TOKENS: entry 1 ('viewer'): unknown scope"
+    assert served.returncode == 2 and sentence in served.stderr, served.stderr[-2000:]
+    api = next(c for c in json.loads(checked.stdout)["checks"] if c["name"] == "api")
+    assert checked.returncode == 2
+    assert not api["ok"] and api["refused"] and sentence in api["fix"]
+    assert "error: `serve` refuses this configuration" in checked.stderr
+
+
+def test_a_misspelled_variable_stops_serve_and_doctor_alike_naming_the_known_one(
+    env: dict[str, str],
+) -> None:
+    typo = {**env, "AUDITREC_WATCHDOG_INTERVALL": "5m"}
+    served = run_process("serve", "--only", "api", env=typo, timeout=START)
+    checked = run("doctor", env=typo)
+
+    said = "unknown variable AUDITREC_WATCHDOG_INTERVALL (did you mean AUDITREC_WATCHDOG_INTERVAL?)"
+    for result in (served, checked):
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert said in result.stderr
+        assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from auditrec_client.calls import AuditPage
 from auditrec_client.errors import (
     ApiError,
     AuditrecClientError,
+    Forbidden,
     InvalidEvents,
     NotFound,
     Unauthorized,
@@ -46,6 +47,7 @@ __all__ = [
     "AuditrecClient",
     "AuditrecClientError",
     "Event",
+    "Forbidden",
     "InvalidEvents",
     "NotFound",
     "Outcome",

@@ -56,7 +56,14 @@ export declare function auditFailed(
 /** A version 5 UUID of the parts joined by ":": the same parts, the same id. */
 export declare function eventIdFor(...parts: (string | number)[]): Promise<string>;
 
-export type ErrorKind = "unreachable" | "invalid" | "unauthorized" | "not_found" | "unavailable" | "api";
+export type ErrorKind =
+  | "unreachable"
+  | "invalid"
+  | "unauthorized"
+  | "forbidden"
+  | "not_found"
+  | "unavailable"
+  | "api";
 
 export declare class AuditrecError extends Error {
   readonly kind: ErrorKind;
@@ -66,6 +73,8 @@ export declare class AuditrecError extends Error {
   readonly retriable: boolean;
   /** One line per problem auditrec named (422: `item N: …`). */
   readonly problems: string[];
+  /** 403 (`forbidden`): the scope the call needs and the token lacks; null otherwise. */
+  readonly scope: string | null;
 }
 
 export interface RetryOptions {

@@ -16,7 +16,7 @@ import {
   workflowInstanceAttached,
 } from "../src/index.js";
 import { startProxy } from "./proxy.mjs";
-import { freePort, startServe } from "./serve.mjs";
+import { freePort, startServe, VIEWER } from "./serve.mjs";
 
 const FAST = { attempts: 4, backoffMs: 20, maxBackoffMs: 100 };
 let serve;
@@ -151,6 +151,20 @@ test("an invalid event is refused naming it, not retried, and nothing is publish
 test("without the token the server refuses", async () => {
   const auditrec = new AuditrecClient({ baseUrl: serve.url, retry: FAST });
   await assert.rejects(auditrec.audits(), { kind: "unauthorized", status: 401 });
+});
+
+test("a token without the scope is forbidden, naming the scope it lacks", async () => {
+  const auditrec = new AuditrecClient({ baseUrl: serve.url, token: VIEWER, retry: FAST });
+  assert.ok(Array.isArray((await auditrec.audits()).audits)); // read: allowed
+  await assert.rejects(auditrec.publish(auditStarted(newAuditId(), { project_id: "p" })), (error) => {
+    assert.equal(error.kind, "forbidden");
+    assert.equal(error.status, 403);
+    assert.equal(error.retriable, false);
+    assert.equal(error.scope, "publish");
+    assert.match(error.message, /^auditrec answered 403 forbidden \(the token lacks scope publish\): /);
+    assert.match(error.message, /'viewer' has scope read/);
+    return true;
+  });
 });
 
 test("nothing listening rejects as unreachable after the attempts", async () => {

@@ -9,6 +9,7 @@ import { fileURLToPath } from "node:url";
 
 export const AUDITREC = process.env.AUDITREC ?? fileURLToPath(new URL("../../../.venv/bin/auditrec", import.meta.url));
 export const TOKEN = "worker-token-0123456789";
+export const VIEWER = "viewer-token-0123456789"; // a token of scope read
 
 export function freePort() {
   return new Promise((resolve, reject) => {
@@ -38,7 +39,7 @@ export async function startServe() {
     AUDITREC_DATABASE_URL: `sqlite:///${dir}/audits.db`,
     AUDITREC_API_PORT: String(port),
     AUDITREC_METRICS_PORT: "0",
-    AUDITREC_API_TOKENS: TOKEN,
+    AUDITREC_API_TOKENS: `${TOKEN},viewer:${VIEWER}:read`,
     AUDITREC_LOG_FORMAT: "json",
   });
   const init = spawnSync(AUDITREC, ["init"], { env, encoding: "utf8", timeout: 120_000 });

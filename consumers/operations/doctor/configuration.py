@@ -1,6 +1,7 @@
 """The effective configuration as ``auditrec doctor`` shows it: every setting under its
-variable's name, with its value (secrets masked, URLs without their password) and where it
-came from (``flag``, ``env`` or ``default``)."""
+variable's name, with its value (secrets masked, URLs without their password), where it
+came from (``flag``, ``env`` or ``default``) and, for a ``sqlite://`` URL, the absolute path of
+its file."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import SecretStr
 
+from consumers.operations.doctor.files import resolved_path
 from consumers.runtime.settings import Settings
 from consumers.runtime.tokens import parse_tokens
 from statemachine.errors import ConfigError
@@ -29,6 +31,7 @@ class Setting:
     variable: str
     value: str | None
     source: str  # flag, env or default
+    path: str | None = None  # a sqlite:// URL's file, absolute (as resolved from here)
 
 
 def mask(secret: str) -> str:
@@ -92,5 +95,8 @@ def effective_configuration(
             source = "env"
         else:
             source = "default"
-        result.append(Setting(variable, _shown(name, getattr(settings, name)), source))
+        value = getattr(settings, name)
+        path = resolved_path(value) if name.endswith("_url") and isinstance(value, str) else None
+        shown = _shown(name, value)
+        result.append(Setting(variable, shown, source, None if path is None else str(path)))
     return result

@@ -1,8 +1,11 @@
 """The database check: reachable, and its schema version present and current. The version is
-read on a plain connection: starting a projection store would create or migrate the schema."""
+read on a plain connection: starting a projection store would create or migrate the schema.
+A SQLite file is named by its absolute path (a relative URL also says how to write it
+absolute)."""
 
 from __future__ import annotations
 
+from consumers.operations.doctor.files import absolute_advice, resolved_path
 from consumers.operations.doctor.report import CHECK_TIMEOUT, Check
 from consumers.runtime.settings import Settings
 from projections.factory import schema_state
@@ -15,7 +18,11 @@ NAME = "database"
 
 async def check_database(settings: Settings, timeout: float = CHECK_TIMEOUT) -> Check:
     url = settings.database_url
-    where = "SQLite" if url.startswith("sqlite://") else "PostgreSQL"
+    path = resolved_path(url)
+    where = "PostgreSQL" if path is None else f"SQLite {path}"
+    init = "run `auditrec init`" if path is None else f"run `auditrec init` (it creates {path})"
+    if (advice := absolute_advice(url, "AUDITREC_DATABASE_URL")) is not None:
+        init = f"{advice}; else {init}"
     try:
         state = await schema_state(url, timeout=timeout)
     except AuditrecError as exc:
@@ -26,7 +33,7 @@ async def check_database(settings: Settings, timeout: float = CHECK_TIMEOUT) -> 
             "check AUDITREC_DATABASE_URL and that the database is up",
         )
     if state.found is None:
-        return Check(NAME, False, f"{where}: not initialised", "run `auditrec init`")
+        return Check(NAME, False, f"{where}: not initialised", init)
     if state.found < state.current:
         return Check(
             NAME,

@@ -7,6 +7,7 @@ import time
 
 from consumers.eventlog.factory import list_topics
 from consumers.eventlog.port import Topics
+from consumers.operations.doctor.files import absolute_advice, resolved_path
 from consumers.operations.doctor.report import CHECK_TIMEOUT, Check
 from consumers.runtime.settings import Settings
 from statemachine.errors import AuditrecError
@@ -24,7 +25,11 @@ def _kafka(settings: Settings) -> bool:
 
 async def check_event_log(settings: Settings, timeout: float = CHECK_TIMEOUT) -> Check:
     topics = Topics(settings.topic_prefix, settings.group_prefix, settings.ingest_topic)
-    where = "Kafka" if _kafka(settings) else "embedded log"
+    path = resolved_path(settings.event_log_url)
+    where = "Kafka" if path is None else f"embedded log {path}"
+    init = INIT if path is None else f"{INIT} (it creates {path})"
+    if (advice := absolute_advice(settings.event_log_url, "AUDITREC_EVENT_LOG_URL")) is not None:
+        init = f"{advice}; else {init}"
     options = {"settings": settings} if _kafka(settings) else {}
     try:
         present = await list_topics(settings.event_log_url, timeout=timeout, **options)
@@ -37,7 +42,7 @@ async def check_event_log(settings: Settings, timeout: float = CHECK_TIMEOUT) ->
             "that the broker is up",
         )
     if present is None:
-        return Check(NAME, False, f"{where}: no file yet (not initialised)", INIT)
+        return Check(NAME, False, f"{where}: no file yet (not initialised)", init)
     missing = [t for t in topics.all() if t not in present]
     if missing:
         return Check(NAME, False, f"{where} reachable; topics missing: {', '.join(missing)}", INIT)

@@ -14,7 +14,7 @@ async def check_api(settings: Settings) -> Check:
     name = "api"
     refusal = settings.api_refusal()
     if refusal is not None:
-        return Check(name, False, "`serve` refuses to run the API", refusal)
+        return Check(name, False, "`serve` refuses to run the API", refusal, refused=True)
     tokens = settings.api_token_specs()
     if tokens:
         return Check(name, True, f"{len(tokens)} token(s) on {settings.api_host}")

@@ -15,12 +15,15 @@ CHECK_TIMEOUT = 5.0  # seconds a check may take
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """``detail`` says what was found (or what is wrong); ``fix`` what to do, when not ok."""
+    """``detail`` says what was found (or what is wrong); ``fix`` what to do, when not ok;
+    ``refused``: a configuration ``serve`` refuses to start with (exit 2), as opposed to a
+    service that does not answer as it should (exit 1)."""
 
     name: str
     ok: bool
     detail: str
     fix: str | None = None
+    refused: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)

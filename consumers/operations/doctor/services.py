@@ -27,7 +27,7 @@ async def check_workflows(settings: Settings, timeout: float = CHECK_TIMEOUT) ->
     name = "workflows api"
     blind = settings.probing_blind()
     if blind is not None:
-        return Check(name, False, "probing is blind", blind)
+        return Check(name, False, "probing is blind", blind, refused=True)
     token = settings.cloudflare_api_token
     client = WorkflowsClient(
         api_url=settings.cloudflare_api_url,
@@ -131,7 +131,7 @@ async def check_outcomes(settings: Settings, timeout: float = CHECK_TIMEOUT) -> 
     name = "outcome feed"
     refusal = settings.outcomes_refusal()
     if refusal is not None:
-        return Check(name, False, refusal, "fix the variable named")
+        return Check(name, False, refusal, "fix the variable named", refused=True)
     endpoints = settings.outcome_endpoints()
     if not endpoints:
         return Check(name, True, "off (AUDITREC_WEBHOOK_URLS and AUDITREC_OUTCOME_QUEUE_ID unset)")

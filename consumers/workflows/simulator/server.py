@@ -108,6 +108,7 @@ nothing), ``delay_ms`` (a message becomes visible that long after publishing), `
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import socket
 import threading
@@ -226,7 +227,7 @@ def run_simulator(
     ``seed`` is a JSON file in the format of :meth:`Simulator.load_seed`; ``queues`` are the ids
     of queues subscribed to every event of every workflow; ``webhooks`` are receivers to create,
     each a name and its secret (``None``: it checks no signature). Prints one start line, with
-    every receiver's delivery URL.
+    every receiver's delivery URL (uvicorn's own is left out), then one line per request.
     """
     sim = Simulator(token=token)
     if seed is not None:
@@ -246,4 +247,11 @@ def run_simulator(
         f"(control API under /_sim; token {'required' if token else 'not required'}{receivers})",
         flush=True,
     )
-    uvicorn.run(build_app(sim), host=host, port=port, lifespan="off", log_level="info")
+    # The line above is the start line: uvicorn's own ("Uvicorn running on …") is left out;
+    # its access log (one line per request) stays.
+    logging_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    logging_config["loggers"]["uvicorn.error"]["level"] = "WARNING"
+    uvicorn.run(
+        build_app(sim), host=host, port=port, lifespan="off", log_config=logging_config,
+        log_level=None,
+    )  # fmt: skip

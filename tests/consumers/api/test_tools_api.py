@@ -93,6 +93,9 @@ def test_dead_letters_are_listed_shown_and_replayed_once(
     ]
     one = client.get("/dead-letters", params={"consumer": letter["consumer"]}).json()
     assert one["dead_letters"] == [letter]
+    for component in ("projector", "reconciler"):  # a component names its group
+        by_name = client.get("/dead-letters", params={"consumer": component}).json()
+        assert by_name["dead_letters"] == [letter], component
     position = letter["position"]
     shown = client.get(f"/dead-letters/{position}").json()
     assert shown["original"] == {"encoding": "text", "value": hostile.decode()}

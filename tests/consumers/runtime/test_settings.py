@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-import structlog
 
 from consumers.runtime.settings import Settings, load_settings, unknown_variables
 from statemachine.errors import ConfigError
@@ -178,13 +177,40 @@ def test_a_misspelled_variable_is_reported_with_the_closest_known_name() -> None
     ]
 
 
-def test_load_settings_warns_of_unknown_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unknown_variable_refuses_the_settings_naming_the_closest_known_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("AUDITREC_PROBE_BUDGT", "3")
-    with structlog.testing.capture_logs() as logs:
-        settings = load_settings()
-    assert settings.probe_budget == 1000  # the misspelled one changed nothing
-    assert {"event": "unknown variable AUDITREC_PROBE_BUDGT (did you mean AUDITREC_PROBE_BUDGET?)",
-            "log_level": "warning"} in logs  # fmt: skip
+    with pytest.raises(ConfigError) as refused:
+        load_settings()
+    assert refused.value.exit_code == 2
+    assert "unknown variable AUDITREC_PROBE_BUDGT (did you mean AUDITREC_PROBE_BUDGET?)" in str(
+        refused.value
+    )
+
+
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "AUDITREC_SIMULATOR_TOKEN",  # simulate-workflows --token
+        "AUDITREC_URL",  # the clients' examples
+        "AUDITREC_TOKEN",
+        "AUDITREC_PRINCIPAL",  # deploy/kafka/acls.sh
+        "AUDITREC_REQUIRE_SERVICES",  # make test
+        "AUDITREC_SCREENSHOTS_DIR",  # make screenshots
+        "AUDITREC_CHAOS_KILLS",  # make chaos
+        "AUDITREC_FUZZ_EXAMPLES",  # make fuzz
+        "AUDITREC_TEST_KAFKA",
+        "AUDITREC_SERVICES_DIR",  # scripts/services.sh
+        "AUDITREC_KAFKA_HEAP",
+        "AUDITREC_WRITE_PLAN",
+    ],
+)
+def test_the_projects_own_variables_that_are_no_settings_are_not_refused(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    monkeypatch.setenv(variable, "1")
+    assert load_settings().probe_budget == 1000
 
 
 @pytest.mark.parametrize(
