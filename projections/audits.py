@@ -99,3 +99,9 @@ class AuditReads(ABC):
         looks again when there may be one. This default polls; an adapter with
         notifications (PostgreSQL ``LISTEN``) wakes at once."""
         await asyncio.sleep(min(timeout, CHANGE_POLL))
+
+    @abstractmethod
+    async def failures_by_hour(self, since: datetime) -> dict[tuple[datetime, str], int]:
+        """Failed audits whose failure (``completed_at``) is at or after ``since``, counted by
+        (the UTC hour it fell in, ``error_code``): the hour is its start, an aware UTC
+        datetime; an hour with no failure has no key."""

@@ -34,6 +34,8 @@ SIMULATED = (
     "AND e.type = 'AuditFailureSimulated')"
 )
 
+HOUR_MICROS = 3_600_000_000  # timestamps are stored in microseconds since the epoch
+
 
 class SQLiteAudits(AuditReads):
     def __init__(self, db: SQLiteDB) -> None:
@@ -199,3 +201,14 @@ class SQLiteAudits(AuditReads):
             for row in batch:
                 yield row
             last = batch[-1].audit_id
+
+    async def failures_by_hour(self, since: datetime) -> dict[tuple[datetime, str], int]:
+        def work(conn: sqlite3.Connection) -> dict[tuple[datetime, str], int]:
+            cur = conn.execute(
+                f"SELECT completed_at / {HOUR_MICROS}, error_code, COUNT(*) FROM audits "
+                "WHERE status = 'failed' AND completed_at >= ? GROUP BY 1, 2",
+                (to_micros(since),),
+            )
+            return {(from_micros(h * HOUR_MICROS), code): n for h, code, n in cur.fetchall()}
+
+        return await self.db.read(work)

@@ -14,6 +14,7 @@ from projections.store import ProjectionStore
 from statemachine.events import AuditEvent
 from tests.contracts.projection_store import (
     CONSUMER,
+    T0,
     StoreFixtures,
     assert_utc,
     at,
@@ -337,3 +338,44 @@ class AuditReadsContract(StoreFixtures):
         # then only the step's key is recorded, as the step first was
         assert found == {("a-1", step.event_id.int): step}
         assert await store.audits.recorded([]) == {}
+
+    async def test_failures_by_hour_counts_each_utc_hour_by_error_code_since_a_time(
+        self, store: ProjectionStore
+    ) -> None:
+        # given failures in three hours (one at an hour's first microsecond, one in another
+        # zone), a failure overturned, a completion, and a failure before the window
+        assert await store.audits.failures_by_hour(at(0)) == {}
+        ist = timezone(timedelta(hours=5, minutes=30))
+        events: list[AuditEvent] = [
+            *(started(f"a-{i}") for i in range(8)),
+            failed("a-0", at(-1), code="oom"),  # before the window
+            failed("a-1", at(0), code="oom"),  # 08:00:00.000000 exactly
+            failed("a-2", at(59, 59.999999), code="oom"),
+            failed("a-3", at(30), by="reconciler", code="instance_lost", reconciled_by="watchdog"),
+            failed("a-4", at(60).astimezone(ist), code="db_error"),  # 09:00 UTC
+            failed("a-5", at(185), code="oom"),  # 11:05
+            completed("a-6", at(20)),
+            failed("a-7", at(40), by="reconciler", code="instance_lost", reconciled_by="watchdog"),
+            completed("a-7", at(45)),  # overturned: no longer failed
+        ]
+        await store.writer.apply(positioned(events), {}, CONSUMER)
+
+        # when counted since 08:00, then by hour start (aware, UTC) and code
+        found = await store.audits.failures_by_hour(at(0))
+        hour = T0.replace(minute=0)
+        assert found == {
+            (hour, "oom"): 2,
+            (hour, "instance_lost"): 1,
+            (hour + timedelta(hours=1), "db_error"): 1,
+            (hour + timedelta(hours=3), "oom"): 1,
+        }
+        for start, _ in found:
+            assert_utc(start)
+        # and since a time inside an hour, only the failures at or after it are in its count
+        assert await store.audits.failures_by_hour(at(30)) == {
+            (hour, "oom"): 1,
+            (hour, "instance_lost"): 1,
+            (hour + timedelta(hours=1), "db_error"): 1,
+            (hour + timedelta(hours=3), "oom"): 1,
+        }
+        assert await store.audits.failures_by_hour(at(186)) == {}
