@@ -1,7 +1,8 @@
 """What the console's overview shows, gathered in one place: audits by status, recent failures
-by error code and by how they were found, running audits past the stale threshold, the
-mass-failure brake and its held decisions, the event subscription's backlog, the outcome feed's
-endpoints and the entries parked on them, and how the components are doing.
+by error code and by how they were found (and per hour and code, for the charts), running
+audits past the stale threshold, the mass-failure brake and its held decisions, the event
+subscription's backlog, the outcome feed's endpoints and the entries parked on them, and how
+the components are doing.
 
 Every figure is one indexed query on the projection store (no scan of the table), so the page
 stays cheap however many audits there are.
@@ -10,7 +11,7 @@ stays cheap however many audits there are.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -48,6 +49,8 @@ class Overview:
     # The event subscription, when a queue is configured: its queue id, the confirmations
     # waiting for the budget, and this process's warning about its last pull (if any).
     subscription: dict[str, Any] | None = None
+    # window label -> (UTC hour start, error code) -> failures since the window's start
+    hourly: dict[str, dict[tuple[datetime, str], int]] = field(default_factory=dict)
 
     def failure_codes(self, window: str) -> list[tuple[str, int]]:
         """Failures in ``window`` by error code, most first."""
@@ -71,7 +74,7 @@ async def gather_overview(ops: Operations) -> Overview:
     now = backends.now()
     stale_after = backends.settings.stale_running_after
     cutoff = now - stale_after
-    by_status, stale, summary, brake, live, deliveries, *failures = await asyncio.gather(
+    by_status, stale, summary, brake, live, deliveries, *by_window = await asyncio.gather(
         store.audits.count_by_status(),
         store.audits.stale_running(cutoff, STALE_SHOWN),
         store.audits.running_summary(cutoff),
@@ -79,7 +82,9 @@ async def gather_overview(ops: Operations) -> Overview:
         backends.live_components(reuse=True),
         ops.deliveries(limit=1),  # the counts per endpoint; one parked entry read, not shown
         *(store.audits.failure_counts(now - span) for _, span in WINDOWS),
+        *(store.audits.failures_by_hour(now - span) for _, span in WINDOWS),
     )
+    failures, hourly = by_window[: len(WINDOWS)], by_window[len(WINDOWS) :]
     # The watchdog's order (never observed first) suits a sweep; a reader wants the oldest first.
     stale.sort(key=lambda r: (r.state.started_at or now, r.audit_id))
     return Overview(
@@ -98,6 +103,7 @@ async def gather_overview(ops: Operations) -> Overview:
             "configured": any(e["configured"] for e in deliveries["endpoints"]),
         },
         subscription=await _subscription(backends),
+        hourly={label: counts for (label, _), counts in zip(WINDOWS, hourly, strict=True)},
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from projections.audits import AuditReads
@@ -35,6 +35,7 @@ SIMULATED = (
 )
 
 HOUR_MICROS = 3_600_000_000  # timestamps are stored in microseconds since the epoch
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class SQLiteAudits(AuditReads):
@@ -209,6 +210,6 @@ class SQLiteAudits(AuditReads):
                 "WHERE status = 'failed' AND completed_at >= ? GROUP BY 1, 2",
                 (to_micros(since),),
             )
-            return {(from_micros(h * HOUR_MICROS), code): n for h, code, n in cur.fetchall()}
+            return {(EPOCH + timedelta(hours=h), code): n for h, code, n in cur.fetchall()}
 
         return await self.db.read(work)

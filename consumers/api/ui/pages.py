@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse
 
 from consumers.api.ui.access import Session
 from consumers.api.ui.auditview import Group, failure_summary, fields, hold_summary, timeline
+from consumers.api.ui.charts import failure_chart
 from consumers.api.ui.diagram import state_svg, transition_rows
 from consumers.api.ui.render import page, when
 from consumers.api.ui.session import viewer
@@ -33,7 +34,6 @@ __all__ = ["DELIVERIES_PAGE", "PAGE_SIZE", "add_read_pages", "audit_filter"]
 
 PAGE_SIZE = 50
 DELIVERIES_PAGE = 50  # parked entries a page of /ui/deliveries shows
-REFRESH_SECONDS = 5  # the overview reads itself again this often (static/console.js)
 AUDIT_ID = re.compile(AUDIT_ID_PATTERN)
 Viewer = Annotated[Session, Depends(viewer)]
 
@@ -44,13 +44,23 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
     @router.get("/ui", response_class=HTMLResponse, include_in_schema=False)
     async def overview(request: Request, session: Viewer) -> HTMLResponse:
         view = await gather_overview(ops)
+        charts = {
+            label: failure_chart(
+                view.hourly[label],
+                view.now - span,
+                view.now,
+                f"Failures per hour by error code, last {label}",
+                key=label.replace(" ", ""),
+            )
+            for label, span in WINDOWS
+        }
         return page(
             request,
             "overview.html",
             view=view,
             windows=[w for w, _ in WINDOWS],
+            charts=charts,
             statuses=AUDIT_STATUSES,
-            refresh_seconds=REFRESH_SECONDS,
         )
 
     @router.get("/ui/audits", response_class=HTMLResponse, include_in_schema=False)

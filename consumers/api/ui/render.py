@@ -19,6 +19,7 @@ from consumers.api.ui.access import SESSION_SECONDS
 
 __all__ = [
     "COOKIE",
+    "REFRESH_SECONDS",
     "STATIC",
     "TEMPLATES",
     "WHEN_FORMAT",
@@ -31,6 +32,7 @@ __all__ = [
 ]
 
 COOKIE = "auditrec_console"
+REFRESH_SECONDS = 5  # live pages read themselves again this often
 
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
@@ -124,6 +126,9 @@ TEMPLATES.env.filters["age"] = age
 TEMPLATES.env.filters["when"] = when
 TEMPLATES.env.filters["ago"] = ago
 TEMPLATES.env.filters["timestamp"] = timestamp
+# A page whose <main> has data-refresh="{{ refresh_seconds }}" reads itself again this often
+# (static/console.js: the overview and the lists).
+TEMPLATES.env.globals["refresh_seconds"] = REFRESH_SECONDS
 
 
 def page(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
