@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from html import escape
-from urllib.parse import urlencode
+from urllib.parse import quote
 
 from statemachine.vocabulary import ERROR_CODES
 
@@ -47,7 +47,7 @@ def failures_link(code: str, since: datetime, until: datetime) -> str:
     has no filter by failure time, so ``since`` and ``until`` (the bar's hour, the chart's
     window) are not in the address yet."""
     del since, until
-    return "/ui/audits?" + urlencode({"status": "failed", "code": code})
+    return f"/ui/audits?status=failed&code={quote(code, safe='')}"
 
 
 def hour_of(moment: datetime) -> datetime:
@@ -132,6 +132,7 @@ def failure_chart(
         'text-anchor="middle">hour (UTC)</text>'
     )
     # the bars: one an hour, its codes stacked in the legend's order
+    names = {code: escape(code) for code in codes}
     for i in range(hours):
         start = first + i * HOUR
         here = by_hour.get(start)
@@ -139,21 +140,21 @@ def failure_chart(
             continue
         x = LEFT + bar_w * i + bar_w * 0.1
         base = float(TOP + plot_h)
+        stamp = start.strftime("%Y-%m-%dT%H:%MZ")
+        span = f"{_hour_text(start)}–{(start + HOUR).strftime('%H:%M')} UTC"
         for code in codes:
             n = here.get(code, 0)
             if not n:
                 continue
             height = plot_h * n / top
             base -= height
-            tip = f"{code}: {n} failure{'s' if n != 1 else ''}, {_hour_text(start)}–" + (
-                (start + HOUR).strftime("%H:%M") + " UTC"
-            )
             parts.append(
                 f'<a href="{escape(link(code, start, start + HOUR))}" tabindex="-1">'
-                f'<rect class="bar" data-code="{escape(code)}" '
-                f'data-hour="{start.strftime("%Y-%m-%dT%H:%MZ")}" data-count="{n}" '
-                f'x="{x:.1f}" y="{base:.1f}" width="{bar_w * 0.8:.1f}" height="{height:.1f}" '
-                f'fill="{colour(code)}"><title>{escape(tip)}</title></rect></a>'
+                f'<rect class="bar" data-code="{names[code]}" data-hour="{stamp}" '
+                f'data-count="{n}" x="{x:.1f}" y="{base:.1f}" width="{bar_w * 0.8:.1f}" '
+                f'height="{height:.1f}" fill="{colour(code)}">'
+                f"<title>{names[code]}: {n} failure{'s' if n != 1 else ''}, {span}</title>"
+                "</rect></a>"
             )
     parts.append("</svg>")
     legend = [f'<ul class="legend" aria-label="{escape(title)}: error codes">']
