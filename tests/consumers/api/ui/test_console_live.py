@@ -1,10 +1,12 @@
 """The console's live pages and failure charts: the overview charts failures per hour by code
 over 24 h and 7 d (server-rendered, linking into the list); the overview and the lists read
 themselves again in a real Chromium against a real ``auditrec serve`` (both backend pairs), so a
-newly failed audit shows without a reload, and stop while paused or while a form holds input."""
+newly failed audit (or dead letter) shows without a reload, and they stop while paused or while
+a form holds input."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 from datetime import UTC, datetime, timedelta
@@ -25,6 +27,7 @@ from tests.consumers.api.conftest import (
     wait_for,
 )
 from tests.consumers.api.ui.conftest import Serve, screenshot
+from tests.consumers.api.ui.dataset import append_poison
 from tests.consumers.api.ui.driving import figures, sign_in, text_of
 from tests.e2e.test_cli_e2e import AUDITREC
 from tests.e2e.test_cli_e2e import envelope as line
@@ -195,7 +198,20 @@ def test_live_pages_show_a_new_failure_without_a_reload_and_pausing_stops_them(
 ) -> None:
     driver = browser
     driver.implicitly_wait(0)  # absent elements are asked about here; never wait for them
-    sign_in(driver, serve, "admin-secret-0001")
+
+    # the dead letters: a record set aside after the page loaded is listed, same page
+    sign_in(driver, serve, "admin-secret-0001", then="/ui/dead-letters")
+    assert not driver.find_elements("css selector", "#dead-letters tr[data-position]")
+    mark_page(driver)
+    asyncio.run(append_poison(serve))
+    wait_until(
+        driver,
+        lambda d: d.find_elements("css selector", "#dead-letters tr[data-position]"),
+        "the dead letter to be listed",
+    )
+    assert same_page(driver)
+
+    driver.get(f"{serve.url}/ui")
     assert text_of(driver, "#live-toggle") == "Pause live updates"
     assert driver.find_element("tag name", "main").get_attribute("data-live") == "on"
     assert figures(driver)["failed"] == "0"
