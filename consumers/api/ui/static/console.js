@@ -117,9 +117,27 @@
     return "";
   }
 
+  // A fold (<details>) the user opened or closed stays so: matched by id, else by its place
+  // when the page has as many folds as before.
+  function keepFolds(fresh) {
+    const was = Array.from(main.querySelectorAll("details"));
+    const will = Array.from(fresh.querySelectorAll("details"));
+    will.forEach(function (fold, i) {
+      const match = fold.id
+        ? was.find((w) => w.id === fold.id)
+        : was.length === will.length && !was[i].id
+          ? was[i]
+          : undefined;
+      if (match !== undefined) {
+        fold.open = match.open;
+      }
+    });
+  }
+
   // Put the new <main>'s children in place: only those that changed when both have the same
   // parts (same elements, same ids, in the same order); all of them otherwise.
   function swap(fresh) {
+    keepFolds(fresh);
     const old = Array.from(main.children);
     const now = Array.from(fresh.children);
     const same =

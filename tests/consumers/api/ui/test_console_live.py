@@ -235,9 +235,12 @@ def test_live_pages_show_a_new_failure_without_a_reload_and_pausing_stops_them(
     driver.get(f"{serve.url}/ui/audits?status=failed")
     assert rows(driver) == {"a-live-1"}
     mark_page(driver)
+    opened = "const f = document.querySelector('main details'); f.open = true; return f.id;"
+    fold = driver.execute_script(opened)  # the bulk actions' fold, opened as a click would
     publish_failure(serve, "a-live-2", "db_error")
     wait_until(driver, lambda d: "a-live-2" in rows(d), "a-live-2 to be listed")
     assert same_page(driver) and rows(driver) == {"a-live-1", "a-live-2"}
+    assert driver.find_element("id", fold).get_attribute("open") is not None  # still open
 
     # input not yet sent holds the page: the typed text stays, no new row comes
     field = driver.find_element("css selector", "main form input[type=text]")
