@@ -3,8 +3,9 @@ bar an hour, one colour a code), labelled axes and an HTML legend with each code
 
 Pure and self-contained: data in, markup out (every text escaped), no script, no CDN, readable
 without JavaScript. A bar's part and a legend entry link into the audit list of that code's
-failures (:func:`failures_link`, the one place that knows the list's filter names). Colours
-follow the code's place in the vocabulary, so a code has the same colour in every chart.
+failures in the window (:func:`failures_link`, the one place that knows the list's filter
+names). Colours follow the code's place in the vocabulary, so a code has the same colour in
+every chart.
 """
 
 from __future__ import annotations
@@ -43,9 +44,9 @@ Link = Callable[[str, datetime, datetime], str]
 
 
 def failures_link(code: str, since: datetime, until: datetime) -> str:
-    """The audit list of the failures of ``code``. The list filters by status and code; it
-    has no filter by failure time, so ``since`` and ``until`` (the bar's hour, the chart's
-    window) are not in the address yet."""
+    """The audit list of the failures of ``code`` from ``since`` to ``until`` (the chart's
+    window). The list filters by status and code; it has no filter by failure time, so the
+    window is not in the address yet."""
     del since, until
     return f"/ui/audits?status=failed&code={quote(code, safe='')}"
 
@@ -131,14 +132,17 @@ def failure_chart(
         f'<text class="axis" x="{LEFT + plot_w / 2:.0f}" y="{HEIGHT - 4}" '
         'text-anchor="middle">hour (UTC)</text>'
     )
-    # the bars: one an hour, its codes stacked in the legend's order
+    # the bars: one an hour, its codes stacked in the legend's order; a code's parts of every
+    # bar in one link (the list of its failures) and one colour, so the markup stays small
     names = {code: escape(code) for code in codes}
+    drawn: dict[str, list[str]] = {code: [] for code in codes}
+    width = f"{bar_w * 0.8:.1f}"
     for i in range(hours):
         start = first + i * HOUR
         here = by_hour.get(start)
         if not here:
             continue
-        x = LEFT + bar_w * i + bar_w * 0.1
+        left = f"{LEFT + bar_w * i + bar_w * 0.1:.1f}"
         base = float(TOP + plot_h)
         stamp = start.strftime("%Y-%m-%dT%H:%MZ")
         span = f"{_hour_text(start)}–{(start + HOUR).strftime('%H:%M')} UTC"
@@ -148,14 +152,16 @@ def failure_chart(
                 continue
             height = plot_h * n / top
             base -= height
-            parts.append(
-                f'<a href="{escape(link(code, start, start + HOUR))}" tabindex="-1">'
-                f'<rect class="bar" data-code="{names[code]}" data-hour="{stamp}" '
-                f'data-count="{n}" x="{x:.1f}" y="{base:.1f}" width="{bar_w * 0.8:.1f}" '
-                f'height="{height:.1f}" fill="{colour(code)}">'
-                f"<title>{names[code]}: {n} failure{'s' if n != 1 else ''}, {span}</title>"
-                "</rect></a>"
+            drawn[code].append(
+                f'<rect class="bar" data-hour="{stamp}" data-count="{n}" x="{left}" '
+                f'y="{base:.1f}" width="{width}" height="{height:.1f}">'
+                f"<title>{names[code]}: {n} failure{'s' if n != 1 else ''}, {span}</title></rect>"
             )
+    for code in codes:
+        parts.append(
+            f'<a href="{escape(link(code, since, until))}" tabindex="-1" '
+            f'data-code="{names[code]}"><g fill="{colour(code)}">{"".join(drawn[code])}</g></a>'
+        )
     parts.append("</svg>")
     legend = [f'<ul class="legend" aria-label="{escape(title)}: error codes">']
     for code in codes:

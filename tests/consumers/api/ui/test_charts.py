@@ -21,16 +21,23 @@ def parsed(markup: str) -> ET.Element:
 
 
 def bars(markup: str) -> list[dict[str, str]]:
-    return [
-        {k: v for k, v in m.groupdict().items()}
+    """Each bar's part: its code's link and colour (of the group it is in), hour, count,
+    place, height and tooltip, in drawing order."""
+    found = []
+    for group in re.finditer(
+        r'<a href="(?P<href>[^"]*)" tabindex="-1" data-code="(?P<code>[^"]*)">'
+        r'<g fill="(?P<fill>#[0-9a-f]{6})">(?P<rects>.*?)</g></a>',
+        markup,
+    ):
         for m in re.finditer(
-            r'<a href="(?P<href>[^"]*)" tabindex="-1"><rect class="bar" '
-            r'data-code="(?P<code>[^"]*)" data-hour="(?P<hour>[^"]*)" data-count="(?P<n>\d+)" '
-            r'x="[\d.]+" y="(?P<y>[\d.]+)" width="[\d.]+" height="(?P<h>[\d.]+)" '
-            r'fill="(?P<fill>#[0-9a-f]{6})"><title>(?P<title>[^<]*)</title></rect></a>',
-            markup,
-        )
-    ]
+            r'<rect class="bar" data-hour="(?P<hour>[^"]*)" data-count="(?P<n>\d+)" '
+            r'x="(?P<x>[\d.]+)" y="(?P<y>[\d.]+)" width="[\d.]+" height="(?P<h>[\d.]+)">'
+            r"<title>(?P<title>[^<]*)</title></rect>",
+            group["rects"],
+        ):
+            found.append({**m.groupdict(), **group.groupdict()})
+            del found[-1]["rects"]
+    return found
 
 
 def test_a_bar_an_hour_stacked_by_code_with_heights_in_proportion_and_links() -> None:
@@ -45,16 +52,18 @@ def test_a_bar_an_hour_stacked_by_code_with_heights_in_proportion_and_links() ->
     drawn = bars(chart)
     assert [(b["hour"], b["code"], b["n"]) for b in drawn] == [
         ("2026-12-06T10:00Z", "oom", "3"),  # the code with most failures at the bottom
-        ("2026-12-06T10:00Z", "db_error", "1"),
         ("2026-12-06T11:00Z", "oom", "2"),
+        ("2026-12-06T10:00Z", "db_error", "1"),
     ]
     heights = [float(b["h"]) for b in drawn]
-    assert heights[0] == 3 * heights[1] and heights[2] == 2 * heights[1]
-    assert float(drawn[1]["y"]) + heights[1] == float(drawn[0]["y"])  # stacked on it
-    assert drawn[0]["fill"] == drawn[2]["fill"] == colour("oom") != drawn[1]["fill"]
+    assert heights[0] == 3 * heights[2] and heights[1] == 2 * heights[2]
+    assert float(drawn[2]["y"]) + heights[2] == float(drawn[0]["y"])  # stacked on oom's
+    assert drawn[2]["x"] == drawn[0]["x"] < drawn[1]["x"]  # one bar an hour, left to right
+    assert drawn[0]["fill"] == drawn[1]["fill"] == colour("oom") != drawn[2]["fill"]
     assert drawn[0]["title"] == "oom: 3 failures, 2026-12-06 10:00–11:00 UTC"
-    assert drawn[1]["title"] == "db_error: 1 failure, 2026-12-06 10:00–11:00 UTC"
+    assert drawn[2]["title"] == "db_error: 1 failure, 2026-12-06 10:00–11:00 UTC"
     assert drawn[0]["href"] == "/ui/audits?status=failed&amp;code=oom"
+    assert drawn[2]["href"] == "/ui/audits?status=failed&amp;code=db_error"
     # the legend: each code's total in the window, most first, linking to its failures
     legend = re.findall(
         r'<li data-code="([^"]+)"><a href="([^"]+)">.*?</svg> \1 <span class="n">(\d+)</span>',
@@ -99,8 +108,7 @@ def test_every_text_is_escaped_and_the_link_is_the_callers() -> None:
     assert "<script>" not in chart and 'alert("x")' not in chart
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;" in chart
     assert 'id="chart--script-alert--x----script--"' in chart  # ids from the key: a slug
-    assert (odd, TEN, TEN + H) in seen  # a bar's part: its hour
-    assert (odd, NOW - timedelta(hours=24), NOW) in seen  # the legend: the window
+    assert set(seen) == {(odd, NOW - timedelta(hours=24), NOW)}  # bars and legend: the window
     assert "/ui/audits?code=&lt;script&gt;" in chart
 
 

@@ -104,13 +104,11 @@ def _figure(html: str, key: str) -> str:
 
 
 def _bars(figure: str) -> dict[tuple[str, str], str]:
-    return {
-        (hour, code): n
-        for code, hour, n in re.findall(
-            r'<rect class="bar" data-code="([^"]+)" data-hour="([^"]+)" data-count="(\d+)"',
-            figure,
-        )
-    }
+    found = {}
+    for code, rects in re.findall(r'data-code="([^"]+)"><g [^>]*>(.*?)</g>', figure):
+        for hour, n in re.findall(r'data-hour="([^"]+)" data-count="(\d+)"', rects):
+            found[(hour, code)] = n
+    return found
 
 
 def _legend(figure: str) -> list[tuple[str, str]]:
@@ -223,7 +221,7 @@ def test_live_pages_show_a_new_failure_without_a_reload_and_pausing_stops_them(
     wait_until(driver, lambda d: figures(d)["failed"] == "1", "the failed figure to read 1")
     wait_until(
         driver,
-        lambda d: d.find_elements("css selector", '#chart-24h rect.bar[data-code="oom"]'),
+        lambda d: d.find_elements("css selector", '#chart-24h a[data-code="oom"] rect.bar'),
         "an oom bar in the 24 h chart",
     )
     assert same_page(driver)
