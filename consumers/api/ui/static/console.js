@@ -32,6 +32,7 @@
       return false; // storage refused: never paused across pages
     }
   }
+  let pausedHere = paused();
 
   function setPaused(on) {
     try {
@@ -45,7 +46,6 @@
     }
     pausedHere = on;
   }
-  let pausedHere = paused();
 
   // The control: a line before <main>, outside what is replaced.
   const bar = document.createElement("div");
