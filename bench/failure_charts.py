@@ -102,9 +102,9 @@ async def run(url: str, n: int, repeat: int) -> None:
         if url.startswith("postgresql"):
             pool = store.audits.db.pool  # type: ignore[attr-defined]
             plan = await pool.fetch(
-                "EXPLAIN SELECT date_trunc('hour', completed_at AT TIME ZONE 'UTC') "
+                "EXPLAIN SELECT date_trunc('hour', failed_at AT TIME ZONE 'UTC') "
                 "AT TIME ZONE 'UTC', error_code, count(*) FROM audits WHERE status = 'failed' "
-                "AND completed_at >= $1 GROUP BY 1, 2",
+                "AND failed_at >= $1 GROUP BY 1, 2",
                 week,
             )
             print("\n".join(r[0] for r in plan))

@@ -102,6 +102,6 @@ class AuditReads(ABC):
 
     @abstractmethod
     async def failures_by_hour(self, since: datetime) -> dict[tuple[datetime, str], int]:
-        """Failed audits whose failure (``completed_at``) is at or after ``since``, counted by
+        """Failed audits whose failure (``failed_at``) is at or after ``since``, counted by
         (the UTC hour it fell in, ``error_code``): the hour is its start, an aware UTC
         datetime; an hour with no failure has no key."""

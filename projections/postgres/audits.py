@@ -191,8 +191,8 @@ class PostgresAudits(AuditReads):
     async def failures_by_hour(self, since: datetime) -> dict[tuple[datetime, str], int]:
         with self.db.errors("count failures by hour"):
             recs = await self.db.pool.fetch(
-                "SELECT date_trunc('hour', completed_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', "
-                "error_code, count(*) FROM audits WHERE status = 'failed' AND completed_at >= $1 "
+                "SELECT date_trunc('hour', failed_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', "
+                "error_code, count(*) FROM audits WHERE status = 'failed' AND failed_at >= $1 "
                 "GROUP BY 1, 2",
                 since,
             )

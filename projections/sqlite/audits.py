@@ -206,8 +206,8 @@ class SQLiteAudits(AuditReads):
     async def failures_by_hour(self, since: datetime) -> dict[tuple[datetime, str], int]:
         def work(conn: sqlite3.Connection) -> dict[tuple[datetime, str], int]:
             cur = conn.execute(
-                f"SELECT completed_at / {HOUR_MICROS}, error_code, COUNT(*) FROM audits "
-                "WHERE status = 'failed' AND completed_at >= ? GROUP BY 1, 2",
+                f"SELECT failed_at / {HOUR_MICROS}, error_code, COUNT(*) FROM audits "
+                "WHERE status = 'failed' AND failed_at >= ? GROUP BY 1, 2",
                 (to_micros(since),),
             )
             return {(EPOCH + timedelta(hours=h), code): n for h, code, n in cur.fetchall()}
