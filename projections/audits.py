@@ -14,13 +14,14 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from projections.row import AuditRow
+from projections.row import COLUMN_KINDS, AuditRow
 from projections.values import HistoryEntry
 from statemachine.events import AuditEvent
 from statemachine.idempotency import Key
 
 __all__ = [
     "CHANGE_POLL",
+    "ENDED_SQL",
     "LATEST",
     "SORTS",
     "UNSET",
@@ -45,9 +46,20 @@ LATEST = datetime(9999, 12, 30, tzinfo=UTC)
 _SCHEMES = ("https://", "http://")
 
 
+# When an audit ended: its completion's time, or its failure's where the row keeps that apart.
+ENDED_COLUMNS: tuple[str, ...] = tuple(
+    c for c in ("completed_at", "failed_at") if c in COLUMN_KINDS
+)
+ENDED_SQL = f"COALESCE({', '.join(ENDED_COLUMNS)})" if len(ENDED_COLUMNS) > 1 else ENDED_COLUMNS[0]
+
+
 def ended_at(row: AuditRow) -> datetime | None:
-    """When the audit ended: completed, or failed (the row's ``completed_at``)."""
-    return row.state.completed_at
+    """When the audit ended: completed, or failed (:data:`ENDED_COLUMNS`)."""
+    for column in ENDED_COLUMNS:
+        value: datetime | None = getattr(row.state, column)
+        if value is not None:
+            return value
+    return None
 
 
 def sort_key(row: AuditRow, sort: str, descending: bool, now: datetime | None) -> tuple[Any, ...]:

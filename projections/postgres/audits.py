@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from projections.audits import LATEST, UNSET, AuditReads, url_prefixes
+from projections.audits import ENDED_SQL, LATEST, UNSET, AuditReads, url_prefixes
 from projections.postgres.changes import ChangeFeed
 from projections.postgres.connection import PostgresDB
 from projections.postgres.histories import fetch_histories
@@ -26,9 +26,6 @@ STALE_RUNNING = (
     f"{SELECT_ROWS} WHERE status = 'running' AND started_at < $1 "
     "ORDER BY last_observed_at NULLS FIRST, started_at, audit_id LIMIT $2"
 )
-
-# When an audit ended, completed or failed (``projections.audits.ended_at``).
-ENDED = "completed_at"
 
 
 class PostgresAudits(AuditReads):
@@ -255,7 +252,7 @@ def _keys(sort: str, descending: bool, now: datetime | None, args: list[Any]) ->
     to ``args``."""
     if sort == "ended":
         args.append(UNSET if descending else LATEST)
-        return [f"COALESCE({ENDED}, ${len(args)})", "audit_id"]
+        return [f"COALESCE({ENDED_SQL}, ${len(args)})", "audit_id"]
     if sort == "status":
         return ["status", "started_at", "audit_id"]
     if sort == "age":
@@ -264,5 +261,5 @@ def _keys(sort: str, descending: bool, now: datetime | None, args: list[Any]) ->
         else:
             args.append(now)
             end = f"${len(args)}::timestamptz"
-        return [f"COALESCE(COALESCE({ENDED}, {end}) - started_at, interval '0')", "audit_id"]
+        return [f"COALESCE(COALESCE({ENDED_SQL}, {end}) - started_at, interval '0')", "audit_id"]
     return ["started_at", "audit_id"]

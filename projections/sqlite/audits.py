@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from projections.audits import LATEST, UNSET, AuditReads, url_prefixes
+from projections.audits import ENDED_SQL, LATEST, UNSET, AuditReads, url_prefixes
 from projections.row import AuditRow
 from projections.sqlite.connection import SQLiteDB
 from projections.sqlite.histories import read_histories
@@ -33,10 +33,6 @@ SIMULATED = (
     "EXISTS (SELECT 1 FROM audit_events e WHERE e.audit_id = audits.audit_id "
     "AND e.type = 'AuditFailureSimulated')"
 )
-
-
-# When an audit ended, completed or failed (``projections.audits.ended_at``).
-ENDED = "completed_at"
 
 
 class SQLiteAudits(AuditReads):
@@ -258,12 +254,12 @@ def _keys(sort: str, descending: bool, now: datetime | None) -> list[str]:
     """The columns of the keyset of ``sort`` (``audit_id`` last); times are integers."""
     if sort == "ended":
         unset = UNSET if descending else LATEST
-        return [f"COALESCE({ENDED}, {to_micros(unset)})", "audit_id"]
+        return [f"COALESCE({ENDED_SQL}, {to_micros(unset)})", "audit_id"]
     if sort == "status":
         return ["status", "started_at", "audit_id"]
     if sort == "age":
         end = to_micros(now) if now is not None else "started_at"
-        return [f"COALESCE(COALESCE({ENDED}, {end}) - started_at, 0)", "audit_id"]
+        return [f"COALESCE(COALESCE({ENDED_SQL}, {end}) - started_at, 0)", "audit_id"]
     return ["started_at", "audit_id"]
 
 
