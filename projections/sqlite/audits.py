@@ -237,8 +237,10 @@ def _filters(
         args.append(to_micros(started_before))
     if shadow:
         where.append(f"status = 'running' AND {SIMULATED}")
-    if held is not None:
-        where.append(f"held_decision_id IS {'NOT ' if held else ''}NULL")
+    if held:  # through audits_held: walking audits_started for a few held rows reads them all
+        where.append("audit_id IN (SELECT audit_id FROM audits WHERE held_decision_id IS NOT NULL)")
+    elif held is not None:
+        where.append("held_decision_id IS NULL")
     if q:
         # Each term an index finds (the key, audits_instance, audits_project, audits_url).
         terms = ["audit_id = ?", "workflow_instance_id = ?", "project_id = ?"]
