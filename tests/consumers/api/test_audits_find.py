@@ -256,3 +256,21 @@ def test_the_cli_searches_sorts_counts_and_pages_with_the_same_names(live: LiveS
     helped = cli.run("audits", "--help", env=env).stdout
     assert "--running-longer-than" in helped and "--older-than" not in helped
     assert "--held / --not-held" in helped and "--sort" in helped
+
+
+def test_the_python_client_searches_sorts_and_counts(live: LiveServer) -> None:
+    from auditrec_client import AuditrecClient
+
+    with AuditrecClient(live.url) as client:
+        assert [a["audit_id"] for a in client.audits(q="wf-f-012").audits] == ["f-012"]
+        page = client.audits(sort="age", order="asc", limit=10)
+        assert page.total == N and page.prev_cursor is None and page.next_cursor is not None
+        following = client.audits(sort="age", order="asc", limit=10, cursor=page.next_cursor)
+        assert following.prev_cursor is not None
+        back = client.audits(sort="age", order="asc", limit=10, cursor=following.prev_cursor)
+        assert back.audits == page.audits
+        running = client.audits(running_longer_than="1h", limit=1)
+        assert running.total == N - len(COMPLETED) - len(FAILED)
+        assert client.audits(held=True).total == 0
+        with pytest.raises(ValueError, match="running_longer_than"):
+            client.audits(running_longer_than="soon")
