@@ -1,7 +1,8 @@
 """The audits list at 10,000 audits: one page (50 rows) and its total, for the search by audit
 id, instance id, project id and a URL's beginning, the held filter, and each sort, on SQLite
 and on PostgreSQL; p50 and p99 of ``list_page`` over REPEAT calls, and PostgreSQL's plan of
-the search.
+the search. Then the console's page of a search (``/ui/audits?q=…``) rendered by a real
+``auditrec serve --only api`` over HTTP, REPEAT requests one after another.
 
     .venv/bin/python bench/listing.py [sqlite|postgres] [audits] [repeat]
 """
@@ -9,12 +10,19 @@ the search.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
 
 from bench.databases import fresh_database
 from consumers.operations.listing import AuditFilter, list_page
@@ -123,6 +131,61 @@ async def run(url: str, n: int, repeat: int) -> None:
             print("\n".join(r[0] for r in plan))
     finally:
         await store.stop()
+    await rendered(url, repeat)
+
+
+async def rendered(url: str, repeat: int) -> None:
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AUDITREC_")} | {
+            "AUDITREC_DATABASE_URL": url,
+            "AUDITREC_EVENT_LOG_URL": f"sqlite:///{tmp}/events.db",
+            "AUDITREC_API_PORT": str(port),
+            "AUDITREC_METRICS_PORT": "0",
+            "AUDITREC_LOG_LEVEL": "WARNING",
+        }
+        server = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).with_name("auditrec")),
+            "serve",
+            "--only",
+            "api",
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+                for _ in range(600):
+                    try:
+                        if (await client.get("/readyz")).status_code == 200:
+                            break
+                    except httpx.TransportError:
+                        pass
+                    await asyncio.sleep(0.1)
+                await client.get("/ui")  # the console's session cookie (no token: open)
+                for name, query in (
+                    ("page: search an audit id", "q=a-004321"),
+                    ("page: search a URL's beginning", "q=site42.example/"),
+                    ("page: newest first", ""),
+                ):
+                    times = []
+                    for _ in range(repeat):
+                        began = time.perf_counter()
+                        answer = await client.get(f"/ui/audits?{query}")
+                        times.append((time.perf_counter() - began) * 1000)
+                        assert answer.status_code == 200, answer.text[:300]
+                    times.sort()
+                    p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
+                    print(f"{name:32} p50 {statistics.median(times):6.2f} ms  p99 {p99:6.2f} ms")
+        finally:
+            server.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(server.wait(), 30)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 async def main() -> None:
