@@ -5,6 +5,7 @@ age (a finished audit's age is its run, not the time since its start)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -13,7 +14,7 @@ from selenium.webdriver.support.select import Select
 
 from consumers.workflows.simulator.server import SimulatorServer
 from tests import cli
-from tests.consumers.api.ui.conftest import Serve
+from tests.consumers.api.ui.conftest import Serve, screenshot
 from tests.consumers.api.ui.dataset import LOST, publish_known_data_set
 from tests.consumers.api.ui.driving import sign_in, submit, text_of
 from tests.eventually import eventually_sync
@@ -42,7 +43,7 @@ def search(driver: Any, text: str) -> None:
 
 
 def test_finding_audits_by_search_held_and_sorts_in_chromium(
-    serve: Serve, simulator: SimulatorServer, browser: Any
+    serve: Serve, simulator: SimulatorServer, browser: Any, tmp_path: Path
 ) -> None:
     driver = browser
     publish_known_data_set(serve, simulator)
@@ -97,6 +98,7 @@ def test_finding_audits_by_search_held_and_sorts_in_chromium(
     assert parse_qs(urlsplit(driver.current_url).query)["sort"] == ["age"]
     assert listed(driver)[:3] == ["a-young", "a-d1", "a-done"]
     assert text_of(driver, "#total") == "5 audits"
+    screenshot(driver, tmp_path, "audits-sorted-by-age")
 
     # the held filter by the same name over the API and on the command line
     api = httpx.get(
