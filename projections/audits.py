@@ -11,16 +11,84 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from projections.row import AuditRow
+from projections.row import COLUMN_KINDS, AuditRow
 from projections.values import HistoryEntry
 from statemachine.events import AuditEvent
 from statemachine.idempotency import Key
 
-__all__ = ["CHANGE_POLL", "AuditReads"]
+__all__ = [
+    "CHANGE_POLL",
+    "ENDED_SQL",
+    "LATEST",
+    "SORTS",
+    "UNSET",
+    "AuditReads",
+    "ended_at",
+    "sort_key",
+    "url_prefixes",
+]
 
 CHANGE_POLL = 0.005  # seconds between looks when a store cannot notify
+
+# The orders of a list of audits; each a keyset (its key, then ``audit_id``):
+#   started  started_at
+#   ended    when it ended (completed or failed): ``ended_at``; an unfinished audit last
+#   status   status, then started_at
+#   age      how long it ran: from its start to its end, or to ``now`` while unfinished
+SORTS: tuple[str, ...] = ("started", "ended", "status", "age")
+# The end an unfinished audit sorts by: last in either direction.
+UNSET = datetime(1, 1, 2, tzinfo=UTC)
+LATEST = datetime(9999, 12, 30, tzinfo=UTC)
+# A start URL searched without a scheme is also looked for under these.
+_SCHEMES = ("https://", "http://")
+
+
+# When an audit ended: its completion's time, or its failure's where the row keeps that apart.
+ENDED_COLUMNS: tuple[str, ...] = tuple(
+    c for c in ("completed_at", "failed_at") if c in COLUMN_KINDS
+)
+ENDED_SQL = f"COALESCE({', '.join(ENDED_COLUMNS)})" if len(ENDED_COLUMNS) > 1 else ENDED_COLUMNS[0]
+
+
+def ended_at(row: AuditRow) -> datetime | None:
+    """When the audit ended: completed, or failed (:data:`ENDED_COLUMNS`)."""
+    for column in ENDED_COLUMNS:
+        value: datetime | None = getattr(row.state, column)
+        if value is not None:
+            return value
+    return None
+
+
+def sort_key(row: AuditRow, sort: str, descending: bool, now: datetime | None) -> tuple[Any, ...]:
+    """The row's keyset in the order ``sort``: the values :meth:`AuditReads.list_audits`
+    takes as ``after`` (the audit id last)."""
+    state = row.state
+    if sort == "ended":
+        end = ended_at(row)
+        return (end if end is not None else (UNSET if descending else LATEST), row.audit_id)
+    if sort == "status":
+        return (state.status, state.started_at, row.audit_id)
+    if sort == "age":
+        end = ended_at(row) or now
+        age = end - state.started_at if end and state.started_at else timedelta(0)
+        return (age, row.audit_id)
+    return (state.started_at, row.audit_id)
+
+
+def url_prefixes(q: str) -> list[tuple[str, str]]:
+    """The ranges ``[low, high)`` of start URLs that begin with ``q`` (and, for a ``q`` with
+    no scheme, with ``https://`` or ``http://`` and ``q``): byte order, so a b-tree on the
+    URL finds them."""
+    starts = [q] if "://" in q else [q, *(scheme + q for scheme in _SCHEMES)]
+    ranges = []
+    for start in starts:
+        last = ord(start[-1])
+        if last < 0x10FFFF and not 0xD7FF <= last < 0xE000:
+            ranges.append((start, start[:-1] + chr(last + 1)))
+    return ranges
 
 
 class AuditReads(ABC):
@@ -42,14 +110,37 @@ class AuditReads(ABC):
         code: str | None = None,
         started_before: datetime | None = None,
         limit: int = 100,
-        after: tuple[datetime, str] | None = None,
+        after: tuple[Any, ...] | None = None,
         shadow: bool = False,
+        held: bool | None = None,
+        q: str | None = None,
+        sort: str = "started",
+        descending: bool = True,
+        backwards: bool = False,
+        now: datetime | None = None,
     ) -> list[AuditRow]:
-        """Newest first (``started_at`` desc, ``audit_id`` desc), of ``status``, ``project``
-        (id), error ``code``, started before ``started_before``, each when given; ``after`` is
-        the keyset cursor: the (started_at, audit_id) of the last row of the previous page.
+        """Of ``status``, ``project`` (id), error ``code``, started before ``started_before``,
+        held by the brake or not (``held``), matching the search ``q`` (:func:`url_prefixes`),
+        each when given, in the order of ``sort`` (:data:`SORTS`; newest first by default).
+        ``after`` is the keyset cursor: :func:`sort_key` of the last row of the previous page;
+        ``backwards`` walks the other way from it (the rows before, nearest first: the previous
+        page, reversed). ``now`` ends the ages of unfinished audits (``sort="age"``).
         ``shadow``: only audits still running whose history holds an ``AuditFailureSimulated``
         (shadow mode would have failed them)."""
+
+    @abstractmethod
+    async def count_audits(
+        self,
+        *,
+        status: str | None = None,
+        project: str | None = None,
+        code: str | None = None,
+        started_before: datetime | None = None,
+        shadow: bool = False,
+        held: bool | None = None,
+        q: str | None = None,
+    ) -> int:
+        """How many audits :meth:`list_audits` selects with the same filters (every page)."""
 
     @abstractmethod
     async def history(self, audit_id: str) -> list[HistoryEntry]:

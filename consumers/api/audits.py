@@ -3,7 +3,6 @@ pages), and an audit's history with the decision behind every step."""
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
 
-from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
@@ -16,12 +15,18 @@ from consumers.api.models import (
     AuditPage,
     AuditStatus,
 )
-from consumers.operations.listing import AuditFilter, StatusName, list_page
+from consumers.operations.listing import (
+    MAX_QUERY,
+    Order,
+    SortName,
+    StatusName,
+    list_page,
+    parse_filter,
+)
 from consumers.operations.service import Operations
 from projections.row import row_dict
 from statemachine.errors import InvalidInput, NotFound
 from statemachine.explain import explain
-from statemachine.policy import parse_duration
 from statemachine.vocabulary import AUDIT_ID_PATTERN, AUDIT_ID_RULE, ErrorCode
 
 __all__ = ["add_audit_routes"]
@@ -68,28 +73,97 @@ def add_audit_routes(private: APIRouter, ops: Operations) -> None:
         "/audits",
         response_model=AuditPage,
         tags=["audits"],
-        summary="Audits, newest first (keyset pagination)",
+        summary="Audits, newest first or sorted, filtered or searched (keyset pages, a total)",
         responses={**R422, **R503},
     )
     async def list_audits(
         status: StatusName | None = None,
         project_id: Annotated[str | None, Query(max_length=256)] = None,
         error_code: ErrorCode | None = None,
+        running_longer_than: Annotated[
+            str | None,
+            Query(
+                max_length=32,
+                description="Running audits started longer ago than this (`2h`, `90m`); "
+                "implies `status` running.",
+            ),
+        ] = None,
         older_than: Annotated[
             str | None,
-            Query(max_length=32, description="Started longer ago than this (`2h`, `90m`)."),
+            Query(
+                max_length=32,
+                description="Started longer ago than this, in any status: the older name "
+                "of `running_longer_than` (which implies running), kept as it was.",
+                deprecated=True,
+            ),
         ] = None,
+        held: Annotated[
+            bool | None,
+            Query(
+                description="`true`: only audits whose reconciler decision the mass-failure "
+                "brake holds; `false`: only the others."
+            ),
+        ] = None,
+        q: Annotated[
+            str | None,
+            Query(
+                max_length=MAX_QUERY,
+                description="Search: an audit id, a workflow instance id or a project id "
+                "(exactly), or the beginning of a start URL (with or without its scheme).",
+            ),
+        ] = None,
+        sort: Annotated[
+            SortName,
+            Query(
+                description="`started` (the start), `ended` (completed or failed; unfinished "
+                "audits last), `status` (then the start), `age` (start to end, or to now)."
+            ),
+        ] = "started",
+        order: Order = "desc",
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
         cursor: Annotated[
             str | None,
-            Query(max_length=1024, description="`next_cursor` of the previous page."),
+            Query(
+                max_length=1024,
+                description="`next_cursor` or `prev_cursor` of a page of the same list.",
+            ),
         ] = None,
     ) -> dict[str, Any]:
-        where = AuditFilter(status, project_id, error_code, _duration(older_than))
-        page = await list_page(
-            backends.store.audits, where, limit, cursor, backends.now(), cursor_name="query.cursor"
+        problems: list[str] = []
+        where = parse_filter(
+            problems,
+            status=status,
+            project=project_id,
+            code=error_code,
+            running_longer_than=running_longer_than,
+            older_than=older_than,
+            held=held,
+            q=q,
+            names={
+                "running_longer_than": "query.running_longer_than",
+                "older_than": "query.older_than",
+                "q": "query.q",
+            },
         )
-        return {"audits": [row_dict(r) for r in page.rows], "next_cursor": page.next_cursor}
+        if problems:
+            raise InvalidInput("invalid filter", problems)
+        page = await list_page(
+            backends.store.audits,
+            where,
+            limit,
+            cursor,
+            backends.now(),
+            cursor_name="query.cursor",
+            sort=sort,
+            order=order,
+            total=True,
+        )
+        return {
+            "audits": [row_dict(r) for r in page.rows],
+            "next_cursor": page.next_cursor,
+            "prev_cursor": page.prev_cursor,
+            "total": page.total,
+        }
 
     @private.get(
         "/audits/{audit_id}/events",
@@ -118,12 +192,3 @@ def add_audit_routes(private: APIRouter, ops: Operations) -> None:
                 item["position"] = {"topic": topic, "partition": partition, "offset": offset}
             events.append(item)
         return {"audit_id": audit_id, "status": row.status if row else None, "events": events}
-
-
-def _duration(text: str | None) -> timedelta | None:
-    if text is None:
-        return None
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise InvalidInput("invalid older_than", [f"query.older_than: {exc}"]) from None

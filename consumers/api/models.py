@@ -95,6 +95,13 @@ class AuditPage(BaseModel):
     next_cursor: str | None = Field(
         description="Pass as `cursor` for the next page; null on the last page."
     )
+    prev_cursor: str | None = Field(
+        default=None,
+        description="Pass as `cursor` for the previous page; null on the first page.",
+    )
+    total: int | None = Field(
+        default=None, description="How many audits the filters select (every page)."
+    )
 
 
 class LogPosition(BaseModel):

@@ -10,12 +10,11 @@ import click
 
 from consumers.cli.context import check_audit_id, handle_errors, run, settings_of, with_backends
 from consumers.cli.output import audits_table, err, out, print_json, replay_table
-from consumers.operations.listing import AUDIT_STATUSES
+from consumers.operations.listing import AUDIT_STATUSES, ORDERS, SORTS
 from consumers.workflows.answers import PROBABLE_CAUSE
 from projections.row import row_dict
 from statemachine.errors import InvalidInput
 from statemachine.events import ProbeFailureReason
-from statemachine.policy import parse_duration
 from statemachine.vocabulary import ERROR_CODES
 
 __all__ = ["audits", "publish", "replay", "status", "sweep"]
@@ -95,9 +94,26 @@ def status(ctx: click.Context, audit_id: str, no_probe: bool, inline: bool, as_j
 @click.option("--status", "status_", type=click.Choice(AUDIT_STATUSES))
 @click.option("--project", help="Only this project id.")
 @click.option("--code", type=click.Choice(ERROR_CODES), help="Only failures with this code.")
-@click.option("--older-than", help="Only audits started longer ago than this (2h, 90m, 1d).")
+@click.option(
+    "--running-longer-than",
+    help="Only running audits started longer ago than this (2h, 90m, 1d).",
+)
+@click.option("--older-than", hidden=True, help="Started longer ago than this, any status.")
+@click.option(
+    "--held/--not-held",
+    default=None,
+    help="Only audits whose decision the mass-failure brake holds (or only the others).",
+)
+@click.option(
+    "-q",
+    "--q",
+    "q",
+    help="Search: an audit id, an instance id, a project id, or a start URL's beginning.",
+)
+@click.option("--sort", type=click.Choice(SORTS), default="started", show_default=True)
+@click.option("--order", type=click.Choice(ORDERS), default="desc", show_default=True)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
-@click.option("--cursor", help="Where the previous page ended (it prints the next cursor).")
+@click.option("--cursor", help="Where to go on from (it prints the next and previous cursors).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 @handle_errors
@@ -106,28 +122,54 @@ def audits(
     status_: str | None,
     project: str | None,
     code: str | None,
+    running_longer_than: str | None,
     older_than: str | None,
+    held: bool | None,
+    q: str | None,
+    sort: str,
+    order: str,
     limit: int,
     cursor: str | None,
     as_json: bool,
 ) -> None:
-    """List audits from the projection, newest first, a page at a time.
+    """List audits from the projection, newest first (or by --sort), a page at a time.
 
-    Reads the database only, so it works while the event log is down. When there are more
-    rows it prints "more: --cursor X" on stderr for the next page."""
-    from consumers.operations.listing import AuditFilter, list_page
+    Reads the database only, so it works while the event log is down. It prints how many
+    audits match, and "more: --cursor X" (and "previous: --cursor Y") on stderr."""
+    from consumers.operations.listing import list_page, parse_filter
 
     settings = settings_of(ctx)
-    try:
-        age = parse_duration(older_than) if older_than is not None else None
-    except ValueError as exc:
-        raise InvalidInput(f"--older-than: {exc}") from None
-    where = AuditFilter(status_, project, code, age)
+    problems: list[str] = []
+    where = parse_filter(
+        problems,
+        status=status_,
+        project=project,
+        code=code,
+        running_longer_than=running_longer_than,
+        older_than=older_than,
+        held=held,
+        q=q,
+        names={
+            "running_longer_than": "--running-longer-than",
+            "older_than": "--older-than",
+            "q": "--q",
+        },
+    )
+    if problems:
+        raise InvalidInput("; ".join(problems))
     page = run(
         with_backends(
             settings,
             lambda backends: list_page(
-                backends.store.audits, where, limit, cursor, backends.now(), cursor_name="--cursor"
+                backends.store.audits,
+                where,
+                limit,
+                cursor,
+                backends.now(),
+                cursor_name="--cursor",
+                sort=sort,
+                order=order,
+                total=True,
             ),
             log=False,
             read_only=True,
@@ -137,8 +179,12 @@ def audits(
         print_json([row_dict(r) for r in page.rows])
     else:
         out.print(audits_table(page.rows))
-    if page.next_cursor is not None:  # on stderr: the JSON on stdout stays one document
+    # On stderr: the JSON on stdout stays one document.
+    err.print(f"{page.total} audit{'' if page.total == 1 else 's'}", markup=False)
+    if page.next_cursor is not None:
         err.print(f"more: --cursor {page.next_cursor}", markup=False)
+    if page.prev_cursor is not None:
+        err.print(f"previous: --cursor {page.prev_cursor}", markup=False)
 
 
 @click.command()

@@ -40,7 +40,9 @@ def audits_table(rows: list[AuditRow]) -> Table:
         )
         table.add_row(
             s.audit_id,
-            s.status + (" (overturned)" if s.overturned else ""),
+            s.status
+            + (" (overturned)" if s.overturned else "")
+            + (" (held)" if s.held_decision_id else ""),
             s.current_phase or "",
             pages,
             s.started_at.strftime("%Y-%m-%d %H:%M:%S") if s.started_at else "",

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from projections.audits import AuditReads
+from projections.audits import ENDED_SQL, LATEST, UNSET, AuditReads, url_prefixes
 from projections.postgres.changes import ChangeFeed
 from projections.postgres.connection import PostgresDB
 from projections.postgres.histories import fetch_histories
@@ -64,35 +64,52 @@ class PostgresAudits(AuditReads):
         code: str | None = None,
         started_before: datetime | None = None,
         limit: int = 100,
-        after: tuple[datetime, str] | None = None,
+        after: tuple[Any, ...] | None = None,
         shadow: bool = False,
+        held: bool | None = None,
+        q: str | None = None,
+        sort: str = "started",
+        descending: bool = True,
+        backwards: bool = False,
+        now: datetime | None = None,
     ) -> list[AuditRow]:
-        where: list[str] = []
-        args: list[Any] = []
-        for column, value in (("status", status), ("project_id", project), ("error_code", code)):
-            if value is not None:
-                args.append(value)
-                where.append(f"{column} = ${len(args)}")
-        if started_before is not None:
-            args.append(started_before)
-            where.append(f"started_at < ${len(args)}")
+        where, args = _filters(status, project, code, started_before, shadow, held, q)
+        keys = _keys(sort, descending, now, args)
+        down = descending != backwards
         if after is not None:
-            args.extend(after)
-            where.append(f"(started_at, audit_id) < (${len(args) - 1}, ${len(args)})")
-        if shadow:
-            where.append(
-                "status = 'running' AND EXISTS (SELECT 1 FROM audit_events e WHERE "
-                "e.audit_id = audits.audit_id AND e.type = 'AuditFailureSimulated')"
-            )
+            marks = []
+            for value in after:
+                args.append(value)
+                marks.append(f"${len(args)}")
+            where.append(f"({', '.join(keys)}) {'<' if down else '>'} ({', '.join(marks)})")
         args.append(limit)
+        direction = " DESC" if down else ""
         sql = (
             SELECT_ROWS
             + (" WHERE " + " AND ".join(where) if where else "")
-            + f" ORDER BY started_at DESC, audit_id DESC LIMIT ${len(args)}"
+            + " ORDER BY "
+            + ", ".join(k + direction for k in keys)
+            + f" LIMIT ${len(args)}"
         )
         with self.db.errors("list audits"):
             recs = await self.db.pool.fetch(sql, *args)
         return [decode_row(r) for r in recs]
+
+    async def count_audits(
+        self,
+        *,
+        status: str | None = None,
+        project: str | None = None,
+        code: str | None = None,
+        started_before: datetime | None = None,
+        shadow: bool = False,
+        held: bool | None = None,
+        q: str | None = None,
+    ) -> int:
+        where, args = _filters(status, project, code, started_before, shadow, held, q)
+        sql = "SELECT count(*) FROM audits" + (" WHERE " + " AND ".join(where) if where else "")
+        with self.db.errors("count audits"):
+            return int(await self.db.pool.fetchval(sql, *args))
 
     async def history(self, audit_id: str) -> list[HistoryEntry]:
         with self.db.errors(f"history of audit {audit_id}"):
@@ -197,3 +214,61 @@ class PostgresAudits(AuditReads):
                 since,
             )
         return {(hour, code): n for hour, code, n in recs}
+
+def _filters(
+    status: str | None,
+    project: str | None,
+    code: str | None,
+    started_before: datetime | None,
+    shadow: bool,
+    held: bool | None,
+    q: str | None,
+) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    args: list[Any] = []
+    for column, value in (("status", status), ("project_id", project), ("error_code", code)):
+        if value is not None:
+            args.append(value)
+            where.append(f"{column} = ${len(args)}")
+    if started_before is not None:
+        args.append(started_before)
+        where.append(f"started_at < ${len(args)}")
+    if shadow:
+        where.append(
+            "status = 'running' AND EXISTS (SELECT 1 FROM audit_events e WHERE "
+            "e.audit_id = audits.audit_id AND e.type = 'AuditFailureSimulated')"
+        )
+    if held is not None:
+        where.append(f"held_decision_id IS {'NOT ' if held else ''}NULL")
+    if q:
+        # Each term an index finds (the key, audits_instance, audits_project, audits_url:
+        # byte order, as the index is COLLATE "C"); the planner ORs their bitmaps.
+        args.append(q)
+        n = len(args)
+        terms = [f"audit_id = ${n}", f"workflow_instance_id = ${n}", f"project_id = ${n}"]
+        for low, high in url_prefixes(q):
+            args.extend([low, high])
+            terms.append(
+                f'(start_url COLLATE "C" >= ${len(args) - 1} '
+                f'AND start_url COLLATE "C" < ${len(args)})'
+            )
+        where.append(f"({' OR '.join(terms)})")
+    return where, args
+
+
+def _keys(sort: str, descending: bool, now: datetime | None, args: list[Any]) -> list[str]:
+    """The columns of the keyset of ``sort`` (``audit_id`` last); a value it needs is added
+    to ``args``."""
+    if sort == "ended":
+        args.append(UNSET if descending else LATEST)
+        return [f"COALESCE({ENDED_SQL}, ${len(args)})", "audit_id"]
+    if sort == "status":
+        return ["status", "started_at", "audit_id"]
+    if sort == "age":
+        if now is None:
+            end = "started_at"
+        else:
+            args.append(now)
+            end = f"${len(args)}::timestamptz"
+        return [f"COALESCE(COALESCE({ENDED_SQL}, {end}) - started_at, interval '0')", "audit_id"]
+    return ["started_at", "audit_id"]

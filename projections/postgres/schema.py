@@ -221,6 +221,15 @@ ALTER TABLE audits ADD COLUMN failed_at timestamptz;
 UPDATE audits SET failed_at = completed_at, completed_at = NULL WHERE status = 'failed';
 """,
     ),
+    (
+        12,
+        """
+-- The audits list's search: a project id exactly, a start URL by its beginning (a range in
+-- byte order, so the index is COLLATE "C"); audit ids and instance ids have theirs already.
+CREATE INDEX audits_project ON audits (project_id) WHERE project_id IS NOT NULL;
+CREATE INDEX audits_url ON audits (start_url COLLATE "C") WHERE start_url IS NOT NULL;
+""",
+    ),
 )
 # What a rebuild runs once it has emptied audit_events (kept as jsonb by migration 4).
 BODY_AS_JSON = (

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from projections.audits import AuditReads
+from projections.audits import ENDED_SQL, LATEST, UNSET, AuditReads, url_prefixes
 from projections.row import AuditRow
 from projections.sqlite.connection import SQLiteDB
 from projections.sqlite.histories import read_histories
@@ -76,32 +76,48 @@ class SQLiteAudits(AuditReads):
         code: str | None = None,
         started_before: datetime | None = None,
         limit: int = 100,
-        after: tuple[datetime, str] | None = None,
+        after: tuple[Any, ...] | None = None,
         shadow: bool = False,
+        held: bool | None = None,
+        q: str | None = None,
+        sort: str = "started",
+        descending: bool = True,
+        backwards: bool = False,
+        now: datetime | None = None,
     ) -> list[AuditRow]:
+        where, args = _filters(status, project, code, started_before, shadow, held, q)
+        keys = _keys(sort, descending, now)
+        down = descending != backwards
+        if after is not None:
+            marks = ", ".join("?" for _ in after)
+            where.append(f"({', '.join(keys)}) {'<' if down else '>'} ({marks})")
+            args.extend(_key_args(after))
+        sql = SELECT_ROWS + (" WHERE " + " AND ".join(where) if where else "")
+        direction = " DESC" if down else ""
+        sql += " ORDER BY " + ", ".join(k + direction for k in keys) + " LIMIT ?"
+        args.append(limit)
+
         def work() -> list[AuditRow]:
-            where: list[str] = []
-            args: list[Any] = []
-            for column, value in (
-                ("status", status),
-                ("project_id", project),
-                ("error_code", code),
-            ):
-                if value is not None:
-                    where.append(f"{column} = ?")
-                    args.append(value)
-            if started_before is not None:
-                where.append("started_at < ?")
-                args.append(to_micros(started_before))
-            if after is not None:
-                where.append("(started_at, audit_id) < (?, ?)")
-                args.extend([to_micros(after[0]), after[1]])
-            if shadow:
-                where.append(f"status = 'running' AND {SIMULATED}")
-            sql = SELECT_ROWS + (" WHERE " + " AND ".join(where) if where else "")
-            sql += " ORDER BY started_at DESC, audit_id DESC LIMIT ?"
-            args.append(limit)
             return [decode_row(v) for v in self.db.conn.execute(sql, args)]
+
+        return await self.db.run(work)
+
+    async def count_audits(
+        self,
+        *,
+        status: str | None = None,
+        project: str | None = None,
+        code: str | None = None,
+        started_before: datetime | None = None,
+        shadow: bool = False,
+        held: bool | None = None,
+        q: str | None = None,
+    ) -> int:
+        where, args = _filters(status, project, code, started_before, shadow, held, q)
+        sql = "SELECT COUNT(*) FROM audits" + (" WHERE " + " AND ".join(where) if where else "")
+
+        def work() -> int:
+            return int(self.db.conn.execute(sql, args).fetchone()[0])
 
         return await self.db.run(work)
 
@@ -213,3 +229,63 @@ class SQLiteAudits(AuditReads):
             return {(EPOCH + timedelta(hours=h), code): n for h, code, n in cur.fetchall()}
 
         return await self.db.read(work)
+
+def _filters(
+    status: str | None,
+    project: str | None,
+    code: str | None,
+    started_before: datetime | None,
+    shadow: bool,
+    held: bool | None,
+    q: str | None,
+) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    args: list[Any] = []
+    for column, value in (("status", status), ("project_id", project), ("error_code", code)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            args.append(value)
+    if started_before is not None:
+        where.append("started_at < ?")
+        args.append(to_micros(started_before))
+    if shadow:
+        where.append(f"status = 'running' AND {SIMULATED}")
+    if held:  # through audits_held: walking audits_started for a few held rows reads them all
+        where.append("audit_id IN (SELECT audit_id FROM audits WHERE held_decision_id IS NOT NULL)")
+    elif held is not None:
+        where.append("held_decision_id IS NULL")
+    if q:
+        # Each term an index finds (the key, audits_instance, audits_project, audits_url).
+        terms = ["audit_id = ?", "workflow_instance_id = ?", "project_id = ?"]
+        args.extend([q, q, q])
+        for low, high in url_prefixes(q):
+            terms.append("(start_url >= ? AND start_url < ?)")
+            args.extend([low, high])
+        where.append(f"({' OR '.join(terms)})")
+    return where, args
+
+
+def _keys(sort: str, descending: bool, now: datetime | None) -> list[str]:
+    """The columns of the keyset of ``sort`` (``audit_id`` last); times are integers."""
+    if sort == "ended":
+        unset = UNSET if descending else LATEST
+        return [f"COALESCE({ENDED_SQL}, {to_micros(unset)})", "audit_id"]
+    if sort == "status":
+        return ["status", "started_at", "audit_id"]
+    if sort == "age":
+        end = to_micros(now) if now is not None else "started_at"
+        return [f"COALESCE(COALESCE({ENDED_SQL}, {end}) - started_at, 0)", "audit_id"]
+    return ["started_at", "audit_id"]
+
+
+def _key_args(after: tuple[Any, ...]) -> list[Any]:
+    """A keyset cursor's values as the columns hold them (micros for times and ages)."""
+    out: list[Any] = []
+    for value in after:
+        if isinstance(value, datetime):
+            out.append(to_micros(value))
+        elif isinstance(value, timedelta):
+            out.append((value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds)
+        else:
+            out.append(value)
+    return out

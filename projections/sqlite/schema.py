@@ -4,8 +4,8 @@ SQLite has no timestamp type: timestamps are INTEGER microseconds since the Unix
 booleans 0/1, uuids text. The version is recorded in ``schema_version``; :func:`upgrade` brings
 a file of an older version up (columns the row gained are added to ``audits``; a history keyed
 by ``event_id`` alone is copied into one keyed by ``(event_id, audit_id)``). Tables a version
-adds (the outcome feed's, version 6) are made by :data:`SCHEMA` itself, which creates what is
-missing at every start.
+adds (the outcome feed's, version 6) and indexes on the first columns (the list's search,
+version 8) are made by :data:`SCHEMA` itself, which creates what is missing at every start.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from projections.row import COLUMN_KINDS, ColumnKind
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "upgrade"]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 _TYPE_OF_KIND: dict[ColumnKind, str] = {
     "text": "TEXT",
     "integer": "INTEGER",
@@ -45,6 +45,8 @@ CREATE INDEX IF NOT EXISTS audits_listing ON audits (status, started_at, audit_i
 CREATE INDEX IF NOT EXISTS audits_started ON audits (started_at, audit_id);
 CREATE INDEX IF NOT EXISTS audits_instance ON audits (workflow_instance_id)
     WHERE workflow_instance_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS audits_project ON audits (project_id) WHERE project_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS audits_url ON audits (start_url) WHERE start_url IS NOT NULL;
 {history}
 CREATE TABLE IF NOT EXISTS projector_offsets (
     consumer TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
+from projections.audits import SORTS, ended_at, sort_key
 from projections.row import AuditRow
 from projections.store import ProjectionStore
 from statemachine.events import AuditEvent
@@ -21,12 +23,14 @@ from tests.contracts.projection_store import (
     attached,
     completed,
     failed,
+    held,
     lifecycle_mix,
     next_offsets,
     observed,
     positioned,
     probe_failed,
     progressed,
+    released,
     simulated,
     started,
 )
@@ -156,6 +160,111 @@ class AuditReadsContract(StoreFixtures):
             assert keys == sorted(keys, reverse=True)
         assert len(await store.audits.list_audits(limit=1000)) == 23
         assert len(await store.audits.list_audits(status="running", limit=1000)) == 17
+
+    async def test_list_audits_searches_ids_instances_projects_and_url_beginnings(
+        self, store: ProjectionStore
+    ) -> None:
+        def audit(i: int, url: str) -> AuditEvent:
+            return started(f"a-s{i}", at(i), f"wf-s{i}", project_id=f"p-s{i}", start_url=url)
+
+        events: list[AuditEvent] = [
+            audit(1, "https://shop.example/a"),
+            audit(2, "https://shop.example/b"),
+            audit(3, "http://blog.example/shop.example"),
+            audit(4, "https://other.example/"),
+            failed("a-s2", at(9)),
+        ]
+        await store.writer.apply(positioned(events), {}, CONSUMER)
+
+        async def found(q: str, **filters: Any) -> list[str]:
+            rows = await store.audits.list_audits(q=q, **filters)
+            assert await store.audits.count_audits(q=q, **filters) == len(rows)
+            return [r.audit_id for r in rows]
+
+        assert await found("a-s3") == ["a-s3"]  # an audit id, exactly
+        assert await found("a-s") == []
+        assert await found("wf-s4") == ["a-s4"]  # a workflow instance id
+        assert await found("p-s1") == ["a-s1"]  # a project id
+        assert await found("https://shop.example/") == ["a-s2", "a-s1"]  # a URL's beginning
+        assert await found("shop.example") == ["a-s2", "a-s1"]  # under https:// or http://
+        assert await found("blog.example/shop") == ["a-s3"]
+        assert await found("example") == []  # not a substring: the beginning only
+        assert await found("shop.example", status="failed") == ["a-s2"]
+        assert await found("shop.example", status="running") == ["a-s1"]
+        assert await store.audits.count_audits() == 4
+        assert await store.audits.count_audits(status="running") == 3
+
+    async def test_list_audits_held_filter(self, store: ProjectionStore) -> None:
+        ended_hold = held("a-h3", at(6))
+        events: list[AuditEvent] = [
+            started("a-h1", at(1)),
+            started("a-h2", at(2)),
+            started("a-h3", at(3)),
+            held("a-h2", at(5)),
+            ended_hold,
+            released(ended_hold, at(7)),
+        ]
+        await store.writer.apply(positioned(events), {}, CONSUMER)
+        holding = await store.audits.list_audits(held=True)
+        assert [r.audit_id for r in holding] == ["a-h2"]
+        assert holding[0].state.held_decision_id is not None
+        free = await store.audits.list_audits(held=False)
+        assert [r.audit_id for r in free] == ["a-h3", "a-h1"]
+        assert await store.audits.count_audits(held=True) == 1
+        assert await store.audits.count_audits(held=False) == 2
+
+    async def test_list_audits_each_sort_pages_forwards_and_back_without_loss(
+        self, store: ProjectionStore
+    ) -> None:
+        # 20 audits, starts shared by threes; some completed, some failed, at shared times
+        events: list[AuditEvent] = [started(f"a-{i:02d}", at(i // 3)) for i in range(20)]
+        events += [completed(f"a-{i:02d}", at(30 + i % 3)) for i in range(0, 20, 4)]
+        events += [failed(f"a-{i:02d}", at(30 + i % 4)) for i in range(1, 20, 6)]
+        await store.writer.apply(positioned(events), {}, CONSUMER)
+        now = at(60)
+        for sort in SORTS:
+            for descending in (True, False):
+                everything = await store.audits.list_audits(
+                    limit=1000, sort=sort, descending=descending, now=now
+                )
+                keys = [sort_key(r, sort, descending, now) for r in everything]
+                assert keys == sorted(keys, reverse=descending), (sort, descending)
+                assert len(everything) == 20
+                walk: list[str] = []
+                after: tuple[Any, ...] | None = None
+                while True:
+                    page = await store.audits.list_audits(
+                        limit=3, after=after, sort=sort, descending=descending, now=now
+                    )
+                    if not page:
+                        break
+                    walk += [r.audit_id for r in page]
+                    after = sort_key(page[-1], sort, descending, now)
+                assert walk == [r.audit_id for r in everything], (sort, descending)
+                back: list[str] = []
+                while after is not None:  # from the last row, backwards
+                    page = await store.audits.list_audits(
+                        limit=3,
+                        after=after,
+                        sort=sort,
+                        descending=descending,
+                        now=now,
+                        backwards=True,
+                    )
+                    back += [r.audit_id for r in page]
+                    after = sort_key(page[-1], sort, descending, now) if page else None
+                assert back == walk[-2::-1], (sort, descending)
+        ended = await store.audits.list_audits(limit=1000, sort="ended")
+        finished = [r for r in ended if ended_at(r) is not None]
+        assert len(finished) == 9
+        assert ended[:9] == finished  # unfinished last, the latest end first
+        assert ended_at(finished[0]) == at(33)
+        oldest = await store.audits.list_audits(limit=3, sort="age", now=now)
+        assert [r.audit_id for r in oldest] == ["a-02", "a-05", "a-03"]  # running 60, 59, 59
+        # a finished audit's age is its run, start to end (26 to 31 minutes), not until now:
+        # shorter than any still running (54 minutes or more)
+        shortest = await store.audits.list_audits(limit=9, sort="age", descending=False, now=now)
+        assert {r.audit_id for r in shortest} == {r.audit_id for r in finished}
 
     async def test_stale_running_order_limit_and_filters(self, store: ProjectionStore) -> None:
         events: list[AuditEvent] = [

@@ -67,8 +67,17 @@ class AsyncAuditrecClient:
         older_than: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        running_longer_than: str | None = None,
+        held: bool | None = None,
+        q: str | None = None,
+        sort: str = "started",
+        order: str = "desc",
     ) -> AuditPage:
-        """One page of audits, newest first."""
+        """One page of audits, newest first or by ``sort`` (``started``, ``ended``, ``status``,
+        ``age``) and ``order``; ``q`` searches an audit id, an instance id, a project id or a
+        start URL's beginning; ``running_longer_than`` selects running audits started longer
+        ago (``older_than``: started longer ago, any status); ``held`` the audits the brake
+        holds (or not). The page has ``total``, ``next_cursor`` and ``prev_cursor``."""
         call = calls.audits(
             status=status,
             project_id=project_id,
@@ -76,6 +85,11 @@ class AsyncAuditrecClient:
             older_than=older_than,
             limit=limit,
             cursor=cursor,
+            running_longer_than=running_longer_than,
+            held=held,
+            q=q,
+            sort=sort,
+            order=order,
         )
         return calls.page(await self._send(call))
 

@@ -44,10 +44,13 @@ class Call:
 
 @dataclass(frozen=True, slots=True)
 class AuditPage:
-    """One page of ``GET /audits``, newest first; pass ``next_cursor`` for the next page."""
+    """One page of ``GET /audits``; pass ``next_cursor`` (``prev_cursor``) for the next
+    (previous) page; ``total``: every audit the filters select."""
 
     audits: list[dict[str, Any]]
     next_cursor: str | None
+    prev_cursor: str | None = None
+    total: int | None = None
 
 
 def _audit_path(audit_id: str) -> str:
@@ -76,14 +79,25 @@ def audits(
     older_than: str | None,
     limit: int,
     cursor: str | None,
+    running_longer_than: str | None = None,
+    held: bool | None = None,
+    q: str | None = None,
+    sort: str = "started",
+    order: str = "desc",
 ) -> Call:
-    if older_than is not None and not _DURATION.match(older_than):
-        raise ValueError(f"older_than: {older_than!r} is not a duration such as '2h' or '90m'")
+    for name, value in (("older_than", older_than), ("running_longer_than", running_longer_than)):
+        if value is not None and not _DURATION.match(value):
+            raise ValueError(f"{name}: {value!r} is not a duration such as '2h' or '90m'")
     given = {
         "status": status,
         "project_id": project_id,
         "error_code": error_code,
         "older_than": older_than,
+        "running_longer_than": running_longer_than,
+        "held": None if held is None else ("true" if held else "false"),
+        "q": q,
+        "sort": None if sort == "started" else sort,
+        "order": None if order == "desc" else order,
         "cursor": cursor,
         "limit": str(limit),
     }
@@ -116,7 +130,12 @@ def published_ids(body: Any, sent: Any) -> list[str]:
 
 
 def page(body: Any) -> AuditPage:
-    return AuditPage(audits=list(body["audits"]), next_cursor=body.get("next_cursor"))
+    return AuditPage(
+        audits=list(body["audits"]),
+        next_cursor=body.get("next_cursor"),
+        prev_cursor=body.get("prev_cursor"),
+        total=body.get("total"),
+    )
 
 
 def headers(token: str | None, user_agent: str) -> dict[str, str]:

@@ -95,10 +95,22 @@ export class AuditrecClient {
     return this.#send("GET", auditPath(auditId) + (probe ? "" : "?probe=false"));
   }
 
-  /** One page of audits, newest first: `{ audits, next_cursor }`. */
-  audits({ status, projectId, errorCode, olderThan, limit, cursor } = {}) {
+  /** One page of audits, newest first or by `sort`: `{ audits, next_cursor, prev_cursor, total }`. */
+  audits({ status, projectId, errorCode, olderThan, runningLongerThan, held, q, sort, order, limit, cursor } = {}) {
     const query = new URLSearchParams();
-    const given = { status, project_id: projectId, error_code: errorCode, older_than: olderThan, limit, cursor };
+    const given = {
+      status,
+      project_id: projectId,
+      error_code: errorCode,
+      older_than: olderThan,
+      running_longer_than: runningLongerThan,
+      held,
+      q,
+      sort,
+      order,
+      limit,
+      cursor,
+    };
     for (const [key, value] of Object.entries(given)) {
       if (value !== undefined && value !== null) query.set(key, String(value));
     }

@@ -128,6 +128,10 @@ export interface AuditStatus extends Audit {
 export interface AuditPage {
   audits: Audit[];
   next_cursor: string | null;
+  /** The previous page's cursor; null on the first page. */
+  prev_cursor: string | null;
+  /** Every audit the filters select. */
+  total: number | null;
 }
 
 export interface HistoryStep {
@@ -153,8 +157,16 @@ export interface AuditFilter {
   status?: AuditStatusName;
   projectId?: string;
   errorCode?: string;
-  /** Started longer ago than this duration ("2h", "90m"). */
+  /** Started longer ago than this duration ("2h", "90m"), in any status. */
   olderThan?: string;
+  /** Running audits started longer ago than this duration ("2h", "90m"). */
+  runningLongerThan?: string;
+  /** Only the audits whose decision the mass-failure brake holds (true) or the others. */
+  held?: boolean;
+  /** An audit id, a workflow instance id or a project id (exactly), or a start URL's beginning. */
+  q?: string;
+  sort?: "started" | "ended" | "status" | "age";
+  order?: "desc" | "asc";
   limit?: number;
   cursor?: string;
 }

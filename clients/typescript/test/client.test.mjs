@@ -64,6 +64,10 @@ test("publish, then read the status, the listing and the history", async () => {
   assert.equal(row.workflow_instance_id, `wf-${auditId}`);
   assert.equal(row.version, 4);
   assert.ok(page.audits.some((a) => a.audit_id === auditId));
+  const found = await auditrec.audits({ q: `wf-${auditId}`, held: false, sort: "ended", order: "asc" });
+  assert.deepEqual(found.audits.map((a) => a.audit_id), [auditId]);
+  assert.equal(found.total, 1);
+  assert.equal(found.prev_cursor, null);
   assert.deepEqual(
     history.events.map((e) => e.type),
     ["AuditStarted", "WorkflowInstanceAttached", "AuditProgressed", "AuditCompleted"],

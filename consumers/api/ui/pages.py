@@ -6,7 +6,7 @@ feed's parked deliveries (by endpoint, in keyset pages; retried by
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
 
 import re
-from datetime import timedelta
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
@@ -19,15 +19,22 @@ from consumers.api.ui.diagram import state_svg, transition_rows
 from consumers.api.ui.render import page, when
 from consumers.api.ui.session import viewer
 from consumers.operations.action_events import can_fail, can_restore
-from consumers.operations.listing import AUDIT_STATUSES, AuditFilter, list_page
+from consumers.operations.listing import (
+    AUDIT_STATUSES,
+    ORDERS,
+    SORTS,
+    AuditFilter,
+    Page,
+    list_page,
+    parse_filter,
+)
 from consumers.operations.overview import WINDOWS, gather_overview
 from consumers.operations.service import Operations
+from projections.audits import ended_at
 from projections.row import AuditRow
 from statemachine.errors import InvalidInput, NotFound
 from statemachine.events import AuditEvent
 from statemachine.explain import Step
-from statemachine.machine import RUNNING
-from statemachine.policy import parse_duration
 from statemachine.vocabulary import AUDIT_ID_PATTERN, ERROR_CODES
 
 __all__ = ["DELIVERIES_PAGE", "PAGE_SIZE", "add_read_pages", "audit_filter"]
@@ -35,6 +42,8 @@ __all__ = ["DELIVERIES_PAGE", "PAGE_SIZE", "add_read_pages", "audit_filter"]
 PAGE_SIZE = 50
 DELIVERIES_PAGE = 50  # parked entries a page of /ui/deliveries shows
 AUDIT_ID = re.compile(AUDIT_ID_PATTERN)
+HELD = {"": None, "true": True, "false": False}  # the held filter's choices
+BULK_FIELDS = ("project", "status", "code", "running_longer_than", "shadow")
 Viewer = Annotated[Session, Depends(viewer)]
 
 
@@ -67,41 +76,66 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
     async def audits(
         request: Request,
         session: Viewer,
+        q: str = "",
         project: str = "",
         status: str = "",
         code: str = "",
         running_longer_than: str = "",
         shadow: str = "",
+        held: str = "",
+        sort: str = "started",
+        order: str = "desc",
         cursor: str = "",
     ) -> HTMLResponse:
         problems: list[str] = []
-        where = audit_filter(project, status, code, running_longer_than, shadow, problems)
-        rows: list[Any] = []
-        next_cursor = None
+        where = audit_filter(
+            project, status, code, running_longer_than, shadow, problems, held=held, q=q
+        )
+        if sort not in SORTS:
+            problems.append(f"sort: one of {', '.join(SORTS)}")
+        if order not in ORDERS:
+            problems.append("order: asc or desc")
+        found: Page | None = None
         if not problems:
             try:
                 found = await list_page(
-                    backends.store.audits, where, PAGE_SIZE, cursor or None, backends.now()
+                    backends.store.audits,
+                    where,
+                    PAGE_SIZE,
+                    cursor or None,
+                    backends.now(),
+                    sort=sort,
+                    order=order,
+                    total=True,
                 )
             except InvalidInput as exc:
                 problems.extend(exc.problems)
-            else:
-                rows, next_cursor = found.rows, found.next_cursor
         query = {
+            "q": q,
             "project": project,
             "status": status,
             "code": code,
             "running_longer_than": running_longer_than,
             "shadow": shadow,
+            "held": held,
         }
+        now = backends.now()
         return page(
             request,
             "audits.html",
             status_code=422 if problems else 200,
-            rows=rows,
-            now=backends.now(),
-            next_cursor=next_cursor,
+            rows=[_listed(r, now) for r in found.rows] if found else [],
+            total=found.total if found else None,
+            next_cursor=found.next_cursor if found else None,
+            prev_cursor=found.prev_cursor if found else None,
             query=query,
+            # A bulk action selects by the filters alone: with a search or the held filter
+            # it would act on more than the page lists.
+            bulk_query={k: query[k] for k in BULK_FIELDS},
+            bulk=not (q.strip() or held),
+            sort=sort if sort in SORTS else "started",
+            order=order if order in ORDERS else "desc",
+            sorts=SORTS,
             problems=problems,
             statuses=AUDIT_STATUSES,
             codes=ERROR_CODES,
@@ -194,28 +228,39 @@ def audit_filter(
     longer: str,
     shadow: str,
     problems: list[str],
+    *,
+    held: str = "",
+    q: str = "",
 ) -> AuditFilter:
     """The listing's filter from the form; each bad field is named in ``problems``."""
     if status and status not in AUDIT_STATUSES:
         problems.append(f"status: one of {', '.join(AUDIT_STATUSES)}")
     if code and code not in ERROR_CODES:
         problems.append(f"error code: unknown code {code!r}")
-    older: timedelta | None = None
-    if longer:
-        try:
-            older = parse_duration(longer)
-        except ValueError as exc:
-            problems.append(f"running longer than: {exc}")
-    wants_shadow = shadow == "on"
-    if longer and status and status != RUNNING:
-        problems.append("running longer than: only for running audits (status running)")
-    return AuditFilter(
-        status=status or ("running" if longer or wants_shadow else None),
+    if held not in HELD:
+        problems.append("held: true or false")
+    return parse_filter(
+        problems,
+        status=status or None,
         project=project or None,
         code=code or None,
-        older_than=older,
-        shadow=wants_shadow,
+        running_longer_than=longer or None,
+        shadow=shadow == "on",
+        held=HELD.get(held),
+        q=q,
+        names={"running_longer_than": "running longer than", "q": "search"},
     )
+
+
+def _listed(row: AuditRow, now: datetime) -> dict[str, Any]:
+    """A row of the list: its state, when it ended, and its age (start to end, or to now)."""
+    state = row.state
+    end = ended_at(row)
+    return {
+        "state": state,
+        "ended_at": end,
+        "age": (end or now) - state.started_at if state.started_at is not None else None,
+    }
 
 
 def _actor(event: AuditEvent) -> str:

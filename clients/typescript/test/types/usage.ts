@@ -37,6 +37,11 @@ export async function publisher(env: { AUDITREC_URL: string; AUDITREC_TOKEN: str
   const status: "running" | "completed" | "failed" = row.status;
   const page = await auditrec.audits({ status: "failed", olderThan: "2h", limit: 10 });
   const next: string | null = page.next_cursor;
+  const found = await auditrec.audits({ q: "wf-1", held: true, sort: "ended", order: "asc" });
+  const back: string | null = found.prev_cursor;
+  const total: number | null = found.total;
+  // @ts-expect-error: no such sort
+  await auditrec.audits({ sort: "name" });
   const history = await auditrec.replay("a-1");
   const types: string[] = history.events.map((e) => e.type);
   const version: number = SCHEMA_VERSIONS.AuditFailed;
@@ -45,7 +50,7 @@ export async function publisher(env: { AUDITREC_URL: string; AUDITREC_TOKEN: str
   } catch (error) {
     if (error instanceof AuditrecError && error.retriable) console.log(error.kind, error.status, error.problems);
   }
-  console.log(id, ids, status, next, types, version);
+  console.log(id, ids, status, next, back, total, types, version);
 
   // @ts-expect-error project_id is required
   auditStarted("a-1", {});
