@@ -215,6 +215,7 @@ class PostgresAudits(AuditReads):
             )
         return {(hour, code): n for hour, code, n in recs}
 
+
 def _filters(
     status: str | None,
     project: str | None,

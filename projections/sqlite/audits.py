@@ -230,6 +230,7 @@ class SQLiteAudits(AuditReads):
 
         return await self.db.read(work)
 
+
 def _filters(
     status: str | None,
     project: str | None,
