@@ -135,6 +135,13 @@ class Accepted(BaseModel):
     event_ids: list[str]
 
 
+class SweepBrake(BaseModel):
+    engaged: bool
+    since: str | None = Field(description="When it engaged (ISO 8601, UTC); null when released.")
+    sweep_id: str | None = Field(description="The sweep that engaged it.")
+    held: int = Field(description="Decisions it holds in all (from every sweep).")
+
+
 class SweepSummary(BaseModel):
     sweep_id: str | None
     candidates: int
@@ -146,6 +153,9 @@ class SweepSummary(BaseModel):
     probe_errors: dict[str, int] = Field(description="Probes the API could not answer, by reason.")
     held: int = Field(
         default=0, description="Failures held by the mass-failure brake (still running)."
+    )
+    brake: SweepBrake | None = Field(
+        default=None, description="The mass-failure brake when the sweep ended (not on a dry run)."
     )
     pending: int = Field(description="Outcomes that did not arrive within AUDITREC_SWEEP_WAIT.")
     skipped: bool = Field(description="Another watchdog held the lock; nothing was probed.")

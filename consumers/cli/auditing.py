@@ -198,10 +198,11 @@ def audits(
 def sweep(ctx: click.Context, dry_run: bool, inline: bool, as_json: bool) -> None:
     """One watchdog tick; waits for the outcomes and prints a summary.
 
-    The summary: candidates, probed, failed per code, held by the brake, healthy, unchanged,
-    probe errors. Without a running auditrec serve it refuses (exit 1) unless --inline; when
-    every probe of the tick failed it says why (the probable cause and the setting to check)
-    and exits 1."""
+    The summary: candidates, probed, failed per code, held by the brake (and the brake's state
+    when engaged), healthy, unchanged, probe errors. It returns once every outcome is known or
+    held. Without a running auditrec serve it refuses (exit 1) unless --inline; when the brake
+    held decisions of the sweep, or every probe of the tick failed, it says why on stderr and
+    exits 1 (not done)."""
     from consumers.cli.assembly import operations
 
     settings = settings_of(ctx)
@@ -225,10 +226,13 @@ def sweep(ctx: click.Context, dry_run: bool, inline: bool, as_json: bool) -> Non
     )
     data = summary.as_dict()
     blind = _every_probe_failed(data)
+    held = _held_by_the_brake(data)
     if as_json:
         print_json(data)
-        if blind:
-            err.print(f"error: {blind}", markup=False)
+        for why in (blind, held):
+            if why:
+                err.print(f"error: {why}", markup=False)
+        if blind or held:
             sys.exit(1)
         return
     if data["skipped"]:
@@ -247,16 +251,41 @@ def sweep(ctx: click.Context, dry_run: bool, inline: bool, as_json: bool) -> Non
     if data["would_fail"]:
         out.print(f"  would fail  {sum(data['would_fail'].values())} (shadow mode)")
     if data["held"]:
-        out.print(f"  held        {data['held']} (the mass-failure brake holds; `auditrec brake`)")
+        out.print(f"  held        {data['held']} (held by the brake; `auditrec brake`)")
+    brake = data["brake"] or {}
+    if brake.get("engaged"):
+        out.print(
+            f"  brake       ENGAGED since {brake['since']}, {brake['held']} decision(s) held",
+            markup=False,
+        )
     out.print(f"  healthy     {data['healthy']}")
     out.print(f"  unchanged   {data['unchanged']}")
     out.print(f"  probe errors {sum(data['probe_errors'].values())} ({errors})")
     if data["pending"]:
         out.print(f"  pending     {data['pending']} (no outcome in time)")
     out.print(f"  took        {data['elapsed_s']}s")
-    if blind:
-        err.print(f"error: {blind}", markup=False)
+    for why in (blind, held):
+        if why:
+            err.print(f"error: {why}", markup=False)
+    if blind or held:
         sys.exit(1)
+
+
+def _held_by_the_brake(data: dict[str, Any]) -> str | None:
+    """Why the sweep is not done because the mass-failure brake held its decisions, or
+    ``None``."""
+    if not data["held"]:
+        return None
+    brake = data["brake"] or {}
+    state = (
+        f"the brake is engaged since {brake['since']} and holds {brake['held']} in all"
+        if brake.get("engaged")
+        else "the brake is not engaged: the holds await the sweep's verdict"
+    )
+    return (
+        f"the mass-failure brake held {data['held']} decision(s) of this sweep ({state}): "
+        "review them with `auditrec brake`, then `auditrec brake release` or `discard`"
+    )
 
 
 def _every_probe_failed(data: dict[str, Any]) -> str | None:

@@ -24,7 +24,8 @@ from statemachine.events import ProbeRequested
 from statemachine.machine import FAILED, RUNNING
 from statemachine.policy import Policy
 from statemachine.rules import judge
-from statemachine.vocabulary import HEALTHY_STATUSES
+from statemachine.state import AuditState
+from statemachine.vocabulary import HEALTHY_STATUSES, HELD_ERROR_CODES
 
 __all__ = ["Outcome", "OutcomeResult", "Summary", "await_outcomes"]
 
@@ -66,6 +67,9 @@ class Summary:
     sweep_id: str | None = None
     elapsed_s: float = 0.0
     skipped: bool = False
+    brake: dict[str, Any] | None = None
+    """The mass-failure brake when the sweep ended: ``engaged``, ``since``, ``sweep_id``
+    (the sweep that engaged it) and ``held`` (decisions it holds in all)."""
 
     def as_dict(self) -> dict[str, Any]:
         results = Counter(o.result for o in self.outcomes)
@@ -78,6 +82,7 @@ class Summary:
                 Counter(o.error_code for o in self.outcomes if o.result == "would_fail")
             ),
             "held": results["held"],
+            "brake": self.brake,
             "healthy": results["healthy"],
             "unchanged": results["unchanged"],
             "probe_errors": dict(
@@ -147,6 +152,9 @@ async def await_outcomes(
                 outcome.reason = verdict.reason if verdict else None
                 if verdict is not None and verdict.failure is not None:
                     outcome.error_code = verdict.failure.error_code
+                    if _already_held(before, verdict.failure.error_code):
+                        outcome.result = "held"  # the reconciler records no second decision
+                        continue
                     waiting_decision[str(obs.event_id)] = outcome
                 else:
                     outcome.result = (
@@ -184,6 +192,17 @@ async def await_outcomes(
                     outcome.error_code = row.state.error_code
         if (not waiting_obs and not waiting_decision) or time.monotonic() >= deadline:
             break
-        # Look again when the projection changes (a notification, or a short poll).
-        await store.audits.changed(min(max(deadline - time.monotonic(), 0.0), 0.05))
+        # Look again when the projection changes (a notification, or the store's cheap check
+        # for a commit); at least every quarter second for the brake and ``watch``.
+        await store.audits.changed(min(max(deadline - time.monotonic(), 0.0), 0.25))
     return [outcomes[str(r.event_id)] for r in requests]
+
+
+def _already_held(before: AuditState | None, error_code: str) -> bool:
+    """Whether the audit already has a decision held, so the reconciler appends no second
+    one for this observation (:func:`statemachine.rules.decide`): its outcome is ``held``."""
+    return (
+        before is not None
+        and before.held_decision_id is not None
+        and error_code in HELD_ERROR_CODES
+    )

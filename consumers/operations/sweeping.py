@@ -102,7 +102,15 @@ async def sweep(
             await asyncio.gather(judging, return_exceptions=True)
     elapsed = time.monotonic() - started
     SWEEP_DURATION.observe(elapsed)
+    store = ops.backends.store
+    brake = await store.brake.state()
     return Summary(
+        brake={
+            "engaged": brake.engaged,
+            "since": brake.since.isoformat().replace("+00:00", "Z") if brake.since else None,
+            "sweep_id": brake.sweep_id if brake.engaged else None,
+            "held": len(await store.brake.held_audits()),
+        },
         candidates=len(tick.candidates),
         candidate_rows=tick.candidates,
         outcomes=outcomes,

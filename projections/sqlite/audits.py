@@ -5,7 +5,9 @@ batches. Point reads (``get``, ``running_summary``) use the read-only connection
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -27,6 +29,8 @@ from statemachine.events import EVENT_ADAPTER, AuditEvent
 from statemachine.idempotency import Key
 
 __all__ = ["SQLiteAudits"]
+
+CHANGE_LOOK = 0.02  # seconds between looks at data_version while a reader waits for a change
 
 # An audit whose history holds a shadow-mode failure (the audit_events index finds it).
 SIMULATED = (
@@ -229,6 +233,21 @@ class SQLiteAudits(AuditReads):
             return {(EPOCH + timedelta(hours=h), code): n for h, code, n in cur.fetchall()}
 
         return await self.db.read(work)
+
+    async def changed(self, timeout: float) -> None:
+        """Return once another connection (a writer here or in another process) has committed,
+        or after ``timeout``: SQLite's ``data_version`` of the read connection, looked at every
+        few milliseconds — one pragma, not the reader's queries, per look."""
+        deadline = time.monotonic() + timeout
+
+        def version(conn: sqlite3.Connection) -> int:
+            return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+        seen = await self.db.read(version)
+        while (left := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(left, CHANGE_LOOK))
+            if await self.db.read(version) != seen:
+                return
 
 
 def _filters(

@@ -35,11 +35,13 @@ def test_brake_holds_a_mass_failure_and_an_operator_releases_it(
     assert run(backend, "init", env=env).returncode == 0
     assert run(backend, "publish", "-", env=env, input="\n".join(lines)).returncode == 0
 
-    # a sweep finds all 21 instances gone: held, not failed
+    # a sweep finds all 21 instances gone: held, not failed — not done (exit 1), and why
     swept = run(backend, "sweep", "--inline", "--json", env=env)
-    assert swept.returncode == 0, swept.stderr
+    assert swept.returncode == 1, swept.stderr
     summary = json.loads(swept.stdout)
-    assert (summary["held"], summary["failed"]) == (21, {})
+    assert (summary["held"], summary["failed"], summary["pending"]) == (21, {}, 0)
+    assert summary["brake"]["engaged"] is True and summary["brake"]["held"] == 21
+    assert "the mass-failure brake held 21 decision(s) of this sweep" in swept.stderr
 
     shown = run(backend, "brake", env=env)
     assert shown.returncode == 0

@@ -11,7 +11,9 @@ as the API, readable without JavaScript, with its stylesheet served from the pac
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
 
-from fastapi import APIRouter, FastAPI, Request
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 
@@ -21,6 +23,7 @@ from consumers.api.ui.pages import add_read_pages
 from consumers.api.ui.render import STATIC, page
 from consumers.api.ui.session import Forbidden, LoginRequired, add_session_routes, login_redirect
 from consumers.api.ui.tools import add_tool_pages
+from consumers.operations.incidents import current_incidents, forget_incidents
 from consumers.operations.service import Operations
 
 __all__ = ["STATIC_PATH", "add_console"]
@@ -32,7 +35,18 @@ def add_console(app: FastAPI, ops: Operations) -> None:
     """Mount the console on ``app``. It checks its own sessions (a browser sends no bearer
     token), so it sits outside the API's token guard, with the same tokens and scopes."""
     app.state.console_credentials = Credentials(ops.backends.settings.api_token_specs())
-    router = APIRouter(tags=["console"])
+
+    async def incidents(request: Request) -> AsyncIterator[None]:
+        """What the banner of every page shows (kept a few seconds per process). A form's
+        answer (a preview, a done page) goes without it, as it would show the state from
+        before the action; after an action the next page gathers them afresh."""
+        if request.method == "GET":
+            request.state.incidents = await current_incidents(ops)
+        yield
+        if request.method != "GET":
+            forget_incidents(ops)
+
+    router = APIRouter(tags=["console"], dependencies=[Depends(incidents)])
     add_session_routes(router)
     add_read_pages(router, ops)
     add_action_routes(router, ops)

@@ -25,6 +25,7 @@ __all__ = [
     "WHEN_FORMAT",
     "age",
     "ago",
+    "incidents_shown",
     "page",
     "set_cookie",
     "timestamp",
@@ -141,11 +142,20 @@ def page(request: Request, name: str, status_code: int = 200, **context: Any) ->
     context.setdefault("can", session.can if session is not None else lambda scope: False)
     context.setdefault("status_code", status_code)  # the error page's kind
     context.setdefault("open_console", getattr(request.state, "open_console", False))
+    context.setdefault("incidents", incidents_shown(request, session))
     response = TEMPLATES.TemplateResponse(request, name, context, status_code=status_code)
     fresh = getattr(request.state, "new_cookie", None)
     if fresh is not None:  # the open console's first page: its anonymous session
         set_cookie(response, request, fresh)
     return response
+
+
+def incidents_shown(request: Request, session: Any) -> list[Any]:
+    """The incidents for the banner of every page (gathered by the console's dependency,
+    :func:`~consumers.operations.incidents.current_incidents`), to a signed-in reader only."""
+    if session is None or not session.can("read"):
+        return []
+    return list(getattr(request.state, "incidents", []))
 
 
 def set_cookie(response: Response, request: Request, value: str) -> None:
