@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
@@ -255,3 +256,32 @@ async def test_a_history_keyed_by_event_id_alone_is_rekeyed_by_audit_and_event_i
     indexes = {r[1] for r in conn.execute("PRAGMA index_list(audit_events)")}
     assert {"audit_events_audit", "audit_events_causation"} <= indexes
     conn.close()
+
+
+async def test_a_reader_waiting_for_a_change_wakes_on_a_commit_of_this_or_another_process(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'changes.db'}"
+    async with open_store(url) as store:
+        await store.init()
+        await store.audits.get("warm-up")  # the read connection is open
+        # nothing committed: it waits out its timeout
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        await store.audits.changed(0.3)
+        assert loop.time() - began >= 0.29
+        # a commit of this process's writer wakes it long before its timeout
+        waiting = asyncio.create_task(store.audits.changed(10.0))
+        await asyncio.sleep(0.05)
+        began = loop.time()
+        await store.writer.apply(positioned([started("a-new")]), {}, "projector")
+        await asyncio.wait_for(waiting, 2.0)
+        assert loop.time() - began < 1.0
+        # and so does a commit of another connection (another process)
+        waiting = asyncio.create_task(store.audits.changed(10.0))
+        await asyncio.sleep(0.05)
+        conn = sqlite3.connect(tmp_path / "changes.db")
+        conn.execute("UPDATE audits SET project_id = 'p-other'")
+        conn.commit()
+        conn.close()
+        await asyncio.wait_for(waiting, 2.0)
