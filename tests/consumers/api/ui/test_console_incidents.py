@@ -138,3 +138,46 @@ def test_parked_deliveries_a_failing_component_and_dead_letters_are_told(
         kinds = list(shown)
         assert kinds.index("component") < kinds.index("parked")
         assert 'href="/ui/deliveries"' in page and 'href="/ui/dead-letters"' in page
+
+
+def test_probing_paused_by_a_429_then_blind_without_credentials_is_told(
+    backend: Backend, tmp_path: Path, simulator: SimulatorServer
+) -> None:
+    with LiveServer(
+        ["api"],
+        **server_settings(
+            tmp_path,
+            simulator,
+            event_log_url=backend.event_log_url,
+            database_url=backend.database_url,
+            topic_prefix=backend.topic_prefix,
+            api_tokens=TOKENS,
+        ),
+    ) as live:
+        backends = live.backends
+        assert backends is not None
+        live.call(lambda: backends.rate_limit().pause(120))  # as a Cloudflare 429 asks
+        with signed_in(live, "viewer-secret-0002") as viewer:
+            shown = banner(viewer.get("/ui").text)
+            paused = shown["probe_paused"]
+            assert re.search(r"Probing paused by a Cloudflare 429 for 1[12]\ds more", paused)
+            assert "probe_blind" not in shown  # the simulator needs no token
+    with (
+        LiveServer(
+            ["api"],
+            **server_settings(
+                tmp_path,
+                simulator,
+                event_log_url=backend.event_log_url,
+                database_url=backend.database_url,
+                topic_prefix=backend.topic_prefix,
+                api_tokens=TOKENS,
+                cloudflare_api_url="https://api.cloudflare.com/client/v4",
+                cloudflare_api_token=None,
+            ),
+        ) as live,
+        signed_in(live, "viewer-secret-0002") as viewer,
+    ):
+        shown = banner(viewer.get("/ui/deliveries").text)
+        assert "Probing is blind" in shown["probe_blind"]
+        assert "AUDITREC_CLOUDFLARE_API_TOKEN" in shown["probe_blind"]
