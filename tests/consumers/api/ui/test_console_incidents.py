@@ -1,8 +1,8 @@
 """The incident banner over plain HTTP against a live API on each backend pair: the brake
 engaged (through the store's brake port) on every page, with its release and discard previews
 one click away for an operator and not for a reader; parked outcome deliveries; a failing
-component; dead letters set aside in the last hour; a pipeline no serve runs; and no banner at
-all on the login page."""
+component; dead letters set aside in the last hour; a pipeline no serve runs; probing paused
+by a 429 and blind without credentials; and no banner at all on the login page."""
 
 from __future__ import annotations
 
