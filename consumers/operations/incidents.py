@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
@@ -36,8 +37,9 @@ log = structlog.get_logger("auditrec")
 @dataclass(frozen=True)
 class Incident:
     """One thing that needs an operator: ``kind`` (``brake``, ``component``, ``pipeline``,
-    ``probe_blind``, ``probe_paused``, ``dead_letters``, ``parked``), how bad, what to say,
-    and where to act on it. A brake incident also carries its held count and since when."""
+    ``probe_blind``, ``probe_paused``, ``dead_letters``, ``parked``; ``unchecked`` when a check
+    failed), how bad, what to say, and where to act on it. A brake incident also carries its
+    held count and since when."""
 
     kind: str
     severity: Severity
@@ -67,11 +69,7 @@ async def current_incidents(ops: Operations) -> list[Incident]:
     kept = _kept.get(id(ops))
     if kept is not None and now - kept[0] < KEEP:
         return kept[1]
-    try:
-        found = await gather_incidents(ops)
-    except Exception as exc:  # the banner must never take a page down with it
-        log.warning("incidents not gathered", error=str(exc)[:300])
-        found = [Incident("store", "critical", f"cannot read the store: {exc}"[:300], "/ui")]
+    found = await gather_incidents(ops)
     _kept[id(ops)] = (time.monotonic(), found)
     return found
 
@@ -84,14 +82,22 @@ def forget_incidents(ops: Operations) -> None:
 async def gather_incidents(ops: Operations) -> list[Incident]:
     """Every incident now, the most severe first."""
     backends = ops.backends
-    found = [
-        *await _brake(ops),
-        *_components(backends),
-        *await _pipeline(ops),
-        *await _probing(backends),
-        *await _dead_letters(backends),
-        *await _parked(backends),
+    checks: list[tuple[str, Callable[[], Awaitable[list[Incident]]]]] = [
+        ("the mass-failure brake", lambda: _brake(ops)),
+        ("the components", lambda: _components(backends)),
+        ("the pipeline's processes", lambda: _pipeline(ops)),
+        ("probing", lambda: _probing(backends)),
+        ("the dead letters", lambda: _dead_letters(backends)),
+        ("the parked deliveries", lambda: _parked(backends)),
     ]
+    found: list[Incident] = []
+    for what, check in checks:
+        try:
+            found.extend(await check())
+        except Exception as exc:  # the banner must never take a page down with it
+            log.warning("incident check failed", check=what, error=str(exc)[:300])
+            message = f"cannot check {what}: {type(exc).__name__}: {exc}"[:300]
+            found.append(Incident("unchecked", "warning", message, "/ui#components"))
     found.sort(key=lambda i: i.severity != "critical")
     return found
 
@@ -115,7 +121,7 @@ async def _brake(ops: Operations) -> list[Incident]:
     return [Incident("brake", "critical", message, "/ui#brake", held=len(holds), since=since)]
 
 
-def _components(backends: Backends) -> list[Incident]:
+async def _components(backends: Backends) -> list[Incident]:
     return [
         Incident("component", "critical", f"{name}: {why}", "/ui#components")
         for name, why in sorted(backends.health.problems().items())
