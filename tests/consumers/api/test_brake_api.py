@@ -4,6 +4,7 @@ release lets each held failure through once."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,6 +60,8 @@ def test_a_mass_failure_is_held_until_released_over_http(
 
     # then it fails none of them: 24 failures are held, and the brake is engaged
     assert (summary["candidates"], summary["failed"], summary["held"]) == (28, {}, 24)
+    assert summary["pending"] == 0  # held is an outcome: nothing left to wait for
+    assert (summary["brake"]["engaged"], summary["brake"]["held"]) == (True, 24)
     brake = client.get("/brake").json()
     assert (brake["engaged"], brake["lost"], brake["observations"], brake["held"]) == (
         True,
@@ -67,6 +70,11 @@ def test_a_mass_failure_is_held_until_released_over_http(
         24,
     )
     assert {h["audit_id"] for h in brake["holds"]} == set(lost)
+    # a sweep while they are held: known at once to be held, not awaited until SWEEP_WAIT
+    began = time.monotonic()
+    again = client.post("/sweep", headers=JSON).json()
+    assert (again["held"], again["pending"], again["failed"]) == (24, 0, {})
+    assert time.monotonic() - began < 15, again["elapsed_s"]
     ready = client.get("/readyz").json()
     assert any("mass-failure brake engaged" in w for w in ready["warnings"])
     assert all(wait_for(client, a)["status"] == "running" for a in lost)
