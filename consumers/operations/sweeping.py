@@ -21,6 +21,7 @@ from consumers.operations.backends import Backends
 from consumers.operations.freshness import Freshness
 from consumers.operations.outcomes import Summary, await_outcomes
 from consumers.runtime.metrics import SWEEP_DURATION
+from projections.audits import AuditReads
 from statemachine.errors import NoServer
 
 __all__ = ["sweep"]
@@ -90,7 +91,11 @@ async def sweep(
         if await watchdog.judge(force=True):  # the answers are all in: the verdict
             await ops.run_inline()  # the reconciler acts on released holds
     wait = s.sweep_wait.total_seconds() if live else 5.0
-    judging = asyncio.create_task(_judge(watchdog)) if watchdog.opened else None
+    judging = (
+        asyncio.create_task(_judge(watchdog, ops.backends.store.audits))
+        if watchdog.opened
+        else None
+    )
     try:
         watch = ops.watching("this sweep", progress) if live else None
         outcomes = await await_outcomes(
@@ -120,13 +125,14 @@ async def sweep(
     )
 
 
-async def _judge(watchdog: Watchdog) -> None:
+async def _judge(watchdog: Watchdog, audits: AuditReads) -> None:
     """Give the brake's verdict on this sweep as soon as its answers are in (a serve's
-    watchdog may do it first; the store lets one of them)."""
+    watchdog may do it first; the store lets one of them): looked at again when the
+    projection changes, at least every second."""
     while watchdog.opened:
         try:
             await watchdog.judge()
         except Exception as exc:  # the serve's watchdogs judge it at its deadline
             log.warning("sweep verdict failed", error=str(exc)[:300])
             return
-        await asyncio.sleep(0.2)
+        await audits.changed(1.0)
