@@ -165,8 +165,10 @@ def console(tmp_path: Path, simulator: SimulatorServer) -> Iterator[Console]:
 
 
 def post_forms(page: str) -> list[str]:
-    """Where the page's POST forms go (the sign-out form aside)."""
-    actions = re.findall(r'<form[^>]*method="post"[^>]*action="([^"]+)"', page)
+    """Where the page's POST forms go (the sign-out form and the incident banner's aside)."""
+    actions = re.findall(
+        r'<form(?![^>]*incident-form)[^>]*method="post"[^>]*action="([^"]+)"', page
+    )
     return [html.unescape(a) for a in actions if a != "/ui/logout"]
 
 

@@ -19,10 +19,13 @@ PAGES = ["/ui", "/ui/audits", "/ui/audits/a-stuck", "/ui/audits/a-oom", "/ui/dea
 
 
 def action_forms(driver: Any) -> list[str]:
-    """Where the page's forms that change something post to (signing out aside)."""
+    """Where the page's forms that change something post to (signing out and the incident
+    banner's aside)."""
     driver.implicitly_wait(0)
     try:
-        forms = driver.find_elements("css selector", 'form[method="post"]:not(.logout)')
+        forms = driver.find_elements(
+            "css selector", 'form[method="post"]:not(.logout):not(.incident-form)'
+        )
         return [str(f.get_attribute("action")) for f in forms]
     finally:
         driver.implicitly_wait(10)

@@ -22,7 +22,8 @@ from consumers.operations.incidents import KEEP
 from consumers.workflows.simulator.server import SimulatorServer
 from tests.conftest import Backend
 from tests.consumers.api.conftest import LiveServer, server_settings
-from tests.consumers.api.ui.test_console_deliveries import form_of, parked
+from tests.consumers.api.ui.test_console_actions import form_of
+from tests.consumers.api.ui.test_console_deliveries import parked
 from tests.consumers.api.ui.test_console_http import csrf_of
 from tests.eventually import eventually_sync
 
