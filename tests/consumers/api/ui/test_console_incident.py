@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from consumers.api.ui.pages import REFRESH_SECONDS
+from consumers.api.ui.render import REFRESH_SECONDS
 from consumers.operations.incidents import KEEP
 from consumers.workflows.simulator.server import SimulatorServer
 from tests.consumers.api.ui.conftest import Serve, screenshot
