@@ -138,15 +138,17 @@ def serve(console_env: dict[str, str], tmp_path: Path) -> Iterator[Serve]:
             process.wait()
 
 
-def screenshot(driver: object, tmp_path: Path, name: str) -> Path:
-    """Save the page as ``name``.png in the test's folder (and in AUDITREC_SCREENSHOTS_DIR)."""
+def screenshot(driver: object, tmp_path: Path, name: str, width: int = 1280) -> Path:
+    """Save the page as ``name``.png in the test's folder (and in AUDITREC_SCREENSHOTS_DIR),
+    in a window ``width`` px wide (wider if the page is)."""
     folder = tmp_path / "screenshots"
     folder.mkdir(exist_ok=True)
     path = folder / f"{name}.png"
     body = driver.find_element("tag name", "body")  # type: ignore[attr-defined]
-    width = driver.execute_script("return document.documentElement.scrollWidth")  # type: ignore[attr-defined]
+    driver.set_window_size(width, 800)  # type: ignore[attr-defined]
+    page_width = driver.execute_script("return document.documentElement.scrollWidth")  # type: ignore[attr-defined]
     height = driver.execute_script("return document.documentElement.scrollHeight")  # type: ignore[attr-defined]
-    driver.set_window_size(max(1280, width), min(max(800, height + 40), 4000))  # type: ignore[attr-defined]
+    driver.set_window_size(max(width, page_width), min(max(800, height + 40), 4000))  # type: ignore[attr-defined]
     assert body.screenshot(str(path)), f"no screenshot of {name}"
     assert path.stat().st_size > 5000, f"{path} is nearly empty"
     wanted = os.environ.get("AUDITREC_SCREENSHOTS_DIR")
