@@ -129,10 +129,11 @@ promtool:
 browser:
 	bash scripts/services.sh browser
 
-# The console's screenshots in docs/screenshots, taken by its browser test (embedded backends).
+# The console's screenshots in docs/screenshots, taken by its layout test (embedded backends):
+# the overview during an incident, at 1366 px and 400 px, an audit page, the dead letters.
 screenshots: venv browser
 	AUDITREC_REQUIRE_SERVICES=1 AUDITREC_SCREENSHOTS_DIR=docs/screenshots \
-	$(BIN)/python -m pytest -q -p no:randomly "tests/consumers/api/ui/test_console_browser.py::test_the_console_end_to_end_in_chromium[sqlite]"
+	$(BIN)/python -m pytest -q -p no:randomly "tests/consumers/api/ui/test_console_layout.py::test_every_page_fits_400_and_1366_px_and_the_overview_works_by_keyboard[sqlite]"
 
 clean:
 	rm -rf .auditrec .pytest_cache .mypy_cache .ruff_cache .hypothesis site
