@@ -17,7 +17,7 @@ from typing import Any
 from consumers.workflows.simulator.server import SimulatorServer
 from tests.consumers.api.ui.conftest import Serve, screenshot
 from tests.consumers.api.ui.dataset import append_poison, publish_known_data_set
-from tests.consumers.api.ui.driving import sign_in, sign_out, text_of
+from tests.consumers.api.ui.driving import sign_in, sign_out, submit, text_of
 from tests.e2e.test_cli_e2e import AUDITREC, envelope
 from tests.eventually import eventually_sync
 
@@ -155,8 +155,33 @@ def test_every_page_fits_400_and_1366_px_and_the_overview_works_by_keyboard(
             if where in labelled_pages | {"a backtest"}:
                 assert unlabelled(driver) == [], f"unlabelled fields on {where}"
 
-    # a wide table scrolls inside itself at 400 px, its last column still reachable
+    # the pages a form leads to at 400 px: the brake's and a bulk action's previews (nothing
+    # changes before a confirm), and a refusal
     at_width(driver, NARROW)
+    driver.get(f"{serve.url}/ui")
+    driver.find_element(
+        "css selector", 'form[action="/ui/brake/release"] input[name="reason"]'
+    ).send_keys("provider blip over")
+    submit(driver, "brake-release")
+    assert text_of(driver, "#preview-count") == "4"
+    assert_fits(driver, NARROW, "the brake's preview")
+    assert_log_out_reachable(driver, "the brake's preview")
+    driver.get(f"{serve.url}/ui/audits?status=running&project=p2")
+    driver.find_element("css selector", "#bulk summary").click()
+    driver.find_element(
+        "css selector", 'form[action="/ui/bulk/restore"] input[name="reason"]'
+    ).send_keys("a reason")
+    assert_fits(driver, NARROW, "the bulk forms")
+    submit(driver, "bulk-restore")
+    assert_fits(driver, NARROW, "a bulk preview")
+    driver.get(f"{serve.url}{pages['a dead letter']}")
+    submit(driver, "replay")
+    assert "still does not decode" in text_of(driver, "#why")
+    assert_fits(driver, NARROW, "a refusal")
+    driver.get(f"{serve.url}/ui")
+    assert text_of(driver, "#brake-state") == "engaged"  # the preview changed nothing
+
+    # a wide table scrolls inside itself at 400 px, its last column still reachable
     driver.get(f"{serve.url}/ui/audits")
     inner, outer = driver.execute_script(
         "const t = document.getElementById('audits'); return [t.scrollWidth, t.clientWidth];"
@@ -166,25 +191,28 @@ def test_every_page_fits_400_and_1366_px_and_the_overview_works_by_keyboard(
         "return getComputedStyle(document.getElementById('audits')).overflowX"
     ) in ("auto", "scroll")
 
-    # the overview by keyboard: the skip link first, then the navigation in order
-    at_width(driver, WIDE)
-    driver.get(f"{serve.url}/ui")
-    stops = tab_through(driver, 12)
-    assert stops[0]["text"] == "Skip to content"
-    texts = [s["text"] for s in stops]
-    start = texts.index("Overview")
-    assert texts[start : start + len(NAVIGATION)] == NAVIGATION
-    assert "Log out" in texts[start + len(NAVIGATION) :]
-    assert any(s["href"].endswith("/ui/audits?status=running") for s in stops), texts
-    for stop in stops:
-        assert stop["outline"] != "none" and stop["outlineWidth"] >= 2, f"no visible focus: {stop}"
-    assert [s["current"] for s in stops if s["text"] in NAVIGATION] == [
-        "page",
-        None,
-        None,
-        None,
-        None,
-    ]
+    # the overview by keyboard, at either width: the skip link first, then the navigation in
+    # order with the current page marked, "Log out", the page's own links; each stop visible
+    for width in (NARROW, WIDE):
+        at_width(driver, width)
+        driver.get(f"{serve.url}/ui")
+        stops = tab_through(driver, 12)
+        assert stops[0]["text"] == "Skip to content"
+        texts = [s["text"] for s in stops]
+        start = texts.index("Overview")
+        assert texts[start : start + len(NAVIGATION)] == NAVIGATION
+        assert "Log out" in texts[start + len(NAVIGATION) :]
+        assert any(s["href"].endswith("/ui/audits?status=running") for s in stops), texts
+        for stop in stops:
+            assert stop["focusVisible"] and stop["outline"] != "none", f"no focus ring: {stop}"
+            assert stop["outlineWidth"] >= 2 and stop["onScreen"], f"focus not seen: {stop}"
+        assert [s["current"] for s in stops if s["text"] in NAVIGATION] == [
+            "page",
+            None,
+            None,
+            None,
+            None,
+        ]
     # the skip link moves the focus past the navigation, to the page itself
     driver.get(f"{serve.url}/ui")
     tab_through(driver, 1)
@@ -229,7 +257,10 @@ def tab_through(driver: Any, count: int, *, from_body: bool = True) -> list[dict
                         outline: style.outlineStyle,
                         outlineWidth: parseFloat(style.outlineWidth),
                         focusVisible: el.matches(":focus-visible"),
-                        inMain: !!el.closest("main")};
+                        inMain: !!el.closest("main"),
+                        onScreen: (r => r.width > 0 && r.left >= 0 &&
+                                   r.right <= document.documentElement.clientWidth)(
+                                   el.getBoundingClientRect())};
                 """
             )
         )
