@@ -1,8 +1,9 @@
 """The console's layout and keyboard use in a real browser against a real ``auditrec serve``, on
 both backend pairs: every page at 400 px and at 1366 px without sideways scrolling (a wide table
-scrolls inside itself), "Log out" within reach on a narrow screen, every form field labelled,
-and the overview walked with the Tab key: a skip link first, the navigation in order with the
-current page marked, a visible focus on each stop. The documentation's screenshots are taken
+scrolls inside itself), "Log out" within reach on a narrow screen, every form field labelled, no
+control that is not what it looks like; the overview walked with the Tab key (a skip link first,
+the navigation in order with the current page marked, a visible focus on each stop) and the
+audits list's every control reached by Tab in reading order. The documentation's screenshots are taken
 here (``make screenshots``): the overview during an incident (the brake engaged), an audit
 page, the dead letters, and the overview at 400 px."""
 
@@ -93,6 +94,21 @@ def unlabelled(driver: Any) -> list[str]:
     )
 
 
+def not_keyboard_friendly(driver: Any) -> list[str]:
+    """Controls that are not what they look like, or that take the focus out of order: a
+    positive tabindex, a click handler or a button role on something that is no button."""
+    return list(
+        driver.execute_script(
+            """
+            const bad = document.querySelectorAll(
+              '[onclick], [role=button]:not(button), [role=link]:not(a)');
+            const jumpy = [...document.querySelectorAll('[tabindex]')].filter(e => e.tabIndex > 0);
+            return [...bad, ...jumpy].map(e => e.outerHTML.slice(0, 120));
+            """
+        )
+    )
+
+
 def publish_long_audit(serve: Serve) -> None:
     now = datetime.now(UTC) - timedelta(minutes=1)
     line = envelope("AuditStarted", LONG_ID, now, project_id="p-" + "x" * 120, start_url=LONG_URL)
@@ -152,6 +168,7 @@ def test_every_page_fits_400_and_1366_px_and_the_overview_works_by_keyboard(
             assert_fits(driver, width, where)
             if width == NARROW:
                 assert_log_out_reachable(driver, where)
+            assert not_keyboard_friendly(driver) == [], where
             if where in labelled_pages | {"a backtest"}:
                 assert unlabelled(driver) == [], f"unlabelled fields on {where}"
 
@@ -195,8 +212,7 @@ def test_every_page_fits_400_and_1366_px_and_the_overview_works_by_keyboard(
     # order with the current page marked, "Log out", the page's own links; each stop visible
     for width in (NARROW, WIDE):
         at_width(driver, width)
-        driver.get(f"{serve.url}/ui")
-        stops = tab_through(driver, 12)
+        stops = walk(driver, f"{serve.url}/ui", 12)
         assert stops[0]["text"] == "Skip to content"
         texts = [s["text"] for s in stops]
         start = texts.index("Overview")
@@ -214,12 +230,14 @@ def test_every_page_fits_400_and_1366_px_and_the_overview_works_by_keyboard(
             None,
         ]
     # the skip link moves the focus past the navigation, to the page itself
-    driver.get(f"{serve.url}/ui")
-    tab_through(driver, 1)
-    driver.switch_to.active_element.send_keys("\n")
-    assert driver.switch_to.active_element.get_attribute("id") == "main"
-    [after_skip] = tab_through(driver, 1, from_body=False)
-    assert after_skip["inMain"], after_skip
+    stops = walk(driver, f"{serve.url}/ui", 2, enter_after=1)
+    assert stops[0]["text"] == "Skip to content"
+    assert stops[1]["inMain"], stops[1]
+    # every control of a page is reached by Tab, in the order it is read (the audits list: its
+    # filters, the bulk actions' summary, each audit's link, any sortable heading)
+    order, expected = tab_order(driver, f"{serve.url}/ui/audits")
+    assert order == expected, f"tab order {order}"
+
     # on an audit page the Audits link is the current section
     driver.get(f"{serve.url}/ui/audits/a-oom")
     assert text_of(driver, 'nav a[aria-current="true"]') == "Audits"
@@ -237,16 +255,67 @@ def test_every_page_fits_400_and_1366_px_and_the_overview_works_by_keyboard(
     sign_out(driver)
 
 
-def tab_through(driver: Any, count: int, *, from_body: bool = True) -> list[dict[str, Any]]:
-    """Press Tab ``count`` times (from the top of the page unless told otherwise) and describe
-    each element that takes the focus: its text, link, ``aria-current`` and focus outline."""
+# What takes the focus with Tab, in document order (the content of a closed <details> is not
+# rendered, so it is left out).
+FOCUSABLE = """
+  const wanted = 'a[href], button:not([disabled]), input:not([type=hidden]):not([disabled]), ' +
+    'select:not([disabled]), textarea:not([disabled]), details > summary, ' +
+    '[tabindex]:not([tabindex="-1"])';
+  const focusable = [...document.querySelectorAll(wanted)].filter(
+    e => e.checkVisibility({visibilityProperty: true}) && e.tabIndex >= 0);
+"""
+
+
+def walk(
+    driver: Any, url: str, count: int, *, enter_after: int | None = None
+) -> list[dict[str, Any]]:
+    """Open ``url`` and press Tab ``count`` times (Enter after the ``enter_after``-th), telling
+    each stop (see :func:`stops_of`). A page that refreshes itself replaces what has the focus:
+    a walk the refresh fell into is walked again."""
+    for _ in range(5):
+        driver.get(url)
+        before = refreshed(driver)
+        stops = stops_of(driver, count, enter_after=enter_after)
+        if refreshed(driver) == before:
+            return stops
+    raise AssertionError(f"{url} refreshed itself during every walk")
+
+
+def refreshed(driver: Any) -> str | None:
+    return driver.execute_script("return document.querySelector('main').dataset.refreshed")  # type: ignore[no-any-return]
+
+
+def tab_order(driver: Any, url: str) -> tuple[list[int], list[int]]:
+    """The order Tab visits ``url``'s controls in, numbered in document order, and the
+    document order itself."""
+    for _ in range(5):
+        driver.get(url)
+        before = refreshed(driver)
+        total = driver.execute_script(
+            FOCUSABLE + "focusable.forEach((e, i) => e.dataset.tabOrder = i); "
+            "return focusable.length;"
+        )
+        order = [
+            int(stop["order"]) if stop["order"] is not None else -1
+            for stop in stops_of(driver, total)
+        ]
+        if refreshed(driver) == before:
+            return order, list(range(total))
+    raise AssertionError(f"{url} refreshed itself during every walk")
+
+
+def stops_of(driver: Any, count: int, *, enter_after: int | None = None) -> list[dict[str, Any]]:
+    """Press Tab ``count`` times from the top of the page and describe each element that
+    takes the focus: its text, link, ``aria-current``, focus outline and place."""
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
 
-    if from_body:
-        driver.execute_script("document.activeElement && document.activeElement.blur()")
+    driver.execute_script("document.activeElement && document.activeElement.blur()")
     stops = []
-    for _ in range(count):
+    for n in range(count):
+        if n == enter_after:
+            ActionChains(driver).send_keys(Keys.ENTER).perform()
+            assert driver.switch_to.active_element.get_attribute("id") == "main"
         ActionChains(driver).send_keys(Keys.TAB).perform()
         stops.append(
             driver.execute_script(
@@ -257,7 +326,7 @@ def tab_through(driver: Any, count: int, *, from_body: bool = True) -> list[dict
                         outline: style.outlineStyle,
                         outlineWidth: parseFloat(style.outlineWidth),
                         focusVisible: el.matches(":focus-visible"),
-                        inMain: !!el.closest("main"),
+                        inMain: !!el.closest("main"), order: el.dataset.tabOrder ?? null,
                         onScreen: (r => r.width > 0 && r.left >= 0 &&
                                    r.right <= document.documentElement.clientWidth)(
                                    el.getBoundingClientRect())};
