@@ -3,9 +3,9 @@ both backend pairs: every page at 400 px and at 1366 px without sideways scrolli
 scrolls inside itself), "Log out" within reach on a narrow screen, every form field labelled, no
 control that is not what it looks like; the overview walked with the Tab key (a skip link first,
 the navigation in order with the current page marked, a visible focus on each stop) and the
-audits list's every control reached by Tab in reading order. The documentation's screenshots are taken
-here (``make screenshots``): the overview during an incident (the brake engaged), an audit
-page, the dead letters, and the overview at 400 px."""
+audits list's every control reached by Tab in reading order. The documentation's screenshots
+are taken here (``make screenshots``): the overview during an incident (the brake engaged), an
+audit page, the dead letters, and the overview at 400 px."""
 
 from __future__ import annotations
 
@@ -282,7 +282,8 @@ def walk(
 
 
 def refreshed(driver: Any) -> str | None:
-    return driver.execute_script("return document.querySelector('main').dataset.refreshed")  # type: ignore[no-any-return]
+    script = "return document.querySelector('main').dataset.refreshed"
+    return driver.execute_script(script)  # type: ignore[no-any-return]
 
 
 def tab_order(driver: Any, url: str) -> tuple[list[int], list[int]]:
