@@ -212,7 +212,7 @@ def test_every_page_fits_400_and_1366_px_and_the_overview_works_by_keyboard(
     # order with the current page marked, "Log out", the page's own links; each stop visible
     for width in (NARROW, WIDE):
         at_width(driver, width)
-        stops = walk(driver, f"{serve.url}/ui", 12)
+        stops = walk(driver, f"{serve.url}/ui", 24)
         assert stops[0]["text"] == "Skip to content"
         texts = [s["text"] for s in stops]
         start = texts.index("Overview")
