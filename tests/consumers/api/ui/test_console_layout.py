@@ -191,10 +191,11 @@ def test_every_page_fits_400_and_1366_px_and_the_overview_works_by_keyboard(
     assert_fits(driver, NARROW, "the bulk forms")
     submit(driver, "bulk-restore")
     assert_fits(driver, NARROW, "a bulk preview")
-    driver.get(f"{serve.url}{pages['a dead letter']}")
-    submit(driver, "replay")
-    assert "still does not decode" in text_of(driver, "#why")
+    unknown = LONG_ID.replace("a-", "z-", 1)
+    driver.get(f"{serve.url}/ui/audits/{unknown}")
+    assert unknown in text_of(driver, "#why")
     assert_fits(driver, NARROW, "a refusal")
+    assert_log_out_reachable(driver, "a refusal")
     driver.get(f"{serve.url}/ui")
     assert text_of(driver, "#brake-state") == "engaged"  # the preview changed nothing
 
