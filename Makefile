@@ -31,7 +31,7 @@ demo-serve: venv
 # test keeps its own topics, database and files); those that restart a shared service
 # (marked `serial`) run alone afterwards. Exit 5 (no test selected) is not a failure there.
 TEST_WORKERS ?= 3
-test: venv services-up promtool browser
+test: venv services-up promtool browser $(TS_MODULES)
 	AUDITREC_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not serial" $(PYTEST_ARGS)
 	AUDITREC_REQUIRE_SERVICES=1 $(BIN)/python -m pytest -q -m serial $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(MAKE) test-typescript
