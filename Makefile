@@ -25,6 +25,9 @@ DEMO_PORT ?= 8080
 demo-serve: venv
 	$(BIN)/auditrec demo --serve --port $(DEMO_PORT)
 
+# The TypeScript client's pinned node_modules (its rule is below).
+TS_MODULES := clients/typescript/node_modules/.package-lock.json
+
 # The whole suite against real Kafka and PostgreSQL; a service test that cannot reach its
 # service fails instead of skipping (and the tests of deploy/ fail without promtool, the
 # console's browser tests without chromium). The tests run in TEST_WORKERS processes (each
@@ -45,7 +48,6 @@ check: venv
 
 # The TypeScript client's node_modules, as pinned in clients/typescript/package-lock.json
 # (standardwebhooks and what it needs, TypeScript): `npm ci` again when the lock file changes.
-TS_MODULES := clients/typescript/node_modules/.package-lock.json
 $(TS_MODULES): clients/typescript/package-lock.json
 	cd clients/typescript && npm ci --silent --no-audit --no-fund
 
