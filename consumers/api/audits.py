@@ -78,8 +78,26 @@ def add_audit_routes(private: APIRouter, ops: Operations) -> None:
     )
     async def list_audits(
         status: StatusName | None = None,
-        project_id: Annotated[str | None, Query(max_length=256)] = None,
-        error_code: ErrorCode | None = None,
+        project: Annotated[
+            str | None,
+            Query(
+                max_length=256, description="Only this project (the console's and the CLI's name)."
+            ),
+        ] = None,
+        code: Annotated[
+            ErrorCode | None,
+            Query(
+                description="Only failures with this error code (the console's and the CLI's name)."
+            ),
+        ] = None,
+        project_id: Annotated[
+            str | None,
+            Query(max_length=256, description="The older name of `project`.", deprecated=True),
+        ] = None,
+        error_code: Annotated[
+            ErrorCode | None,
+            Query(description="The older name of `code`.", deprecated=True),
+        ] = None,
         running_longer_than: Annotated[
             str | None,
             Query(
@@ -130,11 +148,17 @@ def add_audit_routes(private: APIRouter, ops: Operations) -> None:
         ] = None,
     ) -> dict[str, Any]:
         problems: list[str] = []
+        for name, value, older, old_value in (
+            ("project", project, "project_id", project_id),
+            ("code", code, "error_code", error_code),
+        ):
+            if value is not None and old_value is not None and value != old_value:
+                problems.append(f"query.{older}: the older name of {name}, given another value")
         where = parse_filter(
             problems,
             status=status,
-            project=project_id,
-            code=error_code,
+            project=project if project is not None else project_id,
+            code=code if code is not None else error_code,
             running_longer_than=running_longer_than,
             older_than=older_than,
             held=held,

@@ -274,3 +274,15 @@ def test_the_python_client_searches_sorts_and_counts(live: LiveServer) -> None:
         assert client.audits(held=True).total == 0
         with pytest.raises(ValueError, match="running_longer_than"):
             client.audits(running_longer_than="soon")
+
+
+def test_the_api_filters_by_project_and_code_as_the_console_and_the_cli_name_them(
+    client: httpx.Client,
+) -> None:
+    by_new = client.get("/audits", params={"project": "p-1", "code": "db_error"}).json()
+    by_old = client.get("/audits", params={"project_id": "p-1", "error_code": "db_error"}).json()
+    assert by_new["total"] == by_old["total"] > 0
+    assert ids(by_new) == ids(by_old)
+    assert all(a["project_id"] == "p-1" and a["error_code"] == "db_error" for a in by_new["audits"])
+    both = client.get("/audits", params={"project": "p-1", "project_id": "p-2"})
+    assert both.status_code == 422 and "query.project_id: the older name of project" in both.text
