@@ -25,7 +25,8 @@ _LONG = (
     "tests/e2e/",
     "tests/chaos/",
     "tests/clients/",
-    "tests/consumers/api/ui/test_console_browser.py",
+    "tests/consumers/api/ui/",  # the console's browser tests among them
+    "tests/consumers/components/test_outcome_feed.py",
     "tests/consumers/eventlog/test_wire",
     "tests/security/",
 )
