@@ -15,7 +15,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal, Protocol
 
 import structlog
@@ -209,4 +209,7 @@ async def _parked(backends: Backends) -> list[Incident]:
 
 
 def _iso(value: datetime | None) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+    """The console's one timestamp format (UTC, ``2026-12-06 12:34:56Z``)."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
