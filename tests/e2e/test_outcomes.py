@@ -145,6 +145,21 @@ def feed_env(backend: Backend, simulator: SimulatorServer, **extra: str) -> dict
     )
 
 
+def serving(log: Path, pid: int) -> None:
+    """Wait until the serve process ``pid`` has said it serves: a SIGTERM that comes before a
+    process has its handlers ends it by the signal, not gracefully."""
+    eventually_sync(
+        lambda: [
+            line
+            for line in log.read_text().splitlines()
+            if '"event": "serving"' in line and f":{pid}:" in line
+        ],
+        until=bool,
+        timeout=60,
+        message=f"serve process {pid} serving",
+    )
+
+
 def receiver_url(simulator: SimulatorServer, name: str) -> str:
     return f"{simulator.root_url}/_sim/webhooks/{name}"
 
@@ -231,6 +246,8 @@ def test_every_outcome_reaches_every_endpoint_once_at_least_in_audit_order_acros
             message="every entry of the log at the webhook and on the queue",
         )
         time.sleep(1.0)  # on purpose: let any late duplicate arrive before it is judged
+        assert serve.p is not None
+        serving(tmp_path / "serve.log", serve.p.pid)  # the last one is up
     finally:
         assert serve.stop() == 0, (tmp_path / "serve.log").read_text()[-3000:]
 

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import InvalidProducerEpoch, ProducerFenced
+from aiokafka.errors import InvalidProducerEpoch, ProducerFenced, UnknownError
 
 from consumers.eventlog.dead_letters import LETTER_HEADER, settle
 from consumers.eventlog.kafka.errors import translate
@@ -48,7 +48,9 @@ __all__ = ["KafkaDeadLetters"]
 
 ATTEMPTS = 8  # steps fenced by another process's before giving up (retriable)
 BACKOFF = 0.05  # seconds: a fenced step waits up to this, doubled each time, then looks again
-_FENCED = (ProducerFenced, InvalidProducerEpoch)
+# An EndTxn the broker answers with an unknown error (-1) when another producer of the id
+# takes over mid-commit is the same race as a fence: looked at again, like one.
+_FENCED = (ProducerFenced, InvalidProducerEpoch, UnknownError)
 
 
 class LetterClients(Protocol):
@@ -69,7 +71,7 @@ def _fenced(exc: BaseException) -> bool:
     while seen is not None:
         if isinstance(seen, _FENCED):
             return True
-        seen = seen.__cause__
+        seen = seen.__cause__ or seen.__context__
     return False
 
 
