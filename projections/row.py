@@ -60,7 +60,10 @@ COLUMN_KINDS: Final[dict[str, ColumnKind]] = {
     "updated_at": "timestamp",
 }
 STORED_COLUMNS: Final[tuple[str, ...]] = tuple(COLUMN_KINDS)
-INTERNAL_COLUMNS: Final = frozenset({"instance_ended_at"})  # stored for rule 6, never shown
+# Stored for the rules (rule 6, stalls), never shown.
+INTERNAL_COLUMNS: Final = frozenset(
+    {"instance_ended_at", "progress_event_id", "termination_requested_at"}
+)
 COLUMNS: Final[tuple[str, ...]] = tuple(c for c in STORED_COLUMNS if c not in INTERNAL_COLUMNS)
 TIMESTAMPS: Final = frozenset(c for c, kind in COLUMN_KINDS.items() if kind == "timestamp")
 

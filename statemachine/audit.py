@@ -46,6 +46,17 @@ class AuditState(NamedTuple):
     held_at: datetime | None = None
     # When the current instance was first seen ``complete`` (or its reported end): rule 6.
     instance_ended_at: datetime | None = None
+    # The workflow the audit runs in (``None``: the default, AUDITREC_CLOUDFLARE_WORKFLOW).
+    workflow: str | None = None
+    # The latest publisher event's id (a start, an attach, progress, a restoration): a stall
+    # verdict stands only on the very progress the watchdog read (DESIGN §10).
+    progress_event_id: str | None = None
+    # When a stall verdict was recorded for the running audit (reported, or a termination
+    # requested); cleared by the next progress and by the audit's end.
+    stalled_at: datetime | None = None
+    # When auditrec asked for the instance's termination for a stall: its `terminated` is then
+    # the stall's, failed `stalled`.
+    termination_requested_at: datetime | None = None
 
     @property
     def exists(self) -> bool:

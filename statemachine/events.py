@@ -36,7 +36,10 @@ from statemachine.payloads import (  # re-exported: this module is the contract'
     Notice,
     ProbeFailureReason,
     ProbeRequestedData,
+    Progress,
     ReconciledBy,
+    StepEvidence,
+    TerminationRequestedData,
     Trigger,
     WorkflowError,
     WorkflowInstanceAttachedData,
@@ -75,7 +78,10 @@ __all__ = [
     "ProbeFailureReason",
     "ProbeRequested",
     "ProbeRequestedData",
+    "Progress",
     "ReconciledBy",
+    "StepEvidence",
+    "TerminationRequestedData",
     "Trigger",
     "WorkflowError",
     "WorkflowInstanceAttached",
@@ -84,6 +90,7 @@ __all__ = [
     "WorkflowProbeFailedData",
     "WorkflowStatusObserved",
     "WorkflowStatusObservedData",
+    "WorkflowTerminationRequested",
     "derived_id",
 ]
 
@@ -117,6 +124,9 @@ class AuditStarted(_Envelope):
     applied)."""
 
     type: Literal["AuditStarted"] = "AuditStarted"
+    schema_version: Annotated[int, Field(ge=1, le=1000)] = 2
+    """Version 2 may name the audit's workflow (`workflow`); version 1 (none) means the
+    default workflow, `AUDITREC_CLOUDFLARE_WORKFLOW`."""
     data: AuditStartedData
 
 
@@ -188,6 +198,15 @@ class AuditRestored(_Envelope):
     data: AuditRestoredData
 
 
+class WorkflowTerminationRequested(_Envelope):
+    """A stalled audit's instance is to be terminated (``AUDITREC_STALLED_ACTION=terminate``):
+    the reconciler's verdict, recorded before the probe terminates it; the audit fails
+    ``stalled`` once the termination is observed."""
+
+    type: Literal["WorkflowTerminationRequested"] = "WorkflowTerminationRequested"
+    data: TerminationRequestedData
+
+
 class WorkflowStatusObserved(_Envelope):
     """What the probe read about an audit's workflow instance; the reconciler judges it."""
 
@@ -220,6 +239,7 @@ AuditEvent: TypeAlias = Annotated[
     | AuditFailureReleased
     | AuditFailureDiscarded
     | AuditRestored
+    | WorkflowTerminationRequested
     | WorkflowStatusObserved
     | WorkflowProbeFailed,
     Field(discriminator="type"),
@@ -241,6 +261,7 @@ LIFECYCLE_TYPES: dict[str, type[_Envelope]] = {
         AuditFailureReleased,
         AuditFailureDiscarded,
         AuditRestored,
+        WorkflowTerminationRequested,
         WorkflowStatusObserved,
         WorkflowProbeFailed,
     )

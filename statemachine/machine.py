@@ -142,6 +142,12 @@ TRANSITIONS: Final[tuple[TableRow, ...]] = (
         "dest": "running",
         "note": "held decision discarded; the audit keeps running",
     },
+    {
+        "trigger": "WorkflowTerminationRequested",
+        "source": "running",
+        "dest": "running",
+        "note": "stalled: the instance is to be terminated; fails once that is observed",
+    },
 )
 
 

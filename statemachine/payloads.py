@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
@@ -25,6 +25,7 @@ from statemachine.values import (
     Tag,
     Timestamp,
     Url,
+    WorkflowName,
 )
 from statemachine.vocabulary import ErrorCode, FailureRule, ListedAliveStatus, ObservedStatus
 
@@ -41,7 +42,10 @@ __all__ = [
     "Notice",
     "ProbeFailureReason",
     "ProbeRequestedData",
+    "Progress",
     "ReconciledBy",
+    "StepEvidence",
+    "TerminationRequestedData",
     "Trigger",
     "WorkflowError",
     "WorkflowInstanceAttachedData",
@@ -86,16 +90,24 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
+# Optional fields added after a payload was first published: written only when set, so that a
+# consumer of a version without them reads what this one writes (unknown fields are invalid)
+# while an upgrade rolls out.
+_WRITTEN_WHEN_SET: Final = ("on_behalf_of", "workflow", "progress", "step", "terminate")
+
+
 class _ActedFor(_Frozen):
-    """A payload that may name the person an operator acted for (``on_behalf_of``): written
-    only when named, so that a consumer of a version without the field reads what this one
-    writes (unknown fields are invalid) while an upgrade rolls out."""
+    """A payload that may name the person an operator acted for (``on_behalf_of``), or carry
+    another field added since it was first published: such fields are written only when set
+    (:data:`_WRITTEN_WHEN_SET`)."""
 
     @model_serializer(mode="wrap")
     def _named_only(self, handler: SerializerFunctionWrapHandler) -> Any:
         out = handler(self)
-        if isinstance(out, dict) and out.get("on_behalf_of", "") is None:
-            del out["on_behalf_of"]
+        if isinstance(out, dict):
+            for name in _WRITTEN_WHEN_SET:
+                if name in out and out[name] in (None, False):
+                    del out[name]
         return out
 
 
@@ -115,6 +127,31 @@ class WorkflowError(_Frozen):
     """The error's class name as the Workflows API reports it."""
     message: ShortText | None = None
     """The error's message as the Workflows API reports it."""
+
+
+class Progress(_Frozen):
+    """The audit's latest publisher event as auditrec recorded it: what a stall is judged by."""
+
+    event_id: uuid.UUID
+    """The latest event of the audit's publisher (`AuditStarted`, `WorkflowInstanceAttached`,
+    `AuditProgressed`) or an operator's restoration."""
+    recorded_at: Timestamp
+    """When auditrec recorded it (never the event's own `occurred_at`)."""
+
+
+class StepEvidence(_Frozen):
+    """The instance's current step, as read with its steps: what a stall verdict shows."""
+
+    name: ShortText
+    """The step's name."""
+    started_at: Timestamp | None = None
+    """When the step (its first attempt) started."""
+    attempts: NonNegative = 0
+    """How many attempts the step has made."""
+    retrying: bool = False
+    """Whether the step is running again after a failed attempt."""
+    error: WorkflowError | ShortText | None = None
+    """The latest failed attempt's error."""
 
 
 # --- data payloads --------------------------------------------------------------------
@@ -139,6 +176,15 @@ class AuditStartedData(_Frozen):
     """The phase the audit starts in; defaults to `discovery`."""
     pages_total: NonNegative | None = None
     """How many pages the audit expects to crawl, when known."""
+    workflow: WorkflowName | None = None
+    """The Cloudflare workflow the audit runs in; defaults to `AUDITREC_CLOUDFLARE_WORKFLOW`."""
+
+    @model_serializer(mode="wrap")
+    def _named_only(self, handler: SerializerFunctionWrapHandler) -> Any:
+        out = handler(self)
+        if isinstance(out, dict) and out.get("workflow", "") is None:
+            del out["workflow"]
+        return out
 
 
 class WorkflowInstanceAttachedData(_Frozen):
@@ -220,6 +266,14 @@ class WorkflowStatusObservedData(_ActedFor):
     on_behalf_of: Name | None = None
     """The person the actor acted for, as the operator named them (`--operator NAME`, a
     body's `on_behalf_of`): recorded beside the actor, never instead of it."""
+    workflow: WorkflowName | None = None
+    """The workflow asked in, when not the default one."""
+    progress: Progress | None = None
+    """The audit's latest publisher event when the probe was asked for, for a stall check."""
+    step: StepEvidence | None = None
+    """The instance's current step, when it was read with its steps (a stall check)."""
+    terminate: bool = False
+    """Whether the probe terminated the instance (for a stall) before reading it."""
 
 
 class WorkflowProbeFailedData(_ActedFor):
@@ -273,6 +327,14 @@ class ProbeRequestedData(_ActedFor):
     notice: Notice | None = None
     """For a request of the event subscription (`trigger: subscription`): the message that
     reported the instance ended, which the probe confirms with one request."""
+    workflow: WorkflowName | None = None
+    """The workflow the instance runs in, when not the default one."""
+    progress: Progress | None = None
+    """A stall check: the audit's latest publisher event as the watchdog read it; the probe
+    reads the instance with its steps and records this beside what it saw."""
+    terminate: bool = False
+    """Terminate the instance (a stalled audit's), then read it: only ever asked by the
+    reconciler, and done only in `AUDITREC_TERMINATE_WORKFLOWS`."""
     actor: Name | None = None
     """Who asked, for an operator's (manual) probe: who authenticated, `token:<name>`,
     `anonymous` or `cli:<os user>`."""
@@ -291,6 +353,18 @@ class AuditFailureHeldData(_Frozen):
     """The watchdog tick whose decisions the brake holds."""
     reason: ShortText
     """Why the decision is held."""
+
+
+class TerminationRequestedData(_Frozen):
+    """A stalled audit's instance to be terminated: the stall verdict and where to act."""
+
+    workflow_instance_id: InstanceId
+    """The instance to terminate."""
+    workflow: WorkflowName
+    """The workflow it runs in."""
+    decision: AuditFailedData
+    """The `stalled` failure the audit gets once the termination is observed, with its
+    evidence."""
 
 
 class HeldRelease(_Frozen):

@@ -78,6 +78,25 @@ class Policy:
     # ``brake_min_audits = 0`` switches the brake off.
     brake_min_audits: int = 20
     brake_min_share: float = 0.5
+    # Stalled audits (DESIGN §10): no publisher event recorded for ``stalled_after`` while the
+    # instance runs; ``timedelta(0)`` switches the rule off. ``report`` records the verdict,
+    # ``terminate`` has the instance terminated first, only in ``terminate_workflows``.
+    stalled_after: timedelta = timedelta(0)
+    stalled_action: str = "report"
+    terminate_workflows: frozenset[str] = frozenset()
+    default_workflow: str = "site-audit"
+
+    @property
+    def stalls_on(self) -> bool:
+        return self.stalled_after > timedelta(0)
+
+    def may_terminate(self, workflow: str | None) -> bool:
+        """Whether a stalled audit of ``workflow`` (``None``: the default) is terminated."""
+        return (
+            self.stalled_action == "terminate"
+            and not self.shadow
+            and (workflow or self.default_workflow) in self.terminate_workflows
+        )
 
     @property
     def brake_on(self) -> bool:
@@ -122,6 +141,14 @@ class Policy:
             shadow=default.shadow if mode not in ("shadow", "enforce") else mode == "shadow",
             brake_min_audits=int(number("brake_min_audits", default.brake_min_audits)),
             brake_min_share=number("brake_min_share", default.brake_min_share),
+            stalled_after=seconds("stalled_after_s", default.stalled_after),
+            stalled_action=(
+                evidence["stalled_action"]
+                if evidence.get("stalled_action") in ("report", "terminate")
+                else default.stalled_action
+            ),
+            terminate_workflows=default.terminate_workflows,
+            default_workflow=default.default_workflow,
         )
 
     def evidence(self) -> dict[str, Any]:
@@ -133,4 +160,12 @@ class Policy:
             "mode": "shadow" if self.shadow else "enforce",
             "brake_min_audits": self.brake_min_audits,
             "brake_min_share": self.brake_min_share,
+            **(
+                {
+                    "stalled_after_s": self.stalled_after.total_seconds(),
+                    "stalled_action": self.stalled_action,
+                }
+                if self.stalls_on
+                else {}
+            ),
         }

@@ -21,8 +21,10 @@ from statemachine.events import (
     AuditFailureReleased,
     AuditFailureSimulated,
     Trigger,
+    TerminationRequestedData,
     WorkflowProbeFailed,
     WorkflowStatusObserved,
+    WorkflowTerminationRequested,
     derived_id,
 )
 from statemachine.failure import PRODUCER, derived, failure_data
@@ -30,10 +32,24 @@ from statemachine.machine import INITIAL
 from statemachine.policy import Policy, format_duration
 from statemachine.state import AuditState
 from statemachine.verdict import Verdict
-from statemachine.vocabulary import HEALTHY_STATUSES, HELD_ERROR_CODES, FailureRule
+from statemachine.vocabulary import (
+    HEALTHY_STATUSES,
+    HELD_ERROR_CODES,
+    STALL_STATUSES,
+    FailureRule,
+)
 
 # Verdict is defined in statemachine.verdict, and named here too: it is what judge() gives.
-__all__ = ["PRODUCER", "Verdict", "decide", "hold_reason", "judge", "released"]
+__all__ = [
+    "PRODUCER",
+    "Verdict",
+    "decide",
+    "hold_reason",
+    "judge",
+    "released",
+    "released_termination",
+    "termination",
+]
 
 
 def _fails(policy: Policy, code: str) -> str:
@@ -88,6 +104,10 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
             ),
         )
     age = d.observed_at - state.started_at
+    if d.progress is not None and status in STALL_STATUSES and policy.stalls_on:
+        stalled = _stall(state, observed, policy)
+        if stalled is not None:
+            return stalled
     if status in HEALTHY_STATUSES:  # rule 7, by far the most frequent verdict
         return Verdict(
             "healthy", lambda: f"{status}, age {format_duration(age)} → healthy, no change"
@@ -103,6 +123,24 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
             ),
             failure_data(
                 "errored", state, observed, policy, code, text or "Workflow instance errored", text
+            ),
+        )
+    if status == "terminated" and state.termination_requested_at is not None:
+        requested = state.termination_requested_at
+        return Verdict(
+            "stalled",
+            lambda: (
+                f"terminated after auditrec asked for it at {requested.isoformat()} (stalled)"
+                f" → {_fails(policy, 'stalled')}"
+            ),
+            failure_data(
+                "stalled",
+                state,
+                observed,
+                policy,
+                "stalled",
+                "Workflow instance stalled (no progress) and was terminated by auditrec",
+                error_text(d.error),
             ),
         )
     if status == "terminated":
@@ -180,6 +218,65 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
     return Verdict("healthy", f"{status} → no change")  # pragma: no cover - closed vocabulary
 
 
+def _stall(
+    state: AuditState, observed: WorkflowStatusObserved, policy: Policy
+) -> Verdict | None:
+    """The stall rule (DESIGN §10) on a ``running``/``queued`` instance read for a stall check:
+    ``None`` when it does not apply (progress since the check was asked, or not yet stale)."""
+    d = observed.data
+    progress = d.progress
+    assert progress is not None
+    if str(progress.event_id) != state.progress_event_id:
+        return None  # the publisher spoke since the watchdog looked: not stalled
+    quiet = d.observed_at - progress.recorded_at
+    limit = policy.stalled_after
+    if quiet < limit:
+        return None
+    step = d.step
+    doing = ""
+    if step is not None:
+        doing = f", step {step.name!r} after {step.attempts} attempt(s)"
+        if step.retrying:
+            doing += f", retrying ({truncate(error_text(step.error) or "", 120) or 'no error text'})"
+    if state.stalled_at is not None and not policy.may_terminate(state.workflow):
+        return Verdict(
+            "stalled",
+            lambda: (
+                f"{d.status}, no progress for {format_duration(quiet)}{doing}: stalled, "
+                "reported already → no change"
+            ),
+        )
+    detail = f"No progress for {format_duration(quiet)} while the instance was {d.status}"
+    if step is not None:
+        detail += f" (step {step.name!r}, {step.attempts} attempt(s)"
+        detail += f", retrying: {truncate(error_text(step.error) or "", 200)})" if step.retrying else ")"
+    failure = failure_data("stalled", state, observed, policy, "stalled", detail, None)
+    evidence = dict(failure.policy or {})
+    evidence["progress_event_id"] = str(progress.event_id)
+    evidence["progress_recorded_at"] = progress.recorded_at.isoformat()
+    if step is not None and len(evidence) < 29:
+        evidence["step"] = truncate(step.name, 200)
+        evidence["step_attempts"] = step.attempts
+        evidence["step_retrying"] = step.retrying
+    failure = failure.model_copy(update={"policy": evidence})
+    if policy.may_terminate(state.workflow):
+        action = "terminate the instance, then fail stalled"
+        if state.termination_requested_at is not None:
+            action = "termination asked again (the instance still runs)"
+    elif policy.shadow:
+        action = "would fail stalled (shadow mode)"
+    else:
+        action = "reported, not failed (AUDITREC_STALLED_ACTION=report)"
+    return Verdict(
+        "stalled",
+        lambda: (
+            f"{d.status}, no progress for {format_duration(quiet)} ≥ {format_duration(limit)}"
+            f"{doing} → {action}"
+        ),
+        failure,
+    )
+
+
 def hold_reason(
     event: AuditEvent, failure: AuditFailedData, policy: Policy, brake_engaged: bool = False
 ) -> str | None:
@@ -189,6 +286,8 @@ def hold_reason(
     trip it."""
     if not policy.brake_on or failure.error_code not in HELD_ERROR_CODES:
         return None
+    if failure.workflow_status == "terminated":
+        return None  # a stall's termination, observed: a fact, no longer an intention
     if brake_engaged:
         return "the mass-failure brake is engaged"
     if event.type != "WorkflowStatusObserved":
@@ -235,9 +334,56 @@ def decide(
             ),
         )
         return Verdict(verdict.rule, lambda: f"{verdict.reason}; held: {held}", failure), hold
+    if verdict.rule == "stalled" and failure.workflow_status != "terminated":
+        if not policy.may_terminate(state.workflow if state is not None else None):
+            # Reported (or shadow mode): recorded, the audit keeps running.
+            report = AuditFailureSimulated(
+                **derived(event, "reconciler-decision", observed_at), data=failure
+            )
+            return verdict, report
+        return verdict, termination(state, event, failure, policy)
     build = AuditFailureSimulated if policy.shadow else AuditFailed
     decision = build(**derived(event, "reconciler-decision", observed_at), data=failure)
     return verdict, decision
+
+
+def termination(
+    state: AuditState | None, cause: AuditEvent, failure: AuditFailedData, policy: Policy
+) -> WorkflowTerminationRequested:
+    """The request to terminate a stalled audit's instance, derived from ``cause`` (the
+    observation that found the stall, or the release of its held decision)."""
+    assert state is not None and state.workflow_instance_id is not None
+    at = getattr(cause.data, "observed_at", None) or cause.occurred_at
+    return WorkflowTerminationRequested(
+        **derived(cause, "reconciler-termination", at),
+        data=TerminationRequestedData(
+            workflow_instance_id=state.workflow_instance_id,
+            workflow=state.workflow or policy.default_workflow,
+            decision=failure,
+        ),
+    )
+
+
+def released_termination(
+    state: AuditState | None,
+    event: AuditFailureReleased,
+    held: AuditFailureHeld | None,
+    policy: Policy,
+) -> WorkflowTerminationRequested | None:
+    """The termination a release lets through, when the held decision was a stall's."""
+    if state is None or state.status != "running" or held is None:
+        return None
+    if state.held_decision_id != str(event.data.held_id) or held.event_id != event.data.held_id:
+        return None
+    decision = held.data.decision
+    if decision.rule != "stalled" or decision.workflow_status == "terminated":
+        return None
+    if state.workflow_instance_id is None or not policy.may_terminate(state.workflow):
+        return None
+    evidence = dict(decision.policy or {})
+    if len(evidence) < 32:
+        evidence["released_by"] = event.data.actor
+    return termination(state, held, decision.model_copy(update={"policy": evidence}), policy)
 
 
 def released(
@@ -251,6 +397,8 @@ def released(
         return None
     cause = held.causation_id or held.event_id
     decision = held.data.decision
+    if decision.rule == "stalled" and decision.workflow_status != "terminated":
+        return None  # a held termination: see :func:`released_termination`
     evidence = dict(decision.policy or {})
     if len(evidence) < 32:
         evidence["released_by"] = event.data.actor

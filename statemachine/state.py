@@ -22,10 +22,12 @@ from statemachine.events import (
     AuditFailureDiscarded,
     AuditFailureHeld,
     AuditFailureReleased,
+    AuditFailureSimulated,
     AuditProgressed,
     AuditRestored,
     AuditStarted,
     WorkflowInstanceAttached,
+    WorkflowTerminationRequested,
 )
 from statemachine.machine import INITIAL, Row, next_status
 
@@ -99,19 +101,24 @@ def _started(state: AuditState, event: AuditStarted, row: Row) -> AuditState:
         started_at=d.started_at or event.occurred_at,
         current_phase=d.current_phase or "discovery",
         pages_total=d.pages_total,
+        workflow=d.workflow,
+        progress_event_id=str(event.event_id),
     )
 
 
 def _attached(state: AuditState, event: WorkflowInstanceAttached, row: Row) -> AuditState:
     new_id = event.data.workflow_instance_id
     if new_id == state.workflow_instance_id:
-        return state
+        return state._replace(progress_event_id=str(event.event_id), stalled_at=None)
     return state._replace(
         workflow_instance_id=new_id,
         instance_ended_at=None,
         last_observed_status=None,
         held_decision_id=None,  # a hold was about the instance that is replaced
         held_at=None,
+        progress_event_id=str(event.event_id),
+        stalled_at=None,
+        termination_requested_at=None,
     )
 
 
@@ -122,6 +129,8 @@ def _progressed(state: AuditState, event: AuditProgressed, row: Row) -> AuditSta
         current_phase=phase or state.current_phase,
         pages_crawled=crawled if crawled is not None else state.pages_crawled,
         pages_total=total if total is not None else state.pages_total,
+        progress_event_id=str(event.event_id),
+        stalled_at=None,
     )
 
 
@@ -152,6 +161,7 @@ def _completed(state: AuditState, event: AuditCompleted, row: Row) -> AuditState
         completed_at=completed_at,
         held_decision_id=None,
         held_at=None,
+        stalled_at=None,
     )
 
 
@@ -169,6 +179,7 @@ def _failed(state: AuditState, event: AuditFailed, row: Row) -> AuditState:
         failed_at=event.occurred_at,  # completed_at stays unset: a failure completes nothing
         held_decision_id=None,
         held_at=None,
+        stalled_at=None,
     )
 
 
@@ -200,6 +211,9 @@ def _restored(state: AuditState, event: AuditRestored, row: Row) -> AuditState:
         reconciled_by=None,
         held_decision_id=None,
         held_at=None,
+        progress_event_id=str(event.event_id),
+        stalled_at=None,
+        termination_requested_at=None,
         **facts,
     )
 
@@ -216,6 +230,24 @@ def _unheld(
     if state.held_decision_id != str(event.data.held_id):
         return state  # not the pending hold (already ended, or never made)
     return state._replace(held_decision_id=None, held_at=None)
+
+
+def _simulated(state: AuditState, event: AuditFailureSimulated, row: Row) -> AuditState:
+    """A verdict recorded without failing: a stall's marks the audit stalled (reported)."""
+    if event.data.rule == "stalled" and state.stalled_at is None:
+        return state._replace(stalled_at=event.occurred_at)
+    return state
+
+
+def _terminating(
+    state: AuditState, event: WorkflowTerminationRequested, row: Row
+) -> AuditState:
+    if event.data.workflow_instance_id != state.workflow_instance_id:
+        return state  # about an instance the audit no longer runs in
+    return state._replace(
+        stalled_at=state.stalled_at or event.occurred_at,
+        termination_requested_at=event.occurred_at,
+    )
 
 
 def _kept(state: AuditState, event: AuditEvent, row: Row) -> AuditState:
@@ -236,6 +268,8 @@ _APPLY: dict[str, Callable[..., AuditState]] = {
         (AuditFailureHeld, _held),
         (AuditFailureReleased, _unheld),
         (AuditFailureDiscarded, _unheld),
+        (AuditFailureSimulated, _simulated),
+        (WorkflowTerminationRequested, _terminating),
     )
 }
 

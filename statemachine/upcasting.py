@@ -39,10 +39,16 @@ def _failure_v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "data": data, "schema_version": 2}
 
 
+def _started_v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 adds the optional ``workflow``: a version 1 start runs in the default one."""
+    return {**raw, "schema_version": 2}
+
+
 # (type, from_version) -> function returning the envelope at from_version + 1.
 UPCASTERS: Mapping[tuple[str, int], Upcaster] = {
     ("AuditFailed", 1): _failure_v1_to_v2,
     ("AuditFailureSimulated", 1): _failure_v1_to_v2,
+    ("AuditStarted", 1): _started_v1_to_v2,
 }
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "Tag",
     "Timestamp",
     "Url",
+    "WorkflowName",
 ]
 
 AuditId = Annotated[str, StringConstraints(pattern=AUDIT_ID_PATTERN)]
@@ -70,6 +71,10 @@ Name = Annotated[str, StringConstraints(max_length=200), _Storable]
 Url = Annotated[str, StringConstraints(max_length=2048), _Storable]
 Phase = Annotated[str, StringConstraints(min_length=1, max_length=64), _Storable]
 Label = Annotated[str, StringConstraints(max_length=64), _Storable]
+# A Cloudflare workflow's name (Cloudflare allows 1-64 characters).
+WorkflowName = Annotated[
+    str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$"), _Storable
+]
 Producer = Annotated[str, StringConstraints(min_length=1, max_length=128), _Storable]
 Tag = Annotated[str, StringConstraints(max_length=128), _Storable]
 Detail = Annotated[str, StringConstraints(max_length=500), _Storable]

@@ -16,6 +16,7 @@ __all__ = [
     "HEALTHY_STATUSES",
     "HELD_ERROR_CODES",
     "LISTED_ALIVE_STATUSES",
+    "STALL_STATUSES",
     "OBSERVED_STATUSES",
     "WORKFLOW_STATUSES",
     "WORKFLOW_TERMINAL_STATUSES",
@@ -74,14 +75,22 @@ ErrorCode = Literal[
     "instance_lost",
     "workflow_terminated",
     "finalize_lost",
+    "stalled",
     "unknown",
 ]
 ERROR_CODES: Final[tuple[str, ...]] = get_args(ErrorCode)
 
 # The rules (DESIGN §4) that fail an audit; a reconciler decision records which one fired.
-FailureRule = Literal["errored", "terminated", "instance_lost", "never_attached", "finalize_lost"]
+FailureRule = Literal[
+    "errored", "terminated", "instance_lost", "never_attached", "finalize_lost", "stalled"
+]
 FAILURE_RULES: Final[tuple[str, ...]] = get_args(FailureRule)
 
 # Decisions made from the absence of evidence, which the mass-failure brake may hold: a
-# provider-side blip that answers "not found" for live instances looks like this.
-HELD_ERROR_CODES: Final = frozenset({"instance_lost"})
+# provider-side blip that answers "not found" for live instances looks like this, and so does
+# a publisher that stopped publishing for all its audits at once (stalls).
+HELD_ERROR_CODES: Final = frozenset({"instance_lost", "stalled"})
+
+# Statuses of a live instance that may be stalled; a paused or sleeping instance
+# (`step.sleep`, `waitForEvent`) makes no progress by design and never is.
+STALL_STATUSES: Final = frozenset({"running", "queued"})

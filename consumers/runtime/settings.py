@@ -7,6 +7,7 @@ import difflib
 import ipaddress
 import math
 import os
+import re
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -118,8 +119,22 @@ class Settings(BaseSettings):
     """The Cloudflare account whose workflows are probed (required by Cloudflare's API)."""
     cloudflare_api_token: SecretStr | None = None
     """The Workflows API's bearer token (required by Cloudflare's API; never logged)."""
-    cloudflare_workflow: str = "site-audit"
-    """The name of the workflow the audits run as."""
+    cloudflare_workflow: str = Field(default="site-audit", min_length=1, max_length=64)
+    """The workflow audits run as unless their `AuditStarted` names another (`workflow`)."""
+    cloudflare_workflows: str = ""
+    """Other workflows auditrec watches besides `AUDITREC_CLOUDFLARE_WORKFLOW`, separated by
+    commas or whitespace (e.g. `keyword-research, site-export`): their instances are listed by
+    the watchdog and for orphans, and may be terminated (see `AUDITREC_TERMINATE_WORKFLOWS`)."""
+    terminate_workflows: str | None = None
+    """The workflows whose instances auditrec may terminate (a stalled audit's with
+    `AUDITREC_STALLED_ACTION=terminate`, an orphan's on an operator's word), separated by
+    commas or whitespace; unset: the watched workflows; empty: none. An audit naming any other
+    workflow is never terminated, whoever published it."""
+    cloudflare_retention: Duration = Field(default=timedelta(days=7), gt=timedelta(0))
+    """How long Cloudflare keeps an ended instance (7 days on the Paid plan by default, 3 on
+    Free, up to 30): a running audit whose instance may have ended more than half of this ago
+    without an observation since is reported (`/readyz`, an alert), its error about to be
+    deleted."""
     cloudflare_api_url: str = CLOUDFLARE_API_URL
     """The Workflows API's base URL (a simulator's: `http://127.0.0.1:8787/client/v4`)."""
     cloudflare_queue_id: str | None = None
@@ -180,6 +195,22 @@ class Settings(BaseSettings):
     watchdog_bulk_limit: int = Field(default=10_000, ge=0, le=1_000_000)
     """Audits a tick looks at with the workflow's instance listing (bulk discovery); `0` (or
     not above the batch limit): never list, every audit is asked for alone."""
+    stalled_after: Duration = timedelta(0)
+    """A running audit whose publisher has sent nothing for this long (measured from when
+    auditrec recorded its latest event, never from the event's own `occurred_at`) while its
+    instance answers `running` or `queued` is stalled (rule and error code `stalled`); `0`
+    (the default) switches stall detection off; 45m is a sensible value. `paused`, `waiting`
+    and `waitingForPause` instances are never stalled."""
+    stalled_action: Literal["report", "terminate"] = "report"
+    """What a stall verdict does: `report` records it and lists the audit (`auditrec audits
+    --stalled`, the console, a metric) without failing it; `terminate` terminates the instance
+    through the Workflows API and fails the audit `stalled` once the termination is observed.
+    Terminations are held by the mass-failure brake like `instance_lost` decisions, never made
+    in shadow mode, and only ever made in `AUDITREC_TERMINATE_WORKFLOWS`."""
+    orphan_interval: Duration = timedelta(hours=1)
+    """How often the watched workflows' alive instances are listed for orphans (instances no
+    audit holds, older than `AUDITREC_INSTANCE_LOST_GRACE`, created after auditrec began
+    watching the workflow); `0`: never."""
     on_demand_min_interval: Duration = timedelta(seconds=30)
     """A status read probes again only when the last observation is older than this."""
     on_demand_wait: Duration = timedelta(seconds=3)
@@ -361,7 +392,22 @@ class Settings(BaseSettings):
             shadow=self.mode == "shadow",
             brake_min_audits=self.brake_min_audits,
             brake_min_share=self.brake_min_share,
+            stalled_after=self.stalled_after,
+            stalled_action=self.stalled_action,
+            terminate_workflows=self.terminate_workflow_names(),
+            default_workflow=self.cloudflare_workflow,
         )
+
+    def watched_workflows(self) -> tuple[str, ...]:
+        """The workflows auditrec watches: the default one first, then the others named."""
+        names = [self.cloudflare_workflow, *_names(self.cloudflare_workflows)]
+        return tuple(dict.fromkeys(names))
+
+    def terminate_workflow_names(self) -> frozenset[str]:
+        """The workflows whose instances auditrec may terminate."""
+        if self.terminate_workflows is None:
+            return frozenset(self.watched_workflows())
+        return frozenset(_names(self.terminate_workflows))
 
     @property
     def account_id(self) -> str:
@@ -487,6 +533,11 @@ OTHER_VARIABLES = frozenset(
     }
 )
 OTHER_PREFIXES = ("AUDITREC_TEST_", "AUDITREC_CHAOS_", "AUDITREC_FUZZ_")
+
+
+def _names(value: str) -> list[str]:
+    """Names separated by commas or whitespace."""
+    return [n for n in re.split(r"[\s,]+", value) if n]
 
 
 def unknown_variables(environ: Mapping[str, str]) -> list[str]:
