@@ -237,7 +237,7 @@ def _stall(
     if step is not None:
         doing = f", step {step.name!r} after {step.attempts} attempt(s)"
         if step.retrying:
-            doing += f", retrying ({truncate(error_text(step.error) or "", 120) or 'no error text'})"
+            doing += f", retrying ({truncate(error_text(step.error) or '', 120) or 'no error text'})"
     if state.stalled_at is not None and not policy.may_terminate(state.workflow):
         return Verdict(
             "stalled",
@@ -249,7 +249,7 @@ def _stall(
     detail = f"No progress for {format_duration(quiet)} while the instance was {d.status}"
     if step is not None:
         detail += f" (step {step.name!r}, {step.attempts} attempt(s)"
-        detail += f", retrying: {truncate(error_text(step.error) or "", 200)})" if step.retrying else ")"
+        detail += f", retrying: {truncate(error_text(step.error) or '', 200)})" if step.retrying else ")"
     failure = failure_data("stalled", state, observed, policy, "stalled", detail, None)
     evidence = dict(failure.policy or {})
     evidence["progress_event_id"] = str(progress.event_id)

@@ -73,7 +73,7 @@ Phase = Annotated[str, StringConstraints(min_length=1, max_length=64), _Storable
 Label = Annotated[str, StringConstraints(max_length=64), _Storable]
 # A Cloudflare workflow's name (Cloudflare allows 1-64 characters).
 WorkflowName = Annotated[
-    str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$"), _Storable
+    str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$"), _Storable
 ]
 Producer = Annotated[str, StringConstraints(min_length=1, max_length=128), _Storable]
 Tag = Annotated[str, StringConstraints(max_length=128), _Storable]

@@ -16,7 +16,7 @@ from projections.row import COLUMN_KINDS, ColumnKind
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "upgrade"]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 _TYPE_OF_KIND: dict[ColumnKind, str] = {
     "text": "TEXT",
     "integer": "INTEGER",
@@ -47,6 +47,8 @@ CREATE INDEX IF NOT EXISTS audits_instance ON audits (workflow_instance_id)
     WHERE workflow_instance_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS audits_project ON audits (project_id) WHERE project_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS audits_url ON audits (start_url) WHERE start_url IS NOT NULL;
+CREATE INDEX IF NOT EXISTS audits_workflow ON audits (workflow) WHERE workflow IS NOT NULL;
+CREATE INDEX IF NOT EXISTS audits_stalled ON audits (stalled_at) WHERE stalled_at IS NOT NULL;
 {history}
 CREATE TABLE IF NOT EXISTS projector_offsets (
     consumer TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
@@ -140,6 +142,13 @@ def upgrade(conn: sqlite3.Connection) -> None:
     conn.execute(
         "CREATE INDEX IF NOT EXISTS audits_instance ON audits (workflow_instance_id) "
         "WHERE workflow_instance_id IS NOT NULL"
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS audits_workflow ON audits (workflow) WHERE workflow IS NOT NULL"
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS audits_stalled ON audits (stalled_at) "
+        "WHERE stalled_at IS NOT NULL"
     )
     _rekey_history(conn)
     conn.execute("UPDATE schema_version SET version = ? WHERE version < ?", (SCHEMA_VERSION,) * 2)

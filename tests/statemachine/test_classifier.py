@@ -180,7 +180,7 @@ def test_the_error_codes_are_the_design_list_and_the_contract_literal() -> None:
     # DESIGN §4, as written there.
     written = (
         "step_timeout, oom, cpu_limit, db_error, step_output_too_large, workflow_internal, "
-        "deploy_reset, instance_lost, workflow_terminated, finalize_lost, unknown"
+        "deploy_reset, instance_lost, workflow_terminated, finalize_lost, stalled, unknown"
     )
     design = written.split(", ")
     literal = typing.get_args(AuditFailedData.model_fields["error_code"].annotation)

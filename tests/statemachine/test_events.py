@@ -18,6 +18,7 @@ from statemachine.events import (
     PROBE_ADAPTER,
     AuditCompleted,
     AuditFailed,
+    AuditStarted,
     ProbeRequested,
     WorkflowError,
     WorkflowStatusObserved,
@@ -99,6 +100,18 @@ DATA: dict[str, dict[str, Any]] = {
         "detail": "More than 1200 requests per 300 seconds reached",
         "trigger": "on_demand",
         "observed_at": WHEN,
+    },
+    "WorkflowTerminationRequested": {
+        "workflow_instance_id": "wf-1",
+        "workflow": "site-audit",
+        "decision": {
+            "error_code": "stalled",
+            "error_detail": "No progress for 45m while the instance was running",
+            "failed_by": "reconciler",
+            "reconciled_by": "watchdog",
+            "workflow_status": "running",
+            "rule": "stalled",
+        },
     },
 }
 
@@ -398,13 +411,13 @@ def test_an_error_of_another_shape_is_rejected(error: object) -> None:
 
 
 def test_upcast_leaves_a_current_version_unchanged() -> None:
-    raw = envelope()
+    raw = envelope("AuditProgressed")
 
     assert upcast(raw) == raw
 
 
 def test_upcast_treats_a_missing_version_as_1() -> None:
-    raw = envelope()
+    raw = envelope("AuditProgressed")
     del raw["schema_version"]
 
     assert upcast(raw) == raw
@@ -412,9 +425,32 @@ def test_upcast_treats_a_missing_version_as_1() -> None:
 
 def test_upcast_rejects_a_newer_schema_version() -> None:
     with pytest.raises(
-        InvalidInput, match="schema_version 2 of AuditStarted is newer than supported"
+        InvalidInput, match="schema_version 3 of AuditStarted is newer than supported"
     ):
-        upcast(envelope(schema_version=2))
+        upcast(envelope(schema_version=3))
+
+
+def test_a_version_1_start_is_upcast_to_version_2_in_the_default_workflow() -> None:
+    # given a start written before audits named their workflow
+    raw = envelope()
+
+    # when it is read
+    event = EVENT_ADAPTER.validate_python(upcast(raw))
+
+    # then it is a version 2 start without a workflow: the default one
+    assert isinstance(event, AuditStarted)
+    assert event.schema_version == 2
+    assert event.data.workflow is None
+    assert "workflow" not in event.model_dump(mode="json")["data"]
+
+
+def test_a_start_names_its_workflow_and_a_malformed_name_is_refused() -> None:
+    event = EVENT_ADAPTER.validate_python(with_data("AuditStarted", workflow="keyword-research"))
+
+    assert isinstance(event, AuditStarted)
+    assert event.data.workflow == "keyword-research"
+    rejects(with_data("AuditStarted", workflow="no/slashes"))
+    rejects(with_data("AuditStarted", workflow="x" * 65))
 
 
 @pytest.mark.parametrize(
@@ -454,10 +490,10 @@ def test_upcast_walks_older_versions_up_to_the_current_one(
 
 
 def test_upcast_without_a_path_up_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(upcasting.CURRENT_VERSION, "AuditStarted", 2)
+    monkeypatch.setitem(upcasting.CURRENT_VERSION, "AuditProgressed", 2)
 
-    with pytest.raises(InvalidInput, match="no upcaster for AuditStarted schema_version 1"):
-        upcast(envelope("AuditStarted"))
+    with pytest.raises(InvalidInput, match="no upcaster for AuditProgressed schema_version 1"):
+        upcast(envelope("AuditProgressed"))
 
 
 def _v1_decision(**data: Any) -> dict[str, Any]:
