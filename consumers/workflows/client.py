@@ -1,19 +1,27 @@
-"""The Cloudflare Workflows REST client the probe uses to ask about one instance.
+"""The Cloudflare Workflows REST client the probe uses to ask about instances and to terminate them.
 
-:meth:`WorkflowsClient.get_instance` never raises for API or network trouble: it answers an
-:class:`InstanceStatus` (the API spoke about the instance, ``"not_found"`` included) or a
-:class:`ProbeFailure` (it did not; such a failure must never fail an audit)::
+Every call names its workflow (``workflow=``, default the constructor's). No call raises for
+API or network trouble. :meth:`WorkflowsClient.get_instance` answers an :class:`InstanceStatus`
+(the API spoke about the instance, ``"not_found"`` included; with ``steps=True`` the step it is
+at too) or a :class:`ProbeFailure` (it did not; such a failure must never fail an audit);
+:meth:`WorkflowsClient.terminate` (``PATCH …/instances/{id}/status`` ``{"status":
+"terminate"}``) a :class:`Termination` or a :class:`ProbeFailure`::
 
     HTTP / body                                      answer
     200, success: true, result.status known          InstanceStatus(status, error, ended_at)
-    errors[].code 10400 / "instance.not_found"       InstanceStatus("not_found")
+    200 to a terminate                               Termination("terminated")
+    409 to a terminate (or "already_finished")       Termination("already_ended")  not retried
+    errors[].code 10400 / "instance.not_found"       InstanceStatus("not_found"),
+                                                     Termination("not_found") to a terminate
     errors[].code 10200 / "workflow.not_found"       ProbeFailure(workflow_not_found)
     401, 403, errors[].code 10000                    ProbeFailure(unauthorized)
     429                                              ProbeFailure(rate_limited), pauses ALL calls
-    5xx, 409, 200 with success: false                ProbeFailure(server_error)      retried
+    5xx, 409 to a GET, 200 with success: false       ProbeFailure(server_error)      retried
     408, client timeout                              ProbeFailure(timeout)           retried
     connection / protocol error                      ProbeFailure(network)           retried
     anything else (bad JSON, missing fields, ...)    ProbeFailure(invalid_response)
+
+A terminate is idempotent, so it is retried as a GET is.
 
 Policies:
 
@@ -59,13 +67,18 @@ from consumers.workflows.answers import (
     INSTANCE_STATUSES,
     InstancePage,
     InstanceStatus,
+    Listed,
     Outcome,
     ProbeFailure,
     Reader,
+    StepState,
+    Termination,
     interpret,
     observe,
     parse_page,
     read_instance,
+    read_instance_steps,
+    read_termination,
     read_workflow,
 )
 from consumers.workflows.ratelimit import OTHER, Limiter, RateLimit
@@ -77,7 +90,10 @@ __all__ = [
     "INSTANCE_STATUSES",
     "InstancePage",
     "InstanceStatus",
+    "Listed",
     "ProbeFailure",
+    "StepState",
+    "Termination",
     "WorkflowsClient",
     "api_client",
 ]
@@ -91,7 +107,8 @@ logger = logging.getLogger(__name__)
 
 
 class WorkflowsClient(LongLived):
-    """Asks the Workflows API about instances of one workflow. Start it (or ``async with``)."""
+    """Asks the Workflows API about instances of a workflow (``workflow`` by default, any other
+    one per call) and terminates them. Start it (or ``async with``)."""
 
     def __init__(
         self,
@@ -118,10 +135,10 @@ class WorkflowsClient(LongLived):
             raise ConfigError(
                 "Workflows client: concurrency and budget must be >= 1, window and timeout > 0"
             )
-        self._base = (
-            f"{api_url.rstrip('/')}/accounts/{_segment(account_id)}"
-            f"/workflows/{_segment(workflow)}/instances/"
-        )
+        if not workflow:
+            raise ConfigError("Workflows client: the workflow must not be empty")
+        self._workflows = f"{api_url.rstrip('/')}/accounts/{_segment(account_id)}/workflows/"
+        self.workflow = workflow
         self._token = api_token or None
         self._concurrency = concurrency
         self._timeout = timeout
@@ -134,7 +151,14 @@ class WorkflowsClient(LongLived):
         self._limit: Limiter = limiter or RateLimit(budget, budget_window, clock=clock, sleep=sleep)
 
     def __repr__(self) -> str:  # no token here
-        return f"WorkflowsClient({self._base!r}, concurrency={self._concurrency})"
+        return f"WorkflowsClient({self._base()!r}, concurrency={self._concurrency})"
+
+    def _base(self, workflow: str | None = None) -> str:
+        """The URL of ``workflow``'s instances (default: the client's), ending in ``/``."""
+        name = self.workflow if workflow is None else workflow
+        if not name:
+            raise InvalidInput("workflow name must not be empty")
+        return f"{self._workflows}{_segment(name)}/instances/"
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -172,16 +196,48 @@ class WorkflowsClient(LongLived):
     # --- the call ------------------------------------------------------------------------------
 
     async def get_instance(
-        self, instance_id: str, *, wait: float | None = None, spender: str = OTHER
+        self,
+        instance_id: str,
+        *,
+        workflow: str | None = None,
+        steps: bool = False,
+        wait: float | None = None,
+        spender: str = OTHER,
     ) -> InstanceStatus | ProbeFailure:
         """The instance's status, or why the API could not tell (see the module docstring).
-        ``wait``: how long the caller can wait for a free request slot or for a 429 pause to
-        end (default: the request timeout); ``spender``: whose budget slot it takes."""
+        ``workflow``: whose instance (default: the client's); ``steps``: ask for its steps too
+        (no ``?simple=true``) and read the one it is at into ``step``; ``wait``: how long the
+        caller can wait for a free request slot or for a 429 pause to end (default: the request
+        timeout); ``spender``: whose budget slot it takes."""
         if not instance_id:
             raise InvalidInput("workflow instance id must not be empty")
-        url = self._base + _segment(instance_id) + "?simple=true"
-        answer = await self._call(url, wait, spender=spender)
-        assert not isinstance(answer, InstancePage)
+        url = self._base(workflow) + _segment(instance_id)
+        if steps:
+            answer = await self._call(url, wait, read_instance_steps, spender=spender)
+        else:
+            answer = await self._call(url + "?simple=true", wait, spender=spender)
+        assert isinstance(answer, InstanceStatus | ProbeFailure)
+        return answer
+
+    async def terminate(
+        self,
+        instance_id: str,
+        *,
+        workflow: str | None = None,
+        wait: float | None = None,
+        spender: str = OTHER,
+    ) -> Termination | ProbeFailure:
+        """Ask the API to terminate the instance (``PATCH …/status`` ``{"status":
+        "terminate"}``): ``terminated``, ``already_ended`` (409: it had ended), ``not_found``;
+        or why the API could not tell. Retries, the budget and 429 pauses are those of
+        :meth:`get_instance` (a terminate is idempotent); a 409 is not retried."""
+        if not instance_id:
+            raise InvalidInput("workflow instance id must not be empty")
+        url = self._base(workflow) + _segment(instance_id) + "/status"
+        answer = await self._call(
+            url, wait, read_termination, spender=spender, body={"status": "terminate"}
+        )
+        assert isinstance(answer, Termination | ProbeFailure)
         return answer
 
     async def list_instances(
@@ -191,6 +247,7 @@ class WorkflowsClient(LongLived):
         date_start: datetime | None = None,
         per_page: int = 100,
         cursor: str | None = None,
+        workflow: str | None = None,
         wait: float | None = None,
         spender: str = OTHER,
     ) -> InstancePage | ProbeFailure:
@@ -204,21 +261,29 @@ class WorkflowsClient(LongLived):
             query["date_start"] = date_start.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
         if cursor is not None:
             query["cursor"] = cursor
-        url = self._base.rstrip("/") + "?" + urlencode(query)
+        url = self._base(workflow).rstrip("/") + "?" + urlencode(query)
         answer = await self._call(url, wait, parse_page, spender=spender)
-        assert not isinstance(answer, InstanceStatus)
+        assert isinstance(answer, InstancePage | ProbeFailure)
         return answer
 
     async def _call(
-        self, url: str, wait: float | None, read: Reader = read_instance, *, spender: str
-    ) -> InstanceStatus | InstancePage | ProbeFailure:
-        """One answer with the retries of the module docstring."""
+        self,
+        url: str,
+        wait: float | None,
+        read: Reader = read_instance,
+        *,
+        spender: str,
+        body: dict[str, str] | None = None,
+    ) -> InstanceStatus | InstancePage | Termination | ProbeFailure:
+        """One answer with the retries of the module docstring; a GET, or with ``body`` a
+        PATCH."""
         if self._client is None:
             raise WorkflowsApiError("the Workflows client is not started")
         deadline = self._clock() + (self._timeout if wait is None else max(wait, 0.0))
         attempt = 0
         while True:
-            outcome = await self._attempt(url, max(deadline - self._clock(), 0.0), read, spender)
+            left = max(deadline - self._clock(), 0.0)
+            outcome = await self._attempt(url, left, read, spender, body)
             if not outcome.retriable or attempt >= self._max_retries:
                 return outcome.answer
             if outcome.retry_after is None:
@@ -230,25 +295,34 @@ class WorkflowsClient(LongLived):
             attempt += 1
             await self._sleep(delay)
 
-    async def check(self) -> ProbeFailure | None:
+    async def check(self, *, workflow: str | None = None) -> ProbeFailure | None:
         """One cheap authenticated call (get the workflow): ``None`` when the API, the token,
         the account and the workflow all answer; else why not."""
         if self._client is None:
             raise WorkflowsApiError("the Workflows client is not started")
-        url = self._base.removesuffix("instances/").rstrip("/")
+        url = self._base(workflow).removesuffix("instances/").rstrip("/")
         outcome = await self._attempt(url, 0.0, read_workflow, OTHER)
         if isinstance(outcome.answer, ProbeFailure):
             return outcome.answer
         return None
 
-    async def _attempt(self, url: str, wait: float, read: Reader, spender: str) -> Outcome:
+    async def _attempt(
+        self,
+        url: str,
+        wait: float,
+        read: Reader,
+        spender: str,
+        body: dict[str, str] | None = None,
+    ) -> Outcome:
         sent = time.monotonic()
-        outcome = await self._send(url, wait, read, spender)
+        outcome = await self._send(url, wait, read, spender, body)
         if outcome.sent:
             observe(outcome.answer, time.monotonic() - sent)
         return outcome
 
-    async def _send(self, url: str, wait: float, read: Reader, spender: str) -> Outcome:
+    async def _send(
+        self, url: str, wait: float, read: Reader, spender: str, body: dict[str, str] | None
+    ) -> Outcome:
         async with self._semaphore:
             # Admitted as it is sent, so the budget counts requests when they reach the API
             # (a pause holds every request anyway, so waiting here blocks nobody who could go).
@@ -260,7 +334,10 @@ class WorkflowsClient(LongLived):
             if client is None:
                 raise WorkflowsApiError("the Workflows client was stopped")
             try:
-                response = await client.get(url)
+                if body is None:
+                    response = await client.get(url)
+                else:
+                    response = await client.patch(url, json=body)
             except httpx.TimeoutException as exc:
                 detail = f"no answer within {self._timeout:g}s ({type(exc).__name__})"
                 return Outcome(self._failure(_Reason.TIMEOUT, None, detail), retriable=True)
@@ -273,7 +350,9 @@ class WorkflowsClient(LongLived):
                 detail = f"unreadable response: {type(exc).__name__}: {exc}"
                 return Outcome(self._failure(_Reason.INVALID_RESPONSE, None, detail))
         try:
-            return await interpret(response, read, self._failure, self._limit.pause)
+            return await interpret(
+                response, read, self._failure, self._limit.pause, terminating=body is not None
+            )
         except Exception as exc:  # a shape nobody foresaw: never stall the probe on it
             detail = f"unusable response: {type(exc).__name__}: {exc}"
             return Outcome(self._failure(_Reason.INVALID_RESPONSE, response.status_code, detail))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from consumers.workflows.answers import ProbeFailure
@@ -45,6 +45,10 @@ class Listing:
     at: datetime
     """When the listing was begun: each listed instance was alive then or later."""
     requests: int
+    created: dict[str, datetime] = field(default_factory=dict)
+    """Instance id → its ``created_on``, for the instances listed alive that carry one."""
+    workflow: str = ""
+    """The workflow listed."""
 
 
 class Discovery:
@@ -65,12 +69,16 @@ class Discovery:
         self.max_pages = max_pages
         self.clock = clock
 
-    async def alive_since(self, since: datetime, within: float) -> Listing | ProbeFailure:
-        """The instances created since ``since`` (less :data:`MARGIN`) that are alive; the
-        pages may take ``within`` seconds in all, waits for budget and pauses included."""
+    async def alive_since(
+        self, since: datetime, within: float, *, workflow: str | None = None
+    ) -> Listing | ProbeFailure:
+        """The instances of ``workflow`` (default: the client's) created since ``since`` (less
+        :data:`MARGIN`) that are alive; the pages may take ``within`` seconds in all, waits for
+        budget and pauses included."""
         at = self.clock()
         deadline = time.monotonic() + within
         alive: dict[str, str] = {}
+        created: dict[str, datetime] = {}
         requests = 0
         for status in LISTED_ALIVE_STATUSES:
             cursor: str | None = None
@@ -83,22 +91,26 @@ class Discovery:
                     date_start=since - MARGIN,
                     per_page=self.per_page,
                     cursor=cursor,
+                    workflow=workflow,
                     wait=max(deadline - time.monotonic(), 0.0),
                     spender=WATCHDOG,
                 )
                 requests += 1
                 if isinstance(page, ProbeFailure):
                     return page
-                for instance, listed in page.items:
+                for instance, listed, created_on in page.items:
                     if listed in LISTED_ALIVE_STATUSES:  # whatever filter the API applied
                         alive[instance] = listed
+                        if created_on is not None:
+                            created[instance] = created_on
                 if page.cursor is None:
                     break
                 if page.cursor in seen:
                     return _failure(f"the listing's cursor {page.cursor[:40]!r} came back")
                 seen.add(page.cursor)
                 cursor = page.cursor
-        return Listing(alive, at, requests)
+        name = self.client.workflow if workflow is None else workflow
+        return Listing(alive, at, requests, created, name)
 
 
 def _failure(detail: str) -> ProbeFailure:

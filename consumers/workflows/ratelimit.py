@@ -7,7 +7,8 @@ it). Either way a request waits out a pause or a full window when its caller's b
 and is answered ``rate_limited`` only when it does not.
 
 Every request is taken for a spender (:data:`ON_DEMAND` for status reads, :data:`WATCHDOG`,
-``manual``, ``other``). :class:`SharedRateLimit` keeps a floor of each window for the watchdog
+:data:`STALL`, :data:`ORPHANS`, :data:`TERMINATE`, ``manual``, ``other``).
+:class:`SharedRateLimit` keeps a floor of each window for the watchdog
 (``AUDITREC_WATCHDOG_BUDGET_FLOOR``) that no other spender may take, and holds a spender to its
 share of each window when given one (the status reads to ``AUDITREC_ON_DEMAND_BUDGET_SHARE``,
 within what the floor leaves), so the reads never take what the watchdog needs; the store
@@ -35,8 +36,11 @@ from projections.budget import RequestBudget
 __all__ = [
     "FLOOR_KEPT",
     "ON_DEMAND",
+    "ORPHANS",
     "OTHER",
     "SHARE_SPENT",
+    "STALL",
+    "TERMINATE",
     "WATCHDOG",
     "Limiter",
     "RateLimit",
@@ -57,6 +61,9 @@ logger = logging.getLogger("consumers.workflows.client")
 ON_DEMAND = "on_demand"
 WATCHDOG = "watchdog"
 OTHER = "other"
+STALL = "stall"  # the watchdog's step reads for stalled audits
+ORPHANS = "orphans"  # the sweep for instances no audit knows
+TERMINATE = "terminate"  # terminations of stalled instances
 # How a refusal for a spender's share begins (status reads tell it apart by this).
 SHARE_SPENT = "share of the probe budget spent"
 # What a refusal for the watchdog's floor says (likewise).

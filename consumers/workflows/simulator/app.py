@@ -39,7 +39,14 @@ from consumers.workflows.simulator.bodies import (
 from consumers.workflows.simulator.eventqueues import PullRefused, QueueNotFound
 from consumers.workflows.simulator.listing import ListingQuery, page_of
 from consumers.workflows.simulator.receivers import ReceiverNotFound
-from consumers.workflows.simulator.state import LISTING, Fault, Instance, Simulator, iso
+from consumers.workflows.simulator.state import (
+    LISTING,
+    AlreadyFinished,
+    Fault,
+    Instance,
+    Simulator,
+    iso,
+)
 
 __all__ = ["API_PREFIX", "build_app"]
 
@@ -48,6 +55,8 @@ API_PREFIX = "/client/v4"
 _INTERNAL = (10001, "workflows.api.error.internal_server")
 _NOT_FOUND_INSTANCE = (10400, "workflows.api.error.instance.not_found")
 _NOT_FOUND_WORKFLOW = (10200, "workflows.api.error.workflow.not_found")
+# A terminate of an instance that has ended: 409 (the code is the simulator's choice).
+_ALREADY_FINISHED = (10409, "workflows.api.error.instance.already_finished")
 _AUTH = (10000, "Authentication error")
 _RATE = (10100, "More than 1200 requests per 300 seconds reached. Please wait and consider "
          "throttling your request speed")  # fmt: skip
@@ -185,7 +194,7 @@ def _answer(
         if inst is None:
             return _error(404, *_NOT_FOUND_INSTANCE)
         if method == "GET" and not status:
-            return _ok(inst.result())
+            return _ok(inst.result(simple=request.query_params.get("simple") == "true"))
         if not (method == "PATCH" and status):
             return _no_route()
     return _change_status(sim, workflow, inst, request)
@@ -194,7 +203,10 @@ def _answer(
 def _change_status(sim: Simulator, workflow: str, inst: Instance, request: Request) -> Response:
     # Read synchronously from the cached body: the handler awaited it before routing.
     action = getattr(request.state, "json", {}).get("status")
-    changed = sim.change_status(workflow, inst, action)
+    try:
+        changed = sim.change_status(workflow, inst, action)
+    except AlreadyFinished as ended:
+        return _error(409, *_ALREADY_FINISHED, result={"status": str(ended)})
     if changed is None:
         return _error(400, 10021, "status must be pause, resume, terminate or restart")
     status, now = changed
@@ -348,7 +360,7 @@ async def _control(sim: Simulator, request: Request, path: str) -> Response:
             if method == "DELETE":
                 deleted = sim.delete_instance(iid, workflow=wf)
                 return Response(status_code=204 if deleted else 404)
-            if method == "GET" and (found := sim.get_instance(iid, workflow=wf)):
+            if method == "GET" and (found := sim.instance_view(iid, workflow=wf)):
                 return JSONResponse(found)
             if method == "GET":
                 return JSONResponse({"error": "no such instance"}, 404)

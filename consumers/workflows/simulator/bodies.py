@@ -34,6 +34,7 @@ __all__ = [
     "Seed",
     "SendBatchBody",
     "SendBody",
+    "StepBody",
     "WebhookBody",
     "WebhookFaultsBody",
     "iso",
@@ -68,6 +69,17 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class StepBody(_Body):
+    """The step an instance is at (the ``step`` of an instance body): ``attempts`` so far; with
+    an ``error``, every attempt but the latest failed with it. How the step and its attempts
+    look in ``result.steps`` follows from the instance's status (see :mod:`.server`)."""
+
+    name: str = Field(min_length=1, max_length=256)
+    attempts: int = Field(default=1, ge=1, le=10_000)
+    error: ErrorValue = None
+    started_at: AwareDatetime | None = None  # default: the instance's start
+
+
 class InstanceBody(_Body):
     status: str = Field(min_length=1, max_length=64)
     error: ErrorValue = None
@@ -76,6 +88,8 @@ class InstanceBody(_Body):
     queued: AwareDatetime | None = None
     output: Any = None
     params: dict[str, Any] | None = None
+    step: StepBody | None = None
+    steps: list[Any] | None = None  # given as is in result.steps (instead of `step`'s)
 
 
 class _SeedInstance(InstanceBody):

@@ -8,8 +8,24 @@ under ``/client/v4`` and at the root) for what auditrec uses:
   ``direction``, ``per_page`` up to 100, ``cursor`` from ``result_info.cursor``, or the
   deprecated ``page``), by creation time; ``listing: false`` in the config or the seed makes it
   answer 404 as an API without it would
-- ``GET …/workflows/{wf}/instances/{id}``: one instance, in the usual envelope
-- ``PATCH …/instances/{id}/status``: ``{"status": "pause"|"resume"|"terminate"|"restart"}``
+- ``GET …/workflows/{wf}/instances/{id}``: one instance, in the usual envelope, with its
+  ``steps`` (and ``step_count``); ``?simple=true`` leaves them out (``steps: []``)
+- ``PATCH …/instances/{id}/status``: ``{"status": "pause"|"resume"|"terminate"|"restart"}``;
+  a terminate of an instance that has ended (complete, errored, terminated) answers 409
+  ``10409 workflows.api.error.instance.already_finished`` (the code is the simulator's
+  choice) with ``result: {"status"}`` and changes nothing
+
+Steps, in Cloudflare's shape: ``{"type": "step", "name", "start", "end", "success",
+"attempts": [{"start", "end", "success", "error": {"name", "message"}|null}], "config",
+"output"}`` (sleeps are ``{"type": "sleep", …}``). An instance's ``step`` ``{"name", "attempts":
+1, "error": null, "started_at": its start}`` draws one step entry, one second per attempt:
+with an ``error``, every attempt but the latest failed with it; the latest is still running
+(no ``end``) while the instance is running, queued, paused or rolling back; when it is
+``waiting`` the step succeeded and a ``sleep`` entry follows; when it has ended the step ended
+with it (succeeded when complete, else its latest attempt failed too). So ``{"status":
+"running", "step": {"name": "fetch", "attempts": 4, "error": {"name": "Error", "message":
+"fetch failed"}}}`` is a step retrying after 3 failures. ``steps`` (a list) is given as is
+instead, malformed or not. A restart clears both.
 
 Unknown instance: 404 ``10400 workflows.api.error.instance.not_found``; unknown workflow: 404
 ``10200 workflows.api.error.workflow.not_found``; with a token configured, a wrong or missing
@@ -50,7 +66,11 @@ they count in the stats.
 
 The control API (JSON; with a token configured it needs the same bearer token, else 401) lives
 under ``/_sim``:
-``PUT|GET|DELETE /_sim/workflows/{wf}/instances/{id}``, ``PUT /_sim/workflows/{wf}``,
+``PUT|GET|DELETE /_sim/workflows/{wf}/instances/{id}`` (``PUT`` ``{"status", "error",
+"start", "end", "queued", "output", "params", "step", "steps"}``; ``GET`` shows the API result
+with its steps, ``patches`` (the status PATCHes received, by action) and ``terminations``
+(those that ended it); after ``DELETE`` the API answers 10400 and the listing leaves it out),
+``PUT /_sim/workflows/{wf}``,
 ``PUT|DELETE /_sim/faults/{id}``, ``GET|PUT /_sim/config``, ``GET /_sim/stats``,
 ``POST /_sim/reset``; for webhook receivers ``PUT|GET|DELETE /_sim/webhooks/{name}`` and
 ``PUT /_sim/webhooks/{name}/faults`` (below); and for queues ``PUT /_sim/queues/{q}``

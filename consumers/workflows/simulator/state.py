@@ -14,7 +14,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from consumers.workflows.simulator.bodies import (
@@ -26,6 +26,7 @@ from consumers.workflows.simulator.bodies import (
     QueueBody,
     QueueFaultsBody,
     Seed,
+    StepBody,
     WebhookBody,
     iso,
 )
@@ -33,7 +34,16 @@ from consumers.workflows.simulator.eventqueues import Queues
 from consumers.workflows.simulator.receivers import Receivers
 from statemachine.vocabulary import WORKFLOW_STATUSES, WORKFLOW_TERMINAL_STATUSES
 
-__all__ = ["LISTING", "STATUSES", "TERMINAL", "Fault", "Instance", "Simulator", "iso"]
+__all__ = [
+    "LISTING",
+    "STATUSES",
+    "TERMINAL",
+    "AlreadyFinished",
+    "Fault",
+    "Instance",
+    "Simulator",
+    "iso",
+]
 
 STATUSES = WORKFLOW_STATUSES
 TERMINAL = WORKFLOW_TERMINAL_STATUSES
@@ -59,6 +69,15 @@ class Fault:
     body: str | None = None
 
 
+class AlreadyFinished(Exception):
+    """A terminate asked of an instance that has ended (its status is the argument)."""
+
+
+# Every step's config, as the API reports it (the SDK's defaults).
+_STEP_CONFIG = {"retries": {"limit": 5, "delay": 1000, "backoff": "exponential"},
+                "timeout": "10 minutes"}  # fmt: skip
+
+
 @dataclass(slots=True)
 class Instance:
     id: str
@@ -70,15 +89,34 @@ class Instance:
     output: Any = None
     params: dict[str, Any] = field(default_factory=dict)
     modified: datetime = field(default_factory=_now)
+    step: StepBody | None = None
+    raw_steps: list[Any] | None = None
+    patches: Counter[str] = field(default_factory=Counter)  # status PATCHes, by action
+    terminations: int = 0  # terminates that ended it
 
-    def result(self) -> dict[str, Any]:
+    def result(self, *, simple: bool = False) -> dict[str, Any]:
+        """The API's ``result``; ``simple`` (``?simple=true``) leaves the steps out."""
+        steps = [] if simple else self.steps()
+        count = sum(1 for s in steps if isinstance(s, dict) and s.get("type") == "step")
         return {
             "status": self.status, "error": self.error, "output": self.output,
             "params": self.params, "queued": iso(self.queued), "start": iso(self.start),
             "end": iso(self.end), "success": self.status == "complete" if self.end else None,
             "trigger": {"source": "api"}, "versionId": VERSION_ID,
-            "step_count": 0, "steps": [],
+            "step_count": count, "steps": steps,
         }  # fmt: skip
+
+    def view(self) -> dict[str, Any]:
+        """What the control API shows: the full result, and the status PATCHes received."""
+        return self.result() | {"patches": dict(self.patches), "terminations": self.terminations}
+
+    def steps(self) -> list[Any]:
+        """``result.steps``: the raw list given, else the one ``step`` drawn from the status."""
+        if self.raw_steps is not None:
+            return list(self.raw_steps)
+        if self.step is None:
+            return []
+        return _draw_steps(self.step, self.status, self.start or self.queued, self.modified)
 
     def summary(self, workflow: str) -> dict[str, Any]:
         return {
@@ -87,6 +125,44 @@ class Instance:
             "ended_on": iso(self.end), "version_id": VERSION_ID,
             "workflow_id": workflow,
         }  # fmt: skip
+
+
+def _draw_steps(step: StepBody, status: str, start: datetime, now: datetime) -> list[Any]:
+    """One ``type: "step"`` entry in Cloudflare's shape, one second per attempt from its start:
+    still running (the latest attempt open) unless the instance is ``waiting`` (the step
+    succeeded, then a ``sleep`` entry still sleeping) or has ended (the step ended with it:
+    succeeded when complete, else its latest attempt failed too)."""
+    began = step.started_at or start
+    ended = status in TERMINAL or status == "waiting"
+    failed_last = ended and status != "complete" and status != "waiting"
+    attempts: list[dict[str, Any]] = []
+    for n in range(step.attempts):
+        at = began + timedelta(seconds=n)
+        latest = n == step.attempts - 1
+        error = step.error if (not latest or failed_last) else None
+        if latest and not ended:
+            attempts.append({"start": iso(at), "end": None, "success": None, "error": None})
+        else:
+            attempts.append({"start": iso(at), "end": iso(at + timedelta(seconds=1)),
+                             "success": error is None, "error": _error_object(error)})  # fmt: skip
+    end = began + timedelta(seconds=step.attempts) if ended else None
+    entry = {
+        "type": "step", "name": step.name, "start": iso(began), "end": iso(end),
+        "success": (not failed_last) if ended else None, "attempts": attempts,
+        "config": _STEP_CONFIG, "output": None,
+    }  # fmt: skip
+    steps: list[Any] = [entry]
+    if status == "waiting":
+        steps.append({"type": "sleep", "name": "sleep-1", "start": iso(end or now), "end": None,
+                      "finished": False})  # fmt: skip
+    return steps
+
+
+def _error_object(error: ErrorValue) -> dict[str, str | None] | None:
+    """An attempt's error as the API gives it: ``{"name", "message"}``."""
+    if error is None or isinstance(error, dict):
+        return error
+    return {"name": "Error", "message": error}
 
 
 class Simulator:
@@ -126,10 +202,14 @@ class Simulator:
         queued: datetime | None = None,
         output: Any = None,
         params: dict[str, Any] | None = None,
+        step: StepBody | dict[str, Any] | None = None,
+        steps: list[Any] | None = None,
     ) -> dict[str, Any]:
         """Create or replace an instance (creating the workflow too); returns its API result.
 
         ``start``/``end`` left out are derived: started unless queued, ended now if terminal.
+        ``step`` (a :class:`~.bodies.StepBody` or its fields) is the step it is at; ``steps`` a
+        raw ``result.steps`` given as is.
         """
         if not instance_id or not status:
             raise ValueError("instance_id and status must be non-empty")
@@ -138,8 +218,10 @@ class Simulator:
             start = None if status == "queued" else now
         if end is _AUTO:
             end = now if status in TERMINAL else None
+        if isinstance(step, dict):
+            step = StepBody.model_validate(step)
         inst = Instance(instance_id, status, error, queued or start or now, start, end, output,
-                        dict(params or {}))  # fmt: skip
+                        dict(params or {}), now, step, steps)  # fmt: skip
         with self._lock:
             instances = self._workflows.setdefault(workflow, {})
             before = instances.get(instance_id)
@@ -155,9 +237,19 @@ class Simulator:
     def get_instance(
         self, instance_id: str, *, workflow: str = DEFAULT_WORKFLOW
     ) -> dict[str, Any] | None:
+        """Its API result (with its steps), or ``None``."""
         with self._lock:
             inst = self._workflows.get(workflow, {}).get(instance_id)
             return None if inst is None else inst.result()
+
+    def instance_view(
+        self, instance_id: str, *, workflow: str = DEFAULT_WORKFLOW
+    ) -> dict[str, Any] | None:
+        """What ``GET /_sim/workflows/{wf}/instances/{id}`` shows: the API result and the status
+        PATCHes it received (``patches``: by action; ``terminations``: those that ended it)."""
+        with self._lock:
+            inst = self._workflows.get(workflow, {}).get(instance_id)
+            return None if inst is None else inst.view()
 
     def set_fault(self, instance_id: str, kind: FaultKind, **options: Any) -> None:
         """Make the next ``times`` requests for ``instance_id`` misbehave (see
@@ -265,7 +357,8 @@ class Simulator:
             instance_id, body.status, workflow=workflow, error=body.error,
             start=body.start if "start" in given else _AUTO,
             end=body.end if "end" in given else _AUTO,
-            queued=body.queued, output=body.output, params=body.params,
+            queued=body.queued, output=body.output, params=body.params, step=body.step,
+            steps=body.steps,
         )  # fmt: skip
 
     def arrive(self, instance_id: str | None) -> tuple[Fault | None, float]:
@@ -302,19 +395,27 @@ class Simulator:
     ) -> tuple[str, datetime] | None:
         """Apply a status action (``pause``, ``resume``, ``terminate``, ``restart``) to an
         instance of ``workflow``; its new status and the time, or ``None`` for an unknown
-        action. A changed status (and every restart: the instance starts again) is published."""
+        action. A changed status (and every restart: the instance starts again) is published.
+        A terminate of an instance that has ended (complete, errored, terminated) raises
+        :class:`AlreadyFinished` and changes nothing. Every PATCH is counted in the instance's
+        ``patches``."""
         now = _now()
         with self._lock:
+            inst.patches[str(action)[:32]] += 1
             before = inst.status
             if action == "pause":
                 inst.status = "paused"
             elif action == "resume":
                 inst.status = "running"
             elif action == "terminate":
+                if before in TERMINAL:
+                    raise AlreadyFinished(before)
                 inst.status, inst.end = "terminated", now
+                inst.terminations += 1
             elif action == "restart":
-                inst.status, inst.queued, inst.start, inst.end, inst.error = (
-                    "running", now, now, None, None)  # fmt: skip
+                inst.status, inst.queued, inst.start, inst.end, inst.error, inst.step = (
+                    "running", now, now, None, None, None)  # fmt: skip
+                inst.raw_steps = None
             else:
                 return None
             inst.modified = now

@@ -21,7 +21,10 @@ from consumers.runtime.metrics import REGISTRY
 from consumers.workflows.client import (
     InstancePage,
     InstanceStatus,
+    Listed,
     ProbeFailure,
+    StepState,
+    Termination,
     WorkflowsClient,
 )
 from consumers.workflows.discovery import Discovery, Listing
@@ -29,6 +32,7 @@ from consumers.workflows.ratelimit import (
     FLOOR_KEPT,
     ON_DEMAND,
     SHARE_SPENT,
+    TERMINATE,
     WATCHDOG,
     SharedRateLimit,
 )
@@ -634,12 +638,18 @@ async def test_a_listing_pages_by_status_since_a_date_with_its_cursor(
 
     first = await client.list_instances(status="running", date_start=t0, per_page=3)
     assert isinstance(first, InstancePage), first
-    assert first.items == [("run-0", "running"), ("run-1", "running"), ("run-2", "running")]
+    assert [(i.id, i.status) for i in first.items] == [
+        ("run-0", "running"), ("run-1", "running"), ("run-2", "running")
+    ]  # fmt: skip
     assert first.cursor is not None
     second = await client.list_instances(
         status="running", date_start=t0, per_page=3, cursor=first.cursor
     )
-    assert second == InstancePage([("run-3", "running"), ("run-4", "running")], None)
+    minute = timedelta(minutes=1)
+    assert second == InstancePage(
+        [Listed("run-3", "running", t0 + 3 * minute), Listed("run-4", "running", t0 + 4 * minute)],
+        None,
+    )
 
 
 @pytest.mark.parametrize(
@@ -685,6 +695,23 @@ async def test_discovery_lists_the_alive_statuses_and_leaves_the_rest(
     assert isinstance(listing, Listing), listing
     assert listing.alive == {f"i-{s}": s for s in LISTED_ALIVE_STATUSES}
     assert listing.requests == simulator.sim.requests_for(LISTING) == len(LISTED_ALIVE_STATUSES)
+    assert listing.created == {f"i-{s}": t0 for s in LISTED_ALIVE_STATUSES}
+    assert listing.workflow == "site-audit"
+
+
+async def test_discovery_lists_the_workflow_it_is_asked_for(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    t0 = datetime(2026, 11, 30, 8, tzinfo=UTC)
+    simulator.sim.set_instance("a-1", "running", queued=t0)
+    simulator.sim.set_instance("b-1", "running", queued=t0, workflow="crawl")
+    discovery = Discovery(await make_client(), limit=100)
+
+    listing = await discovery.alive_since(t0, within=5.0, workflow="crawl")
+
+    assert isinstance(listing, Listing), listing
+    assert (listing.alive, listing.workflow) == ({"b-1": "running"}, "crawl")
+    assert listing.created == {"b-1": t0}
 
 
 async def test_discovery_gives_up_on_a_cursor_that_comes_back(
@@ -733,3 +760,251 @@ async def test_room_says_what_a_spender_could_take_now_as_take_would_grant_it(
     took = [await client.get_instance("i", wait=0, spender="subscription") for _ in range(6)]
     assert sum(isinstance(a, InstanceStatus) for a in took) == 5  # what room said, no more
     assert (await client.room("subscription"), await client.room(WATCHDOG)) == (0, 2)
+
+
+# --- the step an instance is at ------------------------------------------------------------------
+
+
+async def test_a_running_step_that_keeps_failing_is_read_as_retrying(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    # given an instance whose step "fetch" failed 3 times and runs a 4th attempt
+    began = datetime(2026, 11, 30, 8, tzinfo=UTC)
+    error = {"name": "Error", "message": "fetch failed"}
+    async with httpx.AsyncClient(base_url=simulator.root_url) as http:
+        r = await http.put(
+            "/_sim/workflows/site-audit/instances/i-1",
+            json={"status": "running", "step": {"name": "fetch", "attempts": 4, "error": error,
+                                                "started_at": began.isoformat()}},
+        )  # fmt: skip
+    assert r.status_code == 200, r.text
+    client = await make_client()
+
+    # when it is read with its steps
+    answer = await client.get_instance("i-1", steps=True)
+
+    # then the step is the running one, retrying, with the failures' error
+    assert answer == InstanceStatus(
+        "running", None, None, StepState("fetch", began, 4, retrying=True, error=error)
+    )
+    # and without steps nothing is asked for but the status
+    assert await client.get_instance("i-1") == InstanceStatus("running", None, None)
+
+
+async def test_the_step_is_the_running_one_and_other_entries_are_skipped(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    t = "2026-11-30T08:00:00.000Z"
+    steps = [
+        {"type": "step", "name": "crawl", "start": t, "end": t, "success": True,
+         "attempts": [{"start": t, "end": t, "success": True, "error": None}]},
+        {"type": "step", "name": "score", "start": t, "end": None, "success": None,
+         "attempts": [{"start": t, "end": t, "success": False, "error": "Worker exceeded CPU"},
+                      {"start": t, "end": None, "success": None, "error": None}]},
+        {"type": "waitForEvent", "name": "approval", "start": t, "end": None},
+    ]  # fmt: skip
+    simulator.sim.set_instance("i-1", "running", steps=steps)
+    answer = await (await make_client()).get_instance("i-1", steps=True)
+    assert isinstance(answer, InstanceStatus)
+    assert answer.step == StepState(
+        "score", datetime(2026, 11, 30, 8, tzinfo=UTC), 2, True, "Worker exceeded CPU"
+    )
+
+
+async def test_a_sleeping_instance_reports_its_last_step_not_retrying(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    error = {"name": "Error", "message": "timeout"}
+    simulator.sim.set_instance(
+        "i-1", "waiting", step={"name": "crawl", "attempts": 2, "error": error}
+    )
+    answer = await (await make_client()).get_instance("i-1", steps=True)
+    assert isinstance(answer, InstanceStatus) and answer.step is not None
+    assert answer.status == "waiting"
+    assert (answer.step.name, answer.step.attempts, answer.step.retrying) == ("crawl", 2, False)
+    assert answer.step.error is None  # it succeeded in the end
+    steps = simulator.sim.get_instance("i-1")["steps"]  # type: ignore[index]
+    assert [s["type"] for s in steps] == ["step", "sleep"]
+
+
+async def test_an_instance_without_steps_has_no_step(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    simulator.sim.set_instance("i-1", "queued")
+    answer = await (await make_client()).get_instance("i-1", steps=True)
+    assert answer == InstanceStatus("queued", None, None, None)
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [{"type": "step", "name": 7, "attempts": []}],
+        [{"type": "step", "name": "x", "attempts": "many"}],
+        [{"type": "step", "name": "x", "attempts": [1, 2]}],
+        [{"type": "sleep", "name": "nap"}],
+        ["step"],
+    ],
+)
+async def test_malformed_steps_leave_no_step_and_the_status_still_reads(
+    simulator: SimulatorServer, make_client: MakeClient, steps: list[Any]
+) -> None:
+    simulator.sim.set_instance("i-1", "running", steps=steps)
+    answer = await (await make_client()).get_instance("i-1", steps=True)
+    assert answer == InstanceStatus("running", None, None, None)
+
+
+async def test_steps_that_are_not_a_list_leave_no_step(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    body = '{"success": true, "errors": [], "result": {"status": "running", "steps": {"a": 1}}}'
+    simulator.sim.set_fault("i-1", "custom", http_status=200, body=body)
+    answer = await (await make_client()).get_instance("i-1", steps=True)
+    assert answer == InstanceStatus("running", None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("error", "read"),
+    [
+        (
+            {"name": "Error", "message": "boom", "stack": "at x"},
+            {"name": "Error", "message": "boom"},
+        ),
+        ({"message": "no name"}, {"name": None, "message": "no name"}),
+        ("plain words", "plain words"),
+    ],
+)
+async def test_errors_are_read_as_name_and_message_or_a_string(
+    simulator: SimulatorServer, make_client: MakeClient, error: Any, read: Any
+) -> None:
+    simulator.sim.set_instance("i-1", "errored", error=error)
+    answer = await (await make_client()).get_instance("i-1")
+    assert isinstance(answer, InstanceStatus)
+    assert (answer.status, answer.error) == ("errored", read)
+
+
+async def test_rolling_back_is_read_as_such(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    simulator.sim.set_instance("i-1", "rollingBack")
+    answer = await (await make_client()).get_instance("i-1", steps=True)
+    assert answer == InstanceStatus("rollingBack", None, None)
+
+
+# --- terminating -------------------------------------------------------------------------------
+
+
+async def test_terminate_terminates_a_running_instance_once(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    simulator.sim.set_instance("i-1", "running")
+    client = await make_client()
+
+    assert await client.terminate("i-1") == Termination("terminated", "terminated")
+
+    answer = await client.get_instance("i-1")
+    assert isinstance(answer, InstanceStatus) and answer.ended_at is not None
+    assert answer.status == "terminated"
+    view = simulator.sim.instance_view("i-1")
+    assert view is not None and (view["terminations"], view["patches"]) == (1, {"terminate": 1})
+
+
+@pytest.mark.parametrize("status", ["complete", "errored", "terminated"])
+async def test_terminating_an_ended_instance_is_already_ended_and_changes_nothing(
+    simulator: SimulatorServer, make_client: MakeClient, status: str
+) -> None:
+    simulator.sim.set_instance("i-1", status)
+    before = simulator.sim.get_instance("i-1")
+    client = await make_client(max_retries=2)
+
+    assert await client.terminate("i-1") == Termination("already_ended", status)
+
+    assert simulator.sim.get_instance("i-1") == before
+    assert simulator.sim.requests_for("i-1") == 1  # a 409 is not retried
+    view = simulator.sim.instance_view("i-1")
+    assert view is not None and (view["terminations"], view["patches"]) == (0, {"terminate": 1})
+
+
+async def test_terminating_an_unknown_or_deleted_instance_is_not_found(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    simulator.sim.set_instance("i-1", "running")
+    assert simulator.sim.delete_instance("i-1")
+    client = await make_client()
+    assert await client.terminate("nope") == Termination("not_found")
+    assert await client.terminate("i-1") == Termination("not_found")
+    assert await client.get_instance("i-1") == InstanceStatus("not_found", None, None)
+
+
+async def test_a_terminate_answered_503_is_retried_once(
+    simulator: SimulatorServer, make_client: MakeClient, clock: FakeClock
+) -> None:
+    simulator.sim.set_instance("i-1", "running")
+    simulator.sim.set_fault("i-1", "server_error", http_status=503, times=1)
+    client = await make_client(max_retries=2, budget=10)
+
+    assert await client.terminate("i-1", spender=TERMINATE) == Termination(
+        "terminated", "terminated"
+    )
+
+    assert simulator.sim.requests_for("i-1") == 2
+    assert len(clock.sleeps) == 1
+    assert await client.budget_left() == 8  # every try took a slot
+    view = simulator.sim.instance_view("i-1")
+    assert view is not None and view["terminations"] == 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [("forbidden", R.UNAUTHORIZED), ("rate_limit", R.RATE_LIMITED)],
+)
+async def test_a_refused_terminate_is_a_probe_failure(
+    simulator: SimulatorServer, make_client: MakeClient, fault: Any, reason: R
+) -> None:
+    simulator.sim.set_instance("i-1", "running")
+    simulator.sim.set_fault("i-1", fault, times=1)
+    answer = await (await make_client(max_retries=2)).terminate("i-1", wait=0)
+    assert isinstance(answer, ProbeFailure) and answer.reason is reason
+    assert simulator.sim.get_instance("i-1")["status"] == "running"  # type: ignore[index]
+
+
+# --- several workflows ---------------------------------------------------------------------------
+
+
+async def test_each_call_reaches_the_workflow_it_names(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    # given an instance of workflow "crawl" and a client whose default is "site-audit"
+    simulator.sim.set_instance("b-1", "running", workflow="crawl")
+    client = await make_client()
+
+    # then it is not found in the default workflow, and found in its own
+    assert await client.get_instance("b-1") == InstanceStatus("not_found", None, None)
+    assert await client.get_instance("b-1", workflow="crawl") == InstanceStatus(
+        "running", None, None
+    )
+    assert await client.terminate("b-1") == Termination("not_found")
+    assert await client.terminate("b-1", workflow="crawl") == Termination(
+        "terminated", "terminated"
+    )
+    page = await client.list_instances(workflow="crawl")
+    assert isinstance(page, InstancePage)
+    assert [(i.id, i.status) for i in page.items] == [("b-1", "terminated")]
+    assert await client.check(workflow="crawl") is None
+    unknown = failure(await client.get_instance("b-1", workflow="nope"))
+    assert unknown.reason is R.WORKFLOW_NOT_FOUND
+
+
+async def test_a_deleted_instance_is_not_found_and_no_longer_listed(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    simulator.sim.set_instance("i-1", "running")
+    simulator.sim.set_instance("i-2", "running")
+    client = await make_client()
+    async with httpx.AsyncClient(base_url=simulator.root_url) as http:
+        deleted = await http.delete("/_sim/workflows/site-audit/instances/i-1")
+        assert deleted.status_code == 204
+
+    assert await client.get_instance("i-1") == InstanceStatus("not_found", None, None)
+    page = await client.list_instances()
+    assert isinstance(page, InstancePage)
+    assert [i.id for i in page.items] == ["i-2"]

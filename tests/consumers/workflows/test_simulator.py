@@ -441,3 +441,169 @@ def test_the_seed_example_in_the_help_loads() -> None:
     assert sim.get_instance("wf-1") is not None
     assert sim.get_instance("wf-1")["error"]["message"] == "Worker exceeded memory limit"  # type: ignore[index]
     assert sim.latency_ms == 50 and sim.listing is True
+
+
+# --- steps, terminations, several workflows ----------------------------------------------------
+
+
+def test_an_instance_reports_the_step_it_is_at_unless_asked_simply(
+    simulator: SimulatorServer, http: httpx.Client
+) -> None:
+    # given an instance whose step "fetch" failed 3 times and tries a 4th time
+    ctl = f"{simulator.root_url}/_sim/workflows/site-audit/instances/i-1"
+    error = {"name": "Error", "message": "fetch failed"}
+    step = {"name": "fetch", "attempts": 4, "error": error, "started_at": "2026-11-30T08:00:00Z"}
+    assert http.put(ctl, json={"status": "running", "step": step}).status_code == 200
+
+    # when it is read in full
+    result = http.get(instance_url(simulator.url, "i-1")).json()["result"]
+
+    # then it carries one running step with its attempts in Cloudflare's shape
+    assert result["step_count"] == 1
+    (entry,) = result["steps"]
+    assert {k: entry[k] for k in ("type", "name", "start", "end", "success")} == {
+        "type": "step", "name": "fetch", "start": "2026-11-30T08:00:00.000Z", "end": None,
+        "success": None,
+    }  # fmt: skip
+    attempts = entry["attempts"]
+    assert [a["error"] for a in attempts] == [error, error, error, None]
+    assert [a["success"] for a in attempts] == [False, False, False, None]
+    assert attempts[-1]["end"] is None and attempts[0]["end"] == "2026-11-30T08:00:01.000Z"
+    assert set(entry) == {"type", "name", "start", "end", "success", "attempts", "config",
+                          "output"}  # fmt: skip
+    # and ?simple=true leaves the steps out
+    simple = http.get(instance_url(simulator.url, "i-1") + "?simple=true").json()["result"]
+    assert (simple["steps"], simple["step_count"]) == ([], 0)
+
+
+@pytest.mark.parametrize(
+    ("status", "types", "success", "last_error"),
+    [
+        ("waiting", ["step", "sleep"], True, None),
+        ("complete", ["step"], True, None),
+        ("errored", ["step"], False, "boom"),
+        ("rollingBack", ["step"], None, None),
+    ],
+)
+def test_the_step_follows_the_instance_status(
+    simulator: SimulatorServer,
+    http: httpx.Client,
+    status: str,
+    types: list[str],
+    success: bool | None,
+    last_error: str | None,
+) -> None:
+    simulator.sim.set_instance(
+        "i-1", status, step={"name": "crawl", "attempts": 2, "error": "boom"}
+    )
+    steps = http.get(instance_url(simulator.url, "i-1")).json()["result"]["steps"]
+    assert [s["type"] for s in steps] == types
+    assert steps[0]["success"] is success
+    assert (steps[0]["end"] is None) is (success is None)
+    errors = [a["error"] for a in steps[0]["attempts"]]
+    boom = {"name": "Error", "message": "boom"}
+    assert errors[0] == boom
+    assert errors[1] == (boom if last_error else None)
+
+
+def test_raw_steps_are_given_as_they_are_and_a_restart_clears_them(
+    simulator: SimulatorServer, http: httpx.Client
+) -> None:
+    ctl = f"{simulator.root_url}/_sim/workflows/site-audit/instances/i-1"
+    raw = [{"type": "step", "name": 7}, "nonsense"]
+    assert http.put(ctl, json={"status": "running", "steps": raw}).status_code == 200
+    assert http.get(instance_url(simulator.url, "i-1")).json()["result"]["steps"] == raw
+    http.patch(instance_url(simulator.url, "i-1") + "/status", json={"status": "restart"})
+    assert http.get(instance_url(simulator.url, "i-1")).json()["result"]["steps"] == []
+    assert http.put(ctl, json={"status": "running", "step": {"name": ""}}).status_code == 422
+
+
+@pytest.mark.parametrize("status", ["complete", "errored", "terminated"])
+def test_terminating_an_ended_instance_answers_409_and_changes_nothing(
+    simulator: SimulatorServer, http: httpx.Client, status: str
+) -> None:
+    simulator.sim.add_queue("q")
+    simulator.sim.set_instance("i-1", status)
+    before = simulator.sim.get_instance("i-1")
+    published = simulator.sim.queue_stats("q")["published"]
+
+    r = http.patch(instance_url(simulator.url, "i-1") + "/status", json={"status": "terminate"})
+
+    assert r.status_code == 409
+    assert r.json()["success"] is False
+    assert r.json()["errors"] == [
+        {"code": 10409, "message": "workflows.api.error.instance.already_finished"}
+    ]
+    assert r.json()["result"] == {"status": status}
+    assert simulator.sim.get_instance("i-1") == before
+    assert simulator.sim.queue_stats("q")["published"] == published
+    view = http.get(f"{simulator.root_url}/_sim/workflows/site-audit/instances/i-1").json()
+    assert (view["status"], view["patches"], view["terminations"]) == (
+        status, {"terminate": 1}, 0
+    )  # fmt: skip
+
+
+def test_status_patches_are_counted_per_instance(
+    simulator: SimulatorServer, http: httpx.Client
+) -> None:
+    simulator.sim.set_instance("i-1", "running")
+    url = instance_url(simulator.url, "i-1") + "/status"
+    for action in ("pause", "terminate", "terminate", "restart", "terminate"):
+        http.patch(url, json={"status": action})
+    view = simulator.sim.instance_view("i-1")
+    assert view is not None
+    assert view["patches"] == {"pause": 1, "terminate": 3, "restart": 1}
+    assert (view["terminations"], view["status"]) == (2, "terminated")
+
+
+def test_a_deleted_instance_is_not_found_and_not_listed(
+    simulator: SimulatorServer, http: httpx.Client
+) -> None:
+    simulator.sim.set_instance("i-1", "running")
+    simulator.sim.set_instance("i-2", "running")
+    assert http.delete(f"{simulator.root_url}/_sim/workflows/site-audit/instances/i-1").is_success
+    r = http.get(instance_url(simulator.url, "i-1"))
+    assert (r.status_code, r.json()["errors"][0]["code"]) == (404, 10400)
+    listed = http.get(f"{simulator.url}/accounts/{ACC}/workflows/site-audit/instances").json()
+    assert [i["id"] for i in listed["result"]] == ["i-2"]
+
+
+def test_rolling_back_is_a_status_that_can_be_set_read_and_listed(
+    simulator: SimulatorServer, http: httpx.Client
+) -> None:
+    ctl = f"{simulator.root_url}/_sim/workflows/site-audit/instances/i-1"
+    assert http.put(ctl, json={"status": "rollingBack"}).status_code == 200
+    assert http.get(instance_url(simulator.url, "i-1")).json()["result"]["status"] == "rollingBack"
+    url = f"{simulator.url}/accounts/{ACC}/workflows/site-audit/instances?status=rollingBack"
+    assert [(i["id"], i["status"]) for i in http.get(url).json()["result"]] == [
+        ("i-1", "rollingBack")
+    ]
+
+
+def test_each_workflow_answers_for_its_own_instances(
+    simulator: SimulatorServer, http: httpx.Client
+) -> None:
+    # given one id in two workflows, and a queue subscribed to both
+    simulator.sim.set_instance("same", "running", workflow="site-audit")
+    simulator.sim.set_instance("same", "paused", workflow="crawl")
+    simulator.sim.set_instance("only-b", "running", workflow="crawl")
+    simulator.sim.add_queue("q")
+
+    # then each workflow reads, lists and terminates its own
+    def status(workflow: str, iid: str) -> object:
+        r = http.get(instance_url(simulator.url, iid, workflow))
+        return r.json()["result"]["status"] if r.is_success else r.json()["errors"][0]["code"]
+
+    assert (status("site-audit", "same"), status("crawl", "same")) == ("running", "paused")
+    assert status("site-audit", "only-b") == 10400
+    listing = f"{simulator.url}/accounts/{ACC}/workflows/crawl/instances"
+    assert sorted(i["id"] for i in http.get(listing).json()["result"]) == ["only-b", "same"]
+    assert all(i["workflow_id"] == "crawl" for i in http.get(listing).json()["result"])
+    r = http.patch(instance_url(simulator.url, "same", "crawl") + "/status",
+                   json={"status": "terminate"})  # fmt: skip
+    assert r.status_code == 200
+    assert (status("site-audit", "same"), status("crawl", "same")) == ("running", "terminated")
+    (message,) = simulator.sim.queue_stats("q")["messages"]
+    body = json.loads(message["body"])
+    assert (body["source"]["workflowName"], body["payload"]["instanceId"]) == ("crawl", "same")
+    assert body["type"] == "cf.workflows.workflow.instance.terminated"
