@@ -162,6 +162,13 @@ class AuditReads(ABC):
         """Recorded events whose ``causation_id`` is one of ``causation_ids``."""
 
     @abstractmethod
+    async def recorded_times(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], datetime]:
+        """When each event named by ``(audit_id, event_id)`` was recorded (its history row's
+        ``recorded_at``); an event not recorded has no key."""
+
+    @abstractmethod
     async def stale_running(self, started_before: datetime, limit: int) -> list[AuditRow]:
         """Running audits started before ``started_before``: never observed first, then least
         recently observed, then oldest."""

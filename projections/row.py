@@ -62,7 +62,7 @@ COLUMN_KINDS: Final[dict[str, ColumnKind]] = {
 STORED_COLUMNS: Final[tuple[str, ...]] = tuple(COLUMN_KINDS)
 # Stored for the rules (rule 6, stalls), never shown.
 INTERNAL_COLUMNS: Final = frozenset(
-    {"instance_ended_at", "progress_event_id", "termination_requested_at"}
+    {"instance_ended_at", "progress_event_id", "termination_requested_at", "held_rule"}
 )
 COLUMNS: Final[tuple[str, ...]] = tuple(c for c in STORED_COLUMNS if c not in INTERNAL_COLUMNS)
 TIMESTAMPS: Final = frozenset(c for c, kind in COLUMN_KINDS.items() if kind == "timestamp")

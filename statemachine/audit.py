@@ -44,6 +44,9 @@ class AuditState(NamedTuple):
     # A reconciler decision held by the mass-failure brake (its AuditFailureHeld's id), if any.
     held_decision_id: str | None = None
     held_at: datetime | None = None
+    # The rule of the decision held (meaningful while one is): a stall's hold stands while the
+    # instance runs; a loss's ends when the instance is found.
+    held_rule: str | None = None
     # When the current instance was first seen ``complete`` (or its reported end): rule 6.
     instance_ended_at: datetime | None = None
     # The workflow the audit runs in (``None``: the default, AUDITREC_CLOUDFLARE_WORKFLOW).

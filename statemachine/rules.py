@@ -20,8 +20,8 @@ from statemachine.events import (
     AuditFailureHeldData,
     AuditFailureReleased,
     AuditFailureSimulated,
-    Trigger,
     TerminationRequestedData,
+    Trigger,
     WorkflowProbeFailed,
     WorkflowStatusObserved,
     WorkflowTerminationRequested,
@@ -218,9 +218,7 @@ def judge(state: AuditState | None, event: AuditEvent, policy: Policy) -> Verdic
     return Verdict("healthy", f"{status} → no change")  # pragma: no cover - closed vocabulary
 
 
-def _stall(
-    state: AuditState, observed: WorkflowStatusObserved, policy: Policy
-) -> Verdict | None:
+def _stall(state: AuditState, observed: WorkflowStatusObserved, policy: Policy) -> Verdict | None:
     """The stall rule (DESIGN §10) on a ``running``/``queued`` instance read for a stall check:
     ``None`` when it does not apply (progress since the check was asked, or not yet stale)."""
     d = observed.data
@@ -237,7 +235,9 @@ def _stall(
     if step is not None:
         doing = f", step {step.name!r} after {step.attempts} attempt(s)"
         if step.retrying:
-            doing += f", retrying ({truncate(error_text(step.error) or '', 120) or 'no error text'})"
+            doing += (
+                f", retrying ({truncate(error_text(step.error) or '', 120) or 'no error text'})"
+            )
     if state.stalled_at is not None and not policy.may_terminate(state.workflow):
         return Verdict(
             "stalled",
@@ -249,7 +249,9 @@ def _stall(
     detail = f"No progress for {format_duration(quiet)} while the instance was {d.status}"
     if step is not None:
         detail += f" (step {step.name!r}, {step.attempts} attempt(s)"
-        detail += f", retrying: {truncate(error_text(step.error) or '', 200)})" if step.retrying else ")"
+        detail += (
+            f", retrying: {truncate(error_text(step.error) or '', 200)})" if step.retrying else ")"
+        )
     failure = failure_data("stalled", state, observed, policy, "stalled", detail, None)
     evidence = dict(failure.policy or {})
     evidence["progress_event_id"] = str(progress.event_id)
@@ -311,12 +313,21 @@ def decide(
 ) -> tuple[Verdict | None, AuditEvent | None]:
     """The verdict, and the decision event to append when the audit must fail: ``AuditFailed``
     (in shadow mode ``AuditFailureSimulated``), or ``AuditFailureHeld`` when the mass-failure
-    brake holds it (:func:`hold_reason`). An audit with a decision held gets no second one."""
+    brake holds it (:func:`hold_reason`). An audit with a decision held gets no second one.
+    A stall is reported (``AuditFailureSimulated``) or, with ``terminate``, calls for its
+    instance's termination (``WorkflowTerminationRequested``, which the brake may hold)."""
     verdict = judge(state, event, policy)
     if verdict is None or verdict.failure is None:
         return verdict, None
     failure = verdict.failure
     observed_at = event.data.observed_at  # type: ignore[union-attr]
+    stall = verdict.rule == "stalled" and failure.workflow_status != "terminated"
+    if stall and not policy.may_terminate(state.workflow if state is not None else None):
+        # Reported (or shadow mode): recorded, the audit keeps running; nothing to hold.
+        report = AuditFailureSimulated(
+            **derived(event, "reconciler-decision", observed_at), data=failure
+        )
+        return verdict, report
     pending = state is not None and state.held_decision_id is not None
     if pending and failure.error_code in HELD_ERROR_CODES:
         return Verdict(
@@ -334,13 +345,7 @@ def decide(
             ),
         )
         return Verdict(verdict.rule, lambda: f"{verdict.reason}; held: {held}", failure), hold
-    if verdict.rule == "stalled" and failure.workflow_status != "terminated":
-        if not policy.may_terminate(state.workflow if state is not None else None):
-            # Reported (or shadow mode): recorded, the audit keeps running.
-            report = AuditFailureSimulated(
-                **derived(event, "reconciler-decision", observed_at), data=failure
-            )
-            return verdict, report
+    if stall:  # the brake let it through: the instance is terminated first
         return verdict, termination(state, event, failure, policy)
     build = AuditFailureSimulated if policy.shadow else AuditFailed
     decision = build(**derived(event, "reconciler-decision", observed_at), data=failure)

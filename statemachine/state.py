@@ -30,6 +30,7 @@ from statemachine.events import (
     WorkflowTerminationRequested,
 )
 from statemachine.machine import INITIAL, Row, next_status
+from statemachine.vocabulary import STALL_STATUSES
 
 __all__ = ["AuditState", "evolve", "fold", "initial"]
 
@@ -49,7 +50,11 @@ def _observed(state: AuditState, event: AuditEvent) -> AuditState:
         elif ended is None:
             ended = d.workflow_ended_at or d.observed_at
         seen = _later(state.last_observed_at, d.observed_at)
-        if state.held_decision_id is not None and status not in _LOST:
+        if (
+            state.held_decision_id is not None
+            and status not in _LOST
+            and not (state.held_rule == "stalled" and status in STALL_STATUSES)
+        ):
             # The instance was found after all: a decision held for its loss no longer stands.
             return state._replace(
                 last_observed_status=status,
@@ -131,7 +136,12 @@ def _progressed(state: AuditState, event: AuditProgressed, row: Row) -> AuditSta
         pages_total=total if total is not None else state.pages_total,
         progress_event_id=str(event.event_id),
         stalled_at=None,
+        **_STALL_HOLD_ENDS if state.held_rule == "stalled" else {},
     )
+
+
+# Progress ends a stall's hold: the audit is going somewhere after all.
+_STALL_HOLD_ENDS: dict[str, Any] = {"held_decision_id": None, "held_at": None}
 
 
 def _completed(state: AuditState, event: AuditCompleted, row: Row) -> AuditState:
@@ -221,7 +231,15 @@ def _restored(state: AuditState, event: AuditRestored, row: Row) -> AuditState:
 def _held(state: AuditState, event: AuditFailureHeld, row: Row) -> AuditState:
     if state.held_decision_id is not None:
         return state  # one hold at a time: the first stands until it ends
-    return state._replace(held_decision_id=str(event.event_id), held_at=event.occurred_at)
+    rule = event.data.decision.rule
+    return state._replace(
+        held_decision_id=str(event.event_id),
+        held_at=event.occurred_at,
+        held_rule=rule,
+        stalled_at=(state.stalled_at or event.occurred_at)
+        if rule == "stalled"
+        else state.stalled_at,
+    )
 
 
 def _unheld(
@@ -239,9 +257,7 @@ def _simulated(state: AuditState, event: AuditFailureSimulated, row: Row) -> Aud
     return state
 
 
-def _terminating(
-    state: AuditState, event: WorkflowTerminationRequested, row: Row
-) -> AuditState:
+def _terminating(state: AuditState, event: WorkflowTerminationRequested, row: Row) -> AuditState:
     if event.data.workflow_instance_id != state.workflow_instance_id:
         return state  # about an instance the audit no longer runs in
     return state._replace(

@@ -72,9 +72,7 @@ Url = Annotated[str, StringConstraints(max_length=2048), _Storable]
 Phase = Annotated[str, StringConstraints(min_length=1, max_length=64), _Storable]
 Label = Annotated[str, StringConstraints(max_length=64), _Storable]
 # A Cloudflare workflow's name (Cloudflare allows 1-64 characters).
-WorkflowName = Annotated[
-    str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$"), _Storable
-]
+WorkflowName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$"), _Storable]
 Producer = Annotated[str, StringConstraints(min_length=1, max_length=128), _Storable]
 Tag = Annotated[str, StringConstraints(max_length=128), _Storable]
 Detail = Annotated[str, StringConstraints(max_length=500), _Storable]

@@ -81,7 +81,12 @@ def _builder(backends: Backends, name: str) -> Builder:
         blind = s.probing_blind()
         if blind is not None:
             raise ConfigError(f"probe: {blind}")
-        return Probe(backends.log, await backends.client())
+        return Probe(
+            backends.log,
+            await backends.client(),
+            default_workflow=s.cloudflare_workflow,
+            terminable=s.terminate_workflow_names(),
+        )
 
     async def confirming() -> set[str]:
         """The audits whose confirmation waits, while a confirmer runs somewhere to answer
@@ -104,6 +109,8 @@ def _builder(backends: Backends, name: str) -> Builder:
             interval=s.watchdog_interval,
             batch_limit=s.watchdog_batch_limit,
             ready=projection_caught_up,
+            fresh=projection_caught_up,
+            policy=backends.policy,
             owner=backends.process_id,
             answer_within=s.sweep_wait,
             brake=Brake(

@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Literal, NamedTuple
 from uuid import UUID
 
 import structlog
@@ -27,15 +27,16 @@ from pydantic import ValidationError
 from consumers.components.base import LogConsumer
 from consumers.eventlog.codec import decode_probe, describe, encode
 from consumers.eventlog.port import EventLog, OutRecord, Record
-from consumers.runtime.metrics import PROBE_BUDGET_LEFT, PROBES
-from consumers.workflows.answers import PROBABLE_CAUSE
+from consumers.runtime.metrics import PROBE_BUDGET_LEFT, PROBES, TERMINATIONS
+from consumers.workflows.answers import PROBABLE_CAUSE, StepState, Termination
 from consumers.workflows.client import InstanceStatus, ProbeFailure, WorkflowsClient
-from consumers.workflows.ratelimit import OTHER
+from consumers.workflows.ratelimit import OTHER, STALL, TERMINATE, WATCHDOG
 from statemachine.errors import AuditrecError, DecodeError
 from statemachine.events import (
     Listed,
     ProbeFailureReason,
     ProbeRequested,
+    StepEvidence,
     Trigger,
     WorkflowProbeFailed,
     WorkflowProbeFailedData,
@@ -74,6 +75,28 @@ def _spender(group: list[Request]) -> str:
     return OTHER
 
 
+class Asked(NamedTuple):
+    """One call to the API, shared by the requests that ask the same."""
+
+    instance: str | None
+    workflow: str | None  # None: the default workflow
+    steps: bool  # a stall check: read with the steps
+    terminate: bool
+
+
+def _evidence(step: StepState) -> StepEvidence:
+    error = step.error
+    if isinstance(error, dict):
+        error = {k: error.get(k) for k in ("name", "message")}
+    return StepEvidence(
+        name=step.name[:2000] or "?",
+        started_at=step.started_at,
+        attempts=step.attempts,
+        retrying=step.retrying,
+        error=error,
+    )
+
+
 def _listed(group: list[Request]) -> Listed | None:
     """The latest listing's word on the instance when every request for it carries one (a
     request without, e.g. a status read's, asks the instance itself for all of them)."""
@@ -95,9 +118,15 @@ class Probe(LogConsumer):
         *,
         max_age: timedelta = timedelta(minutes=10),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        default_workflow: str = "site-audit",
+        terminable: frozenset[str] = frozenset(),
     ) -> None:
+        """``terminable``: the workflows whose instances a termination request may terminate
+        (``AUDITREC_TERMINATE_WORKFLOWS``); a request for any other is only read."""
         super().__init__(event_log, [event_log.topics.probe_requests])
         self.client = client
+        self.default_workflow = default_workflow
+        self.terminable = terminable
         self.max_age = max_age
         self.clock = clock
         self.probed = 0
@@ -123,26 +152,28 @@ class Probe(LogConsumer):
             requests.append((tp, request))
             records_by_id[request.event_id] = record
         requests = await self.wanted(requests)
-        by_instance: dict[str | None, list[Request]] = {}
+        by_instance: dict[Asked, list[Request]] = {}
         for item in requests:
-            by_instance.setdefault(item[1].data.workflow_instance_id, []).append(item)
+            by_instance.setdefault(self._asked(item[1]), []).append(item)
         results = await asyncio.gather(
             *(
-                self._probe(instance, self.bound(group, now), _listed(group), _spender(group))
-                for instance, group in by_instance.items()
+                self._probe(asked, self.bound(group, now), _listed(group), _spender(group))
+                for asked, group in by_instance.items()
             )
         )
         if any(self.unanswered(result) for result, _, _ in results):
             self.rewind(records)  # read again, answered when the budget allows
             return 0
         lifecycle = self.log.topics.lifecycle
-        for (instance, group), (result, observed_at, source) in zip(
+        for (asked, group), (result, observed_at, source) in zip(
             by_instance.items(), results, strict=True
         ):
             for tp, request in group:
                 try:
                     cause = self.cause(request, records_by_id[request.event_id])
-                    event = self._answer(request, instance, result, observed_at, source, cause)
+                    event = self._answer(
+                        request, asked.instance, result, observed_at, source, cause
+                    )
                     outputs[tp].append(encode(lifecycle, event))
                 except Exception as exc:  # one request must not hold back its partition
                     self.cannot_handle(records_by_id[request.event_id], exc, outputs[tp])
@@ -184,17 +215,42 @@ class Probe(LogConsumer):
         once: its answer and offset are committed together)."""
         return request.event_id
 
+    def _asked(self, request: ProbeRequested) -> Asked:
+        """What one call answers: the instance in its workflow, read with its steps for a
+        stall check, terminated first when the reconciler asked (and may)."""
+        d = request.data
+        workflow = d.workflow if d.workflow != self.default_workflow else None
+        terminate = d.terminate and (workflow or self.default_workflow) in self.terminable
+        if d.terminate and not terminate:
+            log.warning(
+                "termination refused: the workflow is not in AUDITREC_TERMINATE_WORKFLOWS",
+                audit_id=request.audit_id,
+                workflow=workflow or self.default_workflow,
+                workflow_instance_id=d.workflow_instance_id,
+            )
+        return Asked(d.workflow_instance_id, workflow, d.progress is not None, terminate)
+
     async def _probe(
-        self, instance: str | None, wait: float | None, listed: Listed | None, spender: str
+        self, asked: Asked, wait: float | None, listed: Listed | None, spender: str
     ) -> tuple[InstanceStatus | ProbeFailure, datetime, Source]:
+        instance = asked.instance
         if instance is None:
             return InstanceStatus("not_attached", None, None), self.clock(), "instance"
-        if listed is not None:  # alive when the tick read the listing: no request of its own
+        if listed is not None and not asked.steps and not asked.terminate:
+            # alive when the tick read the listing: no request of its own
             return InstanceStatus(listed.status, None, None), listed.at, "listing"
         try:
-            result: InstanceStatus | ProbeFailure = await self.client.get_instance(
-                instance, wait=wait, spender=spender
-            )
+            result: InstanceStatus | ProbeFailure | None = None
+            if asked.terminate:
+                result = await self._terminate(asked, wait)
+            if result is None:
+                result = await self.client.get_instance(
+                    instance,
+                    workflow=asked.workflow,
+                    steps=asked.steps,
+                    wait=wait,
+                    spender=STALL if asked.steps and spender == WATCHDOG else spender,
+                )
         except AuditrecError:
             # Our own trouble (the client stopped, the store behind the budget unreachable) is
             # no fact about the workflow: the batch is not committed and is handled again.
@@ -209,6 +265,31 @@ class Probe(LogConsumer):
         if isinstance(result, ProbeFailure):
             self._failing(result)
         return result, self.clock(), "instance"
+
+    async def _terminate(self, asked: Asked, wait: float | None) -> ProbeFailure | None:
+        """Terminate a stalled audit's instance: ``None`` when it is terminated now, had ended
+        already (409) or is gone (then it is read, and the reconciler judges that); else why
+        the API did not."""
+        assert asked.instance is not None
+        done = await self.client.terminate(
+            asked.instance, workflow=asked.workflow, wait=wait, spender=TERMINATE
+        )
+        TERMINATIONS.labels(done.outcome if isinstance(done, Termination) else "failed").inc()
+        if isinstance(done, ProbeFailure):
+            log.warning(
+                "termination failed: asked again while the audit stays stalled",
+                workflow_instance_id=asked.instance,
+                reason=done.reason.value,
+                detail=done.detail[:200],
+            )
+            return ProbeFailure(done.reason, done.http_status, f"terminate: {done.detail}")
+        log.info(
+            "instance terminated (stalled)" if done.outcome == "terminated" else "termination",
+            workflow_instance_id=asked.instance,
+            workflow=asked.workflow or self.default_workflow,
+            outcome=done.outcome,
+        )
+        return None
 
     def _failing(self, failure: ProbeFailure) -> None:
         """One warning per reason per :data:`WARN_EVERY`, with the count and the likely cause."""
@@ -270,9 +351,14 @@ class Probe(LogConsumer):
             error = result.error
             if isinstance(error, dict):
                 error = {k: error.get(k) for k in ("name", "message")}
+            step = getattr(result, "step", None) if request.data.progress is not None else None
             return WorkflowStatusObserved(
                 **common,
                 data=WorkflowStatusObservedData(
+                    workflow=request.data.workflow,
+                    progress=request.data.progress,
+                    step=_evidence(step) if step is not None else None,
+                    terminate=request.data.terminate,
                     workflow_instance_id=instance,
                     status=result.status,
                     error=error,

@@ -24,7 +24,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -40,6 +40,7 @@ from consumers.runtime.metrics import (
     AUDITS,
     AUDITS_STALE_RUNNING,
     OLDEST_RUNNING_AGE,
+    STALL_CHECKS,
     WATCHDOG_CANDIDATES,
     WATCHDOG_LAST_TICK,
     WATCHDOG_REQUESTS,
@@ -51,8 +52,9 @@ from consumers.workflows.discovery import Discovery, Listing
 from projections.row import AuditRow
 from projections.store import ProjectionStore
 from statemachine.errors import EventLogError
-from statemachine.events import Listed, ProbeRequested, ProbeRequestedData, Trigger
+from statemachine.events import Listed, ProbeRequested, ProbeRequestedData, Progress, Trigger
 from statemachine.machine import INITIAL, STATES
+from statemachine.policy import Policy
 from statemachine.vocabulary import LISTED_ALIVE_STATUSES
 
 __all__ = ["PRODUCER", "Tick", "Watchdog", "probe_requests"]
@@ -82,12 +84,19 @@ def probe_requests(
     listing: Listing | None = None,
     actor: str | None = None,
     on_behalf_of: str | None = None,
+    progress: Mapping[str, Progress] | None = None,
 ) -> list[ProbeRequested]:
+    """``progress``: the audits to check for a stall, with the progress the check stands on
+    (each is read with its steps, never from the listing)."""
     size = len(rows) if sweep_id is not None else None
+    progress = progress or {}
 
-    def listed(instance: str | None) -> Listed | None:
+    def listed(row: AuditRow) -> Listed | None:
+        instance = row.state.workflow_instance_id
         status = listing.alive.get(instance) if listing and instance else None
-        return None if listing is None or status is None else Listed(status=status, at=listing.at)
+        if listing is None or status is None or row.audit_id in progress:
+            return None
+        return Listed(status=status, at=listing.at)
 
     return [
         ProbeRequested(
@@ -102,9 +111,11 @@ def probe_requests(
                 sweep_id=sweep_id,
                 sweep_size=size,
                 answer_by=answer_by,
-                listed=listed(row.state.workflow_instance_id),
+                listed=listed(row),
                 actor=actor,
                 on_behalf_of=on_behalf_of,
+                workflow=row.state.workflow,
+                progress=progress.get(row.audit_id),
             ),
         )
         for row in rows
@@ -131,8 +142,15 @@ class Watchdog(Component):
         discovery: Discovery | None = None,
         retention: Retention | None = None,
         confirming: Callable[[], Awaitable[set[str]]] | None = None,
+        policy: Policy | None = None,
+        fresh: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
+        """``policy``: the stall rule's (its checks are asked for only when it is on);
+        ``fresh()``: whether the projection holds what the log holds (stall checks pause
+        while it does not)."""
         self.log = event_log
+        self.policy = policy
+        self.fresh = fresh
         self.store = store
         self.stale_after = stale_after
         self.interval = interval
@@ -200,6 +218,38 @@ class Watchdog(Component):
             return None
         return listing
 
+    async def _stall_checks(self, rows: list[AuditRow], now: datetime) -> dict[str, Progress]:
+        """The audits of a tick to check for a stall (DESIGN §10), each with its latest
+        progress as auditrec recorded it: running, attached, silent for ``stalled_after``,
+        not reported stalled already (unless its instance is to be terminated and still
+        runs). None while the projection is behind the log: its progress could be older
+        than what was published."""
+        policy = self.policy
+        if policy is None or not policy.stalls_on:
+            return {}
+        wanted = [
+            r
+            for r in rows
+            if r.state.workflow_instance_id
+            and r.state.progress_event_id
+            and (r.state.stalled_at is None or policy.may_terminate(r.state.workflow))
+        ]
+        if not wanted:
+            return {}
+        if self.fresh is not None and not await self.fresh():
+            log.info("stall checks paused: the projection is behind the log")
+            STALL_CHECKS.labels("paused").inc(len(wanted))
+            return {}
+        keys = [(r.audit_id, r.state.progress_event_id or "") for r in wanted]
+        recorded = await self.store.audits.recorded_times(keys)
+        checks: dict[str, Progress] = {}
+        for audit_id, event_id in keys:
+            at = recorded.get((audit_id, event_id))
+            if at is not None and now - at >= policy.stalled_after:
+                checks[audit_id] = Progress(event_id=uuid.UUID(event_id), recorded_at=at)
+        STALL_CHECKS.labels("asked").inc(len(checks))
+        return checks
+
     async def tick(self, *, dry_run: bool = False, trigger: Trigger = Trigger.WATCHDOG) -> Tick:
         now = self.clock()
         sweep_id = f"sweep-{now.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
@@ -216,8 +266,15 @@ class Watchdog(Component):
             if listing is None:
                 rows = rows[: self.batch_limit]
             answer_by = now + self.answer_within if self.answer_within is not None else None
+            progress = await self._stall_checks(rows, now)
             requests = probe_requests(
-                rows, trigger, now, sweep_id, answer_by=answer_by, listing=listing
+                rows,
+                trigger,
+                now,
+                sweep_id,
+                answer_by=answer_by,
+                listing=listing,
+                progress=progress,
             )
             if self.brake is not None and self.brake.watches(len(requests)):
                 deadline = sweep_deadline(now, self.answer_within)

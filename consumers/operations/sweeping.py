@@ -65,6 +65,7 @@ async def sweep(
         answer_within=s.sweep_wait,
         brake=ops.brake(),
         discovery=await ops.backends.discovery(),
+        policy=ops.backends.policy,
     )
     if dry_run:
         tick = await watchdog.tick(dry_run=True)

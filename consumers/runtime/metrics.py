@@ -70,6 +70,7 @@ __all__ = [
     "SUBSCRIPTION_PULLS",
     "SWEEP_DURATION",
     "TELEMETRY",
+    "TERMINATIONS",
     "WATCHDOG_CANDIDATES",
     "WATCHDOG_LAST_TICK",
     "WATCHDOG_REQUESTS",
@@ -125,6 +126,20 @@ OVERTURNED = Counter(
 
 # -- the probe and the Workflows API --------------------------------------------------------
 
+STALL_CHECKS = Counter(
+    "auditrec_stall_checks",
+    "Audits the watchdog asked to be read with their steps for a stall (asked), or could not "
+    "while the projection was behind the log (paused).",
+    ["result"],
+    registry=REGISTRY,
+)
+TERMINATIONS = Counter(
+    "auditrec_terminations",
+    "Instances of stalled audits auditrec asked the Workflows API to terminate, by outcome "
+    "(terminated, already_ended, not_found, failed).",
+    ["outcome"],
+    registry=REGISTRY,
+)
 PROBES = Counter(
     "auditrec_probes",
     "Workflow probes by outcome (observed status, or failure reason).",

@@ -148,6 +148,22 @@ class PostgresAudits(AuditReads):
             )
         return [EVENT_ADAPTER.validate_json(r[0]) for r in recs]
 
+    async def recorded_times(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], datetime]:
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return {}
+        with self.db.errors("read when events were recorded"):
+            recs = await self.db.pool.fetch(
+                "SELECT e.audit_id, e.event_id::text AS event_id, e.recorded_at "
+                "FROM audit_events e JOIN unnest($1::text[], $2::uuid[]) AS k(audit_id, event_id) "
+                "ON e.event_id = k.event_id AND e.audit_id = k.audit_id",
+                [a for a, _ in wanted],
+                [e for _, e in wanted],
+            )
+        return {(r["audit_id"], r["event_id"]): r["recorded_at"] for r in recs}
+
     async def stale_running(self, started_before: datetime, limit: int) -> list[AuditRow]:
         with self.db.errors("select stale running audits"):
             recs = await self.db.pool.fetch(STALE_RUNNING, started_before, limit)

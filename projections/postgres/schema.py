@@ -236,7 +236,8 @@ CREATE INDEX audits_url ON audits (start_url COLLATE "C") WHERE start_url IS NOT
 -- An audit's workflow (NULL: the default one), its latest progress (a stall is judged on it),
 -- a stall verdict's time and a termination asked for it.
 ALTER TABLE audits ADD COLUMN workflow text, ADD COLUMN progress_event_id text,
-    ADD COLUMN stalled_at timestamptz, ADD COLUMN termination_requested_at timestamptz;
+    ADD COLUMN stalled_at timestamptz, ADD COLUMN termination_requested_at timestamptz,
+    ADD COLUMN held_rule text;
 CREATE INDEX audits_workflow ON audits (workflow) WHERE workflow IS NOT NULL;
 CREATE INDEX audits_stalled ON audits (stalled_at) WHERE stalled_at IS NOT NULL;
 """,

@@ -165,6 +165,28 @@ class SQLiteAudits(AuditReads):
 
         return await self.db.run(work)
 
+    async def recorded_times(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], datetime]:
+        wanted = list(dict.fromkeys(keys))
+
+        def work() -> dict[tuple[str, str], datetime]:
+            found: dict[tuple[str, str], datetime] = {}
+            for chunk in chunks(wanted):
+                marks = ", ".join("(?, ?)" for _ in chunk)
+                cur = self.db.conn.execute(
+                    "SELECT audit_id, event_id, recorded_at FROM audit_events "
+                    f"WHERE (event_id, audit_id) IN (VALUES {marks})",
+                    [v for audit_id, event_id in chunk for v in (event_id, audit_id)],
+                )
+                for audit_id, event_id, at in cur:
+                    when = from_micros(at)
+                    if when is not None:
+                        found[(audit_id, event_id)] = when
+            return found
+
+        return await self.db.run(work) if wanted else {}
+
     async def stale_running(self, started_before: datetime, limit: int) -> list[AuditRow]:
         def work() -> list[AuditRow]:
             cur = self.db.conn.execute(

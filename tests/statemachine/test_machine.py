@@ -150,7 +150,10 @@ def test_attaching_an_instance_keeps_the_audit_running_and_records_the_id() -> N
     # then it is still running, with the id
     assert after.status == "running"
     assert after.workflow_instance_id == "wf-9"
-    assert after._replace(workflow_instance_id=None, progress_event_id=before.progress_event_id) == before
+    assert (
+        after._replace(workflow_instance_id=None, progress_event_id=before.progress_event_id)
+        == before
+    )
 
 
 def test_attaching_a_new_instance_forgets_what_was_observed_of_the_old_one() -> None:

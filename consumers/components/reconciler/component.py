@@ -40,7 +40,13 @@ from consumers.components.checkpoints import Checkpoints
 from consumers.components.keys import Keys, first_seen, settled
 from consumers.components.reconciler.commits import Commits
 from consumers.components.reconciler.counting import flush_counts
-from consumers.components.reconciler.judgments import judge_event, loudness, overturned, overturns
+from consumers.components.reconciler.judgments import (
+    judge_event,
+    loudness,
+    overturned,
+    overturns,
+    terminating,
+)
 from consumers.components.reconciler.log import (
     FOLDED_ONLY,
     MODELS_ONLY,
@@ -285,6 +291,8 @@ class Reconciler(LogConsumer):
                 if decision is not None:  # beside the events it was made from
                     made_record = encode(lifecycle, decision, tp[1])
                     out.append(made_record)
+                    if decision.type == "WorkflowTerminationRequested":
+                        out.append(encode(self.log.topics.probe_requests, terminating(decision)))
                     first_seen(keys, decision)
                     if len(made) < MADE_KEPT:
                         made.add(made_record.value)

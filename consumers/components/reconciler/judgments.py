@@ -17,10 +17,20 @@ import structlog
 from consumers.components.reconciler.counting import count_verdict
 from consumers.components.reconciler.log import Holds, fold_into
 from consumers.runtime.metrics import OVERTURNED
-from statemachine.events import AuditEvent, AuditFailed, AuditFailureHeld, AuditFailureSimulated
+from statemachine.events import (
+    AuditEvent,
+    AuditFailed,
+    AuditFailureHeld,
+    AuditFailureSimulated,
+    ProbeRequested,
+    ProbeRequestedData,
+    Trigger,
+    WorkflowTerminationRequested,
+    derived_id,
+)
 from statemachine.machine import COMPLETED, FAILED
 from statemachine.policy import Policy
-from statemachine.rules import Verdict, decide, released
+from statemachine.rules import Verdict, decide, released, released_termination
 from statemachine.state import AuditState
 
 __all__ = [
@@ -31,6 +41,7 @@ __all__ = [
     "overturns",
     "tell_decided",
     "tell_unchanged",
+    "terminating",
 ]
 
 log = structlog.get_logger("auditrec.reconciler")
@@ -53,6 +64,8 @@ def code(decision: AuditEvent | None) -> str:
         return "held"
     if isinstance(decision, AuditFailed | AuditFailureSimulated):
         return decision.data.error_code
+    if isinstance(decision, WorkflowTerminationRequested):
+        return decision.data.decision.error_code
     return ""
 
 
@@ -85,6 +98,10 @@ def tell_decided(
     """The decision ``event`` called for, with the rule and its reason (an INFO line)."""
     if type(decision) is AuditFailureHeld:
         what = "audit failure held"
+    elif type(decision) is WorkflowTerminationRequested:
+        what = "stalled: instance termination requested"
+    elif type(decision) is AuditFailureSimulated and code(decision) == "stalled":
+        what = "audit stalled (reported)"
     else:
         what = "audit failed" if not policy.shadow else "audit would fail (shadow)"
     log.info(
@@ -111,7 +128,10 @@ def judge_event(
     verdict: Verdict | None = None
     decision: AuditEvent | None
     if event.type == "AuditFailureReleased":  # always a model (MODELS_ONLY)
-        decision = released(before, event, holds.get(event.audit_id))
+        held = holds.get(event.audit_id)
+        decision = released(before, event, held) or released_termination(
+            before, event, held, policy
+        )
     else:
         verdict, decision = decide(before, event, policy, brake_engaged=brake_engaged)
     after = fold_into(states, holds, event, before)
@@ -127,3 +147,26 @@ def judge_event(
     if info:
         tell_decided(event, verdict, decision, policy)
     return decision
+
+
+def terminating(request: AuditEvent) -> ProbeRequested:
+    """The probe request that carries out a termination request (its id derived from it): the
+    probe terminates the instance, then reads it, and the reconciler judges what it reads."""
+    assert isinstance(request, WorkflowTerminationRequested)
+    d = request.data
+    reconciled_by = d.decision.reconciled_by
+    trigger = Trigger(reconciled_by.value) if reconciled_by is not None else Trigger.WATCHDOG
+    return ProbeRequested(
+        event_id=derived_id(request.event_id, "termination-probe"),
+        audit_id=request.audit_id,
+        occurred_at=request.occurred_at,
+        producer=request.producer,
+        causation_id=request.event_id,
+        correlation_id=request.correlation_id,
+        data=ProbeRequestedData(
+            workflow_instance_id=d.workflow_instance_id,
+            trigger=trigger,
+            workflow=d.workflow,
+            terminate=True,
+        ),
+    )

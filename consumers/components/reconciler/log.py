@@ -70,6 +70,14 @@ FOLDED_ONLY: Final = frozenset(
 MODELS_ONLY: Final = frozenset({"AuditFailureHeld", "AuditFailureReleased"})
 
 
+# Decisions told apart by their producer: a hold, a stall reported (or a shadow decision), a
+# termination requested.
+_OWN_BY_PRODUCER: Final = frozenset(
+    {"AuditFailureHeld", "AuditFailureSimulated", "WorkflowTerminationRequested"}
+)
+_DECISION_TYPES: Final = frozenset({b"AuditFailed", *(t.encode() for t in _OWN_BY_PRODUCER)})
+
+
 def decode_to_judge(record: Record) -> AuditEvent:
     """The record's event, or :class:`~statemachine.errors.DecodeError`: a view of it
     (:func:`~consumers.eventlog.codec.read`) unless its type is one of ``MODELS_ONLY``, then
@@ -85,7 +93,7 @@ def own_decision(event: AuditEvent) -> bool:
     """Whether ``event`` (a model or a view) is a decision of the reconciler's: a failure it
     decided, or a failure it held."""
     kind = event.type
-    if kind == "AuditFailureHeld":
+    if kind in _OWN_BY_PRODUCER:
         return event.producer == PRODUCER
     return kind == "AuditFailed" and cast(AuditFailed, event).data.failed_by is FailedBy.RECONCILER
 
@@ -94,7 +102,7 @@ def may_be_decision(record: Record) -> bool:
     """Cheap pre-check on the ``event-type`` header (absent header: decode to be sure)."""
     for key, value in record.headers:
         if key == "event-type":
-            return value in (b"AuditFailed", b"AuditFailureHeld")
+            return value in _DECISION_TYPES
     return True
 
 
