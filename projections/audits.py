@@ -169,6 +169,11 @@ class AuditReads(ABC):
         ``recorded_at``); an event not recorded has no key."""
 
     @abstractmethod
+    async def terminations_requested(self, since: datetime) -> int:
+        """Audits whose instance's termination auditrec asked for (for a stall) at or after
+        ``since``, whatever became of them: the brake's sliding window counts them."""
+
+    @abstractmethod
     async def stale_running(self, started_before: datetime, limit: int) -> list[AuditRow]:
         """Running audits started before ``started_before``: never observed first, then least
         recently observed, then oldest."""

@@ -22,6 +22,7 @@ from statemachine.events import (
     AuditFailureSimulated,
     AuditRestored,
     AuditStarted,
+    WorkflowTerminationRequested,
 )
 from statemachine.machine import INITIAL, next_status
 from statemachine.policy import Policy
@@ -31,12 +32,13 @@ from statemachine.vocabulary import HELD_ERROR_CODES
 
 __all__ = ["Step", "explain", "explain_one", "recorded_decisions"]
 
-Decision = AuditFailed | AuditFailureSimulated | AuditFailureHeld
+Decision = AuditFailed | AuditFailureSimulated | AuditFailureHeld | WorkflowTerminationRequested
 
 
 def _policy_of(decision: Decision) -> Mapping[str, object] | None:
-    data = decision.data.decision if isinstance(decision, AuditFailureHeld) else decision.data
-    return data.policy
+    if isinstance(decision, AuditFailureHeld | WorkflowTerminationRequested):
+        return decision.data.decision.policy
+    return decision.data.policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +74,7 @@ def recorded_decisions(events: Sequence[AuditEvent]) -> dict[uuid.UUID, Decision
     for e in events:
         if e.causation_id is None or e.causation_id in found:
             continue  # a released failure has its hold's cause: the hold came first
-        if isinstance(e, AuditFailureHeld) or (
+        if isinstance(e, AuditFailureHeld | WorkflowTerminationRequested) or (
             isinstance(e, AuditFailed | AuditFailureSimulated)
             and e.data.failed_by.value == "reconciler"
         ):
@@ -148,6 +150,17 @@ def explain_one(
             reason = f"{held.error_code} held, not applied: {event.data.reason}"
             if after.held_decision_id != str(event.event_id):
                 reason = f"{held.error_code} held while another hold is pending → recorded"
+        elif isinstance(event, WorkflowTerminationRequested):
+            asked = event.data
+            rule = "stalled"
+            reason = (
+                f"stalled: termination of instance {asked.workflow_instance_id!r} in workflow "
+                f"{asked.workflow!r} asked for ({asked.decision.error_detail}); the audit fails "
+                "stalled once the termination is observed"
+            )
+            released_by = (asked.decision.policy or {}).get("released_by")
+            if released_by is not None:
+                reason += f" (held, then released by {released_by})"
         elif isinstance(event, AuditFailureReleased | AuditFailureDiscarded):
             verb = "released" if isinstance(event, AuditFailureReleased) else "discarded"
             rule = f"hold_{verb}"

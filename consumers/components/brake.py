@@ -47,7 +47,7 @@ from statemachine.events import (
 from statemachine.policy import Policy
 from statemachine.rules import judge
 from statemachine.state import AuditState, evolve
-from statemachine.vocabulary import HELD_ERROR_CODES
+from statemachine.vocabulary import HELD_ERROR_CODES, STALL_STATUSES
 
 __all__ = ["PRODUCER", "Brake", "Ended", "SweepVerdict", "state_before", "sweep_deadline"]
 
@@ -144,11 +144,17 @@ class Brake:
         observations = [a for a in answers if isinstance(a, WorkflowStatusObserved)]
         lost: list[WorkflowStatusObserved] = []
         for obs in observations:
-            if obs.data.status not in _LOST_LOOKING:
+            d = obs.data
+            stall_check = d.progress is not None and d.status in STALL_STATUSES
+            if d.status not in _LOST_LOOKING and not stall_check:
                 continue
-            verdict = judge(await state_before(self.store.audits, obs), obs, self.policy)
-            if verdict and verdict.failure and verdict.failure.error_code in HELD_ERROR_CODES:
-                lost.append(obs)
+            before = await state_before(self.store.audits, obs)
+            verdict = judge(before, obs, self.policy)
+            if not (verdict and verdict.failure and verdict.failure.error_code in HELD_ERROR_CODES):
+                continue
+            if stall_check and not self.policy.may_terminate(before.workflow if before else None):
+                continue  # a stall reported, not acted on: nothing held
+            lost.append(obs)
         trips = self.policy.brake_trips(len(lost), len(observations))
         engaged = False
         if trips:
@@ -220,6 +226,9 @@ class Brake:
             for (code, by), n in counts.items()
             if code in HELD_ERROR_CODES and by is not None and by != "watchdog"
         )
+        # Stalls' terminations asked for within the window, whichever ticks asked: a burst
+        # spread over ticks too small to be held each is braked here.
+        lost += await self.store.audits.terminations_requested(since)
         if lost < self.policy.brake_min_audits:
             return False
         window = f"window-{now.strftime('%Y%m%dT%H%M%S')}"

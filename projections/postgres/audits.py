@@ -164,6 +164,14 @@ class PostgresAudits(AuditReads):
             )
         return {(r["audit_id"], r["event_id"]): r["recorded_at"] for r in recs}
 
+    async def terminations_requested(self, since: datetime) -> int:
+        with self.db.errors("count the terminations asked for"):
+            n = await self.db.pool.fetchval(
+                "SELECT count(*) FROM audits WHERE termination_requested_at >= $1",
+                since,
+            )
+        return int(n or 0)
+
     async def stale_running(self, started_before: datetime, limit: int) -> list[AuditRow]:
         with self.db.errors("select stale running audits"):
             recs = await self.db.pool.fetch(STALE_RUNNING, started_before, limit)

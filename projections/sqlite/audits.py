@@ -187,6 +187,16 @@ class SQLiteAudits(AuditReads):
 
         return await self.db.run(work) if wanted else {}
 
+    async def terminations_requested(self, since: datetime) -> int:
+        def work() -> int:
+            cur = self.db.conn.execute(
+                "SELECT count(*) FROM audits WHERE termination_requested_at >= ?",
+                (to_micros(since),),
+            )
+            return int(cur.fetchone()[0])
+
+        return await self.db.run(work)
+
     async def stale_running(self, started_before: datetime, limit: int) -> list[AuditRow]:
         def work() -> list[AuditRow]:
             cur = self.db.conn.execute(

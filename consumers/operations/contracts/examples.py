@@ -59,7 +59,9 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
             "started_at": "2026-11-30T08:00:00Z",
             "current_phase": "discovery",
             "pages_total": 250,
+            "workflow": "site-audit",
         },
+        schema_version=2,
     ),
     "WorkflowInstanceAttached": _envelope(
         "WorkflowInstanceAttached", {"workflow_instance_id": _INSTANCE}
@@ -100,6 +102,27 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
         },
         producer="reconciler",
     ),
+    "WorkflowTerminationRequested": _envelope(
+        "WorkflowTerminationRequested",
+        {
+            "workflow_instance_id": "wf-7f3a",
+            "workflow": "site-audit",
+            "decision": {
+                "error_code": "stalled",
+                "error_detail": "No progress for 45m while the instance was running (step "
+                "'fetch-sitemap', 7 attempt(s), retrying: Error: fetch failed)",
+                "failed_phase": "crawl",
+                "failed_by": "reconciler",
+                "reconciled_by": "watchdog",
+                "workflow_status": "running",
+                "rule": "stalled",
+                "policy": {"stalled_after_s": 2700.0, "stalled_action": "terminate"},
+                "actor": "token:ops-team",
+                "on_behalf_of": "alice",
+            },
+        },
+        producer="auditrec-reconciler",
+    ),
     "AuditFailureReleased": _envelope(
         "AuditFailureReleased",
         {
@@ -136,6 +159,7 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
                 "started_at": "2026-11-30T08:00:00Z",
                 "current_phase": "crawl",
                 "pages_total": 250,
+                "workflow": "site-audit",
             },
             "pages_crawled": 120,
         },
@@ -155,6 +179,19 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
             "actor": "token:ops-team",
             "on_behalf_of": "alice",
             "source": "instance",
+            "workflow": "site-audit",
+            "progress": {
+                "event_id": "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d",
+                "recorded_at": "2026-11-30T07:40:00Z",
+            },
+            "step": {
+                "name": "fetch-sitemap",
+                "started_at": "2026-11-30T07:41:00Z",
+                "attempts": 7,
+                "retrying": True,
+                "error": {"name": "Error", "message": "fetch failed"},
+            },
+            "terminate": True,
             "notice": {
                 "message_id": "8a1e6f0b2c9d4e7fa1b2c3d4e5f60718",
                 "event": "cf.workflows.workflow.instance.errored",
@@ -190,6 +227,12 @@ EXAMPLES: Final[dict[str, dict[str, Any]]] = {
             "on_behalf_of": "alice",
             "answer_by": "2026-11-30T08:31:00Z",
             "listed": {"status": "running", "at": "2026-11-30T08:30:00Z"},
+            "workflow": "site-audit",
+            "progress": {
+                "event_id": "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d",
+                "recorded_at": "2026-11-30T07:40:00Z",
+            },
+            "terminate": True,
             "notice": {
                 "message_id": "8a1e6f0b2c9d4e7fa1b2c3d4e5f60718",
                 "event": "cf.workflows.workflow.instance.errored",

@@ -84,8 +84,20 @@ ROLES: Final[tuple[Role, ...]] = (
             Use(
                 "send",
                 "lifecycle",
-                _only("AuditFailed", "AuditFailureSimulated", "AuditFailureHeld"),
-                "its decisions (failures, shadow-mode failures, failures held by the brake)",
+                _only(
+                    "AuditFailed",
+                    "AuditFailureSimulated",
+                    "AuditFailureHeld",
+                    "WorkflowTerminationRequested",
+                ),
+                "its decisions (failures, shadow-mode failures and reported stalls, failures "
+                "held by the brake, stalled instances to terminate)",
+            ),
+            Use(
+                "send",
+                "probe-requests",
+                _only("ProbeRequested"),
+                "a stalled instance's termination, for the probe to carry out",
             ),
             _DEAD,
         ),
