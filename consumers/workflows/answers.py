@@ -251,7 +251,8 @@ def parse_steps(steps: Any) -> StepState | None:
                 error = str(errors[-1])[:_MAX_ERROR_TEXT]
         return StepState(
             name=name[:_MAX_ERROR_TEXT],
-            started_at=_timestamp(step.get("start")),
+            started_at=_timestamp(step.get("start"))
+            or (_timestamp(attempts[0].get("start")) if attempts else None),
             attempts=len(attempts),
             retrying=not ended and bool(errors),
             error=error,
