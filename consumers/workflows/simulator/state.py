@@ -283,8 +283,8 @@ class Simulator:
 
     def load_seed(self, seed: dict[str, Any]) -> None:
         """Apply a seed document: ``{workflows: [..], latency_ms, instances: [{workflow?, id,
-        status, error?, start?, end?}], faults: [{id, kind, ...}], queues: [{id, ...}],
-        webhooks: [{name, secret?, ...}]}``."""
+        status, error?, start?, end?, step?, steps?}], faults: [{id, kind, ...}], queues: [{id,
+        ...}], webhooks: [{name, secret?, ...}]}``."""
         doc = Seed.model_validate(seed)
         for name in doc.workflows:
             self.add_workflow(name)

@@ -787,6 +787,11 @@ async def test_a_running_step_that_keeps_failing_is_read_as_retrying(
     assert answer == InstanceStatus(
         "running", None, None, StepState("fetch", began, 4, retrying=True, error=error)
     )
+    assert isinstance(answer, InstanceStatus) and answer.step is not None
+    assert answer.step.as_dict() == {
+        "name": "fetch", "started_at": "2026-11-30T08:00:00+00:00", "attempts": 4,
+        "retrying": True, "error": error,
+    }  # fmt: skip
     # and without steps nothing is asked for but the status
     assert await client.get_instance("i-1") == InstanceStatus("running", None, None)
 

@@ -613,3 +613,11 @@ def test_each_workflow_answers_for_its_own_instances(
     body = json.loads(message["body"])
     assert (body["source"]["workflowName"], body["payload"]["instanceId"]) == ("crawl", "same")
     assert body["type"] == "cf.workflows.workflow.instance.terminated"
+
+
+def test_a_seed_gives_an_instance_its_step() -> None:
+    sim = Simulator()
+    step = {"name": "crawl", "attempts": 2, "error": "boom"}
+    sim.load_seed({"instances": [{"id": "a", "status": "running", "step": step}]})
+    (entry,) = sim.get_instance("a")["steps"]  # type: ignore[index]
+    assert (entry["name"], len(entry["attempts"]), entry["end"]) == ("crawl", 2, None)
