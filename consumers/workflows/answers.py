@@ -88,6 +88,12 @@ class StepState:
     """The latest failed attempt's error (``{"name", "message"}`` or a string) while the step
     has not ended or when its last attempt failed; else ``None``."""
 
+    def as_dict(self) -> dict[str, Any]:
+        """As JSON (an event's evidence): ``started_at`` in ISO 8601."""
+        started = self.started_at.isoformat() if self.started_at is not None else None
+        return {"name": self.name, "started_at": started, "attempts": self.attempts,
+                "retrying": self.retrying, "error": self.error}  # fmt: skip
+
 
 @dataclass(frozen=True, slots=True)
 class InstanceStatus:
@@ -251,7 +257,8 @@ def parse_steps(steps: Any) -> StepState | None:
                 error = str(errors[-1])[:_MAX_ERROR_TEXT]
         return StepState(
             name=name[:_MAX_ERROR_TEXT],
-            started_at=_timestamp(step.get("start")),
+            started_at=_timestamp(step.get("start"))
+            or (_timestamp(attempts[0].get("start")) if attempts else None),
             attempts=len(attempts),
             retrying=not ended and bool(errors),
             error=error,

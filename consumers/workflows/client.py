@@ -135,8 +135,6 @@ class WorkflowsClient(LongLived):
             raise ConfigError(
                 "Workflows client: concurrency and budget must be >= 1, window and timeout > 0"
             )
-        if not workflow:
-            raise ConfigError("Workflows client: the workflow must not be empty")
         self._workflows = f"{api_url.rstrip('/')}/accounts/{_segment(account_id)}/workflows/"
         self.workflow = workflow
         self._token = api_token or None
@@ -155,10 +153,11 @@ class WorkflowsClient(LongLived):
 
     def _base(self, workflow: str | None = None) -> str:
         """The URL of ``workflow``'s instances (default: the client's), ending in ``/``."""
-        name = self.workflow if workflow is None else workflow
-        if not name:
-            raise InvalidInput("workflow name must not be empty")
-        return f"{self._workflows}{_segment(name)}/instances/"
+        if workflow is None:
+            workflow = self.workflow
+        elif not workflow:
+            raise InvalidInput("a workflow named per call must not be empty")
+        return f"{self._workflows}{_segment(workflow)}/instances/"
 
     # --- lifecycle ---------------------------------------------------------------------------
 

@@ -71,7 +71,9 @@ under ``/_sim``:
 with its steps, ``patches`` (the status PATCHes received, by action) and ``terminations``
 (those that ended it); after ``DELETE`` the API answers 10400 and the listing leaves it out),
 ``PUT /_sim/workflows/{wf}``,
-``PUT|DELETE /_sim/faults/{id}``, ``GET|PUT /_sim/config``, ``GET /_sim/stats``,
+``PUT|DELETE /_sim/faults/{id}``, ``GET|PUT /_sim/config``, ``GET /_sim/stats`` (``total``,
+``by_instance``, ``in_flight``, ``max_in_flight``, ``terminates``: the terminate PATCHes by
+instance id),
 ``POST /_sim/reset``; for webhook receivers ``PUT|GET|DELETE /_sim/webhooks/{name}`` and
 ``PUT /_sim/webhooks/{name}/faults`` (below); and for queues ``PUT /_sim/queues/{q}``
 ``{"workflows": [..]|null, "events": [..]|null (short "instance.errored" or full names),

@@ -177,6 +177,7 @@ class Simulator:
         self._workflows: dict[str, dict[str, Instance]] = {DEFAULT_WORKFLOW: {}}
         self._faults: dict[str, Fault] = {}
         self._requests: Counter[str] = Counter()
+        self._terminates: Counter[str] = Counter()  # terminate PATCHes by instance id
         self._total = 0
         self._arrivals: deque[float] = deque(maxlen=100_000)  # monotonic seconds
         self._in_flight = 0
@@ -270,6 +271,7 @@ class Simulator:
             self._workflows = {DEFAULT_WORKFLOW: {}}
             self._faults.clear()
             self._requests.clear()
+            self._terminates.clear()
             self._total = 0
             self._arrivals.clear()
             self._max_in_flight = self._in_flight
@@ -281,8 +283,8 @@ class Simulator:
 
     def load_seed(self, seed: dict[str, Any]) -> None:
         """Apply a seed document: ``{workflows: [..], latency_ms, instances: [{workflow?, id,
-        status, error?, start?, end?}], faults: [{id, kind, ...}], queues: [{id, ...}],
-        webhooks: [{name, secret?, ...}]}``."""
+        status, error?, start?, end?, step?, steps?}], faults: [{id, kind, ...}], queues: [{id,
+        ...}], webhooks: [{name, secret?, ...}]}``."""
         doc = Seed.model_validate(seed)
         for name in doc.workflows:
             self.add_workflow(name)
@@ -331,6 +333,12 @@ class Simulator:
         with self._lock:
             return self._requests[instance_id]
 
+    def terminates_for(self, instance_id: str) -> int:
+        """Terminate PATCHes received for one instance id (in any workflow, whatever they
+        answered, the instance replaced or deleted since)."""
+        with self._lock:
+            return self._terminates[instance_id]
+
     def busiest_window(self, seconds: float) -> int:
         """The most requests that arrived within any ``seconds`` (the last 100 000 kept)."""
         with self._lock:
@@ -347,6 +355,7 @@ class Simulator:
             return {
                 "total": self._total, "by_instance": dict(self._requests),
                 "in_flight": self._in_flight, "max_in_flight": self._max_in_flight,
+                "terminates": dict(self._terminates),
             }  # fmt: skip
 
     # --- for the request handlers (server thread) -------------------------------------------
@@ -402,6 +411,8 @@ class Simulator:
         now = _now()
         with self._lock:
             inst.patches[str(action)[:32]] += 1
+            if action == "terminate":
+                self._terminates[inst.id] += 1
             before = inst.status
             if action == "pause":
                 inst.status = "paused"

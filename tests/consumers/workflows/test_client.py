@@ -787,6 +787,11 @@ async def test_a_running_step_that_keeps_failing_is_read_as_retrying(
     assert answer == InstanceStatus(
         "running", None, None, StepState("fetch", began, 4, retrying=True, error=error)
     )
+    assert isinstance(answer, InstanceStatus) and answer.step is not None
+    assert answer.step.as_dict() == {
+        "name": "fetch", "started_at": "2026-11-30T08:00:00+00:00", "attempts": 4,
+        "retrying": True, "error": error,
+    }  # fmt: skip
     # and without steps nothing is asked for but the status
     assert await client.get_instance("i-1") == InstanceStatus("running", None, None)
 
@@ -1008,3 +1013,15 @@ async def test_a_deleted_instance_is_not_found_and_no_longer_listed(
     page = await client.list_instances()
     assert isinstance(page, InstancePage)
     assert [i.id for i in page.items] == ["i-2"]
+
+
+async def test_a_workflow_named_per_call_is_one_percent_encoded_segment(
+    simulator: SimulatorServer, make_client: MakeClient
+) -> None:
+    simulator.sim.set_instance("i-1", "paused", workflow="team/crawl v2")
+    simulator.sim.set_instance("i-1", "running", workflow="team")
+    client = await make_client()
+    answer = await client.get_instance("i-1", workflow="team/crawl v2")
+    assert answer == InstanceStatus("paused", None, None)
+    with pytest.raises(InvalidInput):
+        await client.get_instance("i-1", workflow="")

@@ -336,10 +336,11 @@ async def test_stats_track_requests_and_max_in_flight(simulator: SimulatorServer
                                for n in range(6)))  # fmt: skip
         stats = (await client.get(f"{simulator.root_url}/_sim/stats")).json()
         assert stats == {"total": 6, "by_instance": {"i0": 3, "i1": 3}, "in_flight": 0,
-                         "max_in_flight": 6}  # fmt: skip
+                         "max_in_flight": 6, "terminates": {}}  # fmt: skip
         assert (await client.post(f"{simulator.root_url}/_sim/reset")).status_code == 200
         stats = (await client.get(f"{simulator.root_url}/_sim/stats")).json()
-    assert stats == {"total": 0, "by_instance": {}, "in_flight": 0, "max_in_flight": 0}
+    assert stats == {"total": 0, "by_instance": {}, "in_flight": 0, "max_in_flight": 0,
+                     "terminates": {}}  # fmt: skip
     assert simulator.sim.latency_ms == 0
 
 
@@ -554,6 +555,11 @@ def test_status_patches_are_counted_per_instance(
     assert view is not None
     assert view["patches"] == {"pause": 1, "terminate": 3, "restart": 1}
     assert (view["terminations"], view["status"]) == (2, "terminated")
+    # the simulator-wide count outlives the instance
+    simulator.sim.delete_instance("i-1")
+    http.patch(url, json={"status": "terminate"})  # 10400: counted on arrival only
+    assert simulator.sim.terminates_for("i-1") == 3
+    assert http.get(f"{simulator.root_url}/_sim/stats").json()["terminates"] == {"i-1": 3}
 
 
 def test_a_deleted_instance_is_not_found_and_not_listed(
@@ -607,3 +613,11 @@ def test_each_workflow_answers_for_its_own_instances(
     body = json.loads(message["body"])
     assert (body["source"]["workflowName"], body["payload"]["instanceId"]) == ("crawl", "same")
     assert body["type"] == "cf.workflows.workflow.instance.terminated"
+
+
+def test_a_seed_gives_an_instance_its_step() -> None:
+    sim = Simulator()
+    step = {"name": "crawl", "attempts": 2, "error": "boom"}
+    sim.load_seed({"instances": [{"id": "a", "status": "running", "step": step}]})
+    (entry,) = sim.get_instance("a")["steps"]  # type: ignore[index]
+    assert (entry["name"], len(entry["attempts"]), entry["end"]) == ("crawl", 2, None)
