@@ -17,6 +17,7 @@ once, as after a sweep the brake let through. Pure: no I/O, no clock.
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -30,11 +31,14 @@ from statemachine.events import (
     AuditFailureReleased,
     AuditFailureSimulated,
     FailedBy,
+    Progress,
     WorkflowStatusObserved,
+    WorkflowTerminationRequested,
 )
 from statemachine.policy import Policy, format_duration, parse_duration
 from statemachine.rules import PRODUCER, decide, released
 from statemachine.state import AuditState, evolve
+from statemachine.vocabulary import STALL_STATUSES
 
 __all__ = [
     "SETTINGS",
@@ -59,11 +63,21 @@ SETTINGS: Mapping[str, str] = {
     "BRAKE_MIN_SHARE": "not judged again: a sweep's verdict needs the whole sweep",
     "STALE_RUNNING_AFTER": "not judged again: it picks which audits are probed, and the "
     "observations are the recorded ones",
+    "STALLED_AFTER": "judged again on when auditrec recorded each audit's progress: a running "
+    "or queued observation that long after it is a stall, counted as the audit failing stalled "
+    "then (as with AUDITREC_STALLED_ACTION=terminate); 0 turns stalls off",
 }
 
 
 def _setting(name: str, value: str, policy: Policy) -> Policy:
     try:
+        if name == "STALLED_AFTER":
+            return dataclasses.replace(
+                policy,
+                stalled_after=parse_duration(value),
+                stalled_action="terminate",
+                terminate_workflows=policy.terminate_workflows | {policy.default_workflow},
+            )
         if name in ("INSTANCE_LOST_GRACE", "FINALIZE_GRACE", "STALE_RUNNING_AFTER"):
             changes: dict[str, Any] = {name.lower(): parse_duration(value)}
             return dataclasses.replace(policy, **changes)
@@ -160,17 +174,63 @@ def outcome_of(audit_id: str, events: Iterable[AuditEvent]) -> Outcome:
 
 def _own_decision(event: AuditEvent) -> bool:
     """A decision of the reconciler's (what a backtest judges again)."""
-    if isinstance(event, AuditFailureHeld):
+    if isinstance(event, AuditFailureHeld | WorkflowTerminationRequested):
         return event.producer == PRODUCER
     if isinstance(event, AuditFailed | AuditFailureSimulated):
         return event.data.failed_by is FailedBy.RECONCILER
     return False
 
 
-def rejudged(events: Sequence[AuditEvent], policy: Policy) -> list[AuditEvent]:
+def _stall_checked(
+    event: AuditEvent,
+    state: AuditState | None,
+    policy: Policy,
+    recorded_at: Mapping[uuid.UUID, datetime],
+) -> AuditEvent:
+    """An observation of a live instance as a stall check would have read it: with the
+    audit's latest progress and when auditrec recorded it (when the history knows)."""
+    if not policy.stalls_on or not isinstance(event, WorkflowStatusObserved):
+        return event
+    d = event.data
+    if d.progress is not None or d.status not in STALL_STATUSES or d.source == "subscription":
+        return event
+    if state is None or state.progress_event_id is None:
+        return event
+    progress_id = uuid.UUID(state.progress_event_id)
+    at = recorded_at.get(progress_id)
+    if at is None:
+        return event
+    progress = Progress(event_id=progress_id, recorded_at=at)
+    return event.model_copy(
+        update={"data": d.model_copy(update={"progress": progress, "source": "instance"})}
+    )
+
+
+def _as_failure(decision: AuditEvent) -> AuditEvent:
+    """A termination request as the failure it leads to (its termination is not in the
+    history: a backtest counts the stall as the audit failing then)."""
+    if not isinstance(decision, WorkflowTerminationRequested):
+        return decision
+    return AuditFailed(
+        event_id=decision.event_id,
+        audit_id=decision.audit_id,
+        occurred_at=decision.occurred_at,
+        producer=decision.producer,
+        causation_id=decision.causation_id,
+        data=decision.data.decision,
+    )
+
+
+def rejudged(
+    events: Sequence[AuditEvent],
+    policy: Policy,
+    recorded_at: Mapping[uuid.UUID, datetime] | None = None,
+) -> list[AuditEvent]:
     """The history with the reconciler's decisions made again under ``policy``: each new
     decision at the place of the recorded one it repeats (same id and time), else right after
-    its cause."""
+    its cause. ``recorded_at``: when auditrec recorded each event, by id (stalls are judged
+    on it)."""
+    recorded_times = recorded_at or {}
     recorded = {e.event_id: (i, e.occurred_at) for i, e in enumerate(events) if _own_decision(e)}
     skipped = {i for i, _ in recorded.values()}
     held_then = {
@@ -188,7 +248,10 @@ def rejudged(events: Sequence[AuditEvent], policy: Policy) -> list[AuditEvent]:
             decision = released(state, event, holds.get(str(event.data.held_id)))
         else:
             held = event.event_id in held_then and policy.brake_on
-            _, decision = decide(state, event, policy if held else unbraked, brake_engaged=held)
+            judged = _stall_checked(event, state, policy, recorded_times)
+            _, decision = decide(state, judged, policy if held else unbraked, brake_engaged=held)
+            if decision is not None:
+                decision = _as_failure(decision)
         state = evolve(state or AuditState(audit_id=event.audit_id), event)
         placed.append((i, 0, event))
         if decision is not None:
@@ -219,13 +282,17 @@ def _compare(audit_id: str, actual: Outcome, tested: Outcome) -> Difference | No
 
 
 def backtest_audit(
-    audit_id: str, events: Sequence[AuditEvent], policy: Policy
+    audit_id: str,
+    events: Sequence[AuditEvent],
+    policy: Policy,
+    recorded_at: Mapping[uuid.UUID, datetime] | None = None,
 ) -> Difference | None:
-    """How ``audit_id`` would have ended differently under ``policy``; ``None``: the same."""
+    """How ``audit_id`` would have ended differently under ``policy``; ``None``: the same.
+    ``recorded_at``: when auditrec recorded each event, by id (stalls are judged on it)."""
     if not any(isinstance(e, WorkflowStatusObserved) or _own_decision(e) for e in events):
         return None  # nothing the reconciler judged
     actual = outcome_of(audit_id, events)
-    tested = outcome_of(audit_id, rejudged(events, policy))
+    tested = outcome_of(audit_id, rejudged(events, policy, recorded_at))
     return _compare(audit_id, actual, tested)
 
 

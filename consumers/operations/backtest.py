@@ -76,7 +76,14 @@ async def backtest(
     for start in range(0, len(ids), AUDITS_A_READ):
         histories = await audits.histories(ids[start : start + AUDITS_A_READ])
         for audit_id, entries in histories.items():
-            found = backtest_audit(audit_id, [entry.event for entry in entries], tested)
+            recorded_at = {
+                entry.event.event_id: entry.recorded_at
+                for entry in entries
+                if entry.recorded_at is not None
+            }
+            found = backtest_audit(
+                audit_id, [entry.event for entry in entries], tested, recorded_at
+            )
             if found is not None:
                 differences.append(found)
     differences.sort(key=lambda d: (d.kind, d.audit_id))
