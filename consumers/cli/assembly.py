@@ -180,6 +180,7 @@ def _builder(backends: Backends, name: str) -> Builder:
             backends.store,
             queue,
             workflow=s.cloudflare_workflow,
+            workflows=s.watched_workflows(),
             poll=s.subscription_poll.total_seconds(),
             batch=s.subscription_batch,
             visibility=s.subscription_visibility.total_seconds(),

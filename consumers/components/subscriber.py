@@ -14,9 +14,11 @@ indexed look-up in the projection):
   (``source: subscription``, status ``queued``/``running``/``paused``, observed when the
   status changed), no request.
 - an instance no audit holds yet is looked for again for :data:`MATCH_WITHIN` seconds (its
-  ``AuditStarted`` may still be on its way to the projection), then counted ``unmatched``;
-  another workflow's instance is counted ``ignored``; an audit no longer running needs
-  nothing.
+  ``AuditStarted`` may still be on its way to the projection), then counted ``unmatched``
+  (if it stays alive, the orphan scan finds it in its workflow's listing); a workflow not
+  watched (``AUDITREC_CLOUDFLARE_WORKFLOW``, ``AUDITREC_CLOUDFLARE_WORKFLOWS``) is counted
+  ``ignored``; an audit's instance id reported in another workflow than the audit's is no news
+  of that audit; an audit no longer running needs nothing.
 - a message that cannot be read is dead-lettered with the reason (``auditrec dead-letters``
   shows it) and acknowledged: it is never pulled forever.
 
@@ -40,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -122,6 +124,7 @@ class Subscriber(Component):
         queue: QueueClient,
         *,
         workflow: str,
+        workflows: Collection[str] = (),
         poll: float = 1.0,
         batch: int = 100,
         visibility: float = 60.0,
@@ -132,7 +135,8 @@ class Subscriber(Component):
         self.log = event_log
         self.store = store
         self.queue = queue
-        self.workflow = workflow
+        self.workflow = workflow  # the default one: an audit naming none runs in it
+        self.watched = frozenset({workflow, *workflows})
         self.poll = poll
         self.batch = batch
         self.visibility = visibility
@@ -236,9 +240,9 @@ class Subscriber(Component):
             SUBSCRIPTION_MESSAGES.labels(report.event, "pulled").inc()
             if message.attempts > 1:
                 SUBSCRIPTION_MESSAGES.labels(report.event, "redelivered").inc()
-            if report.workflow != self.workflow or report.key in seen:
-                # another workflow's; or the same report twice in hand (a duplicate)
-                outcome = "ignored" if report.workflow != self.workflow else "duplicate"
+            if report.workflow not in self.watched or report.key in seen:
+                # a workflow not watched; or the same report twice in hand (a duplicate)
+                outcome = "ignored" if report.workflow not in self.watched else "duplicate"
                 SUBSCRIPTION_MESSAGES.labels(report.event, outcome).inc()
                 done.append(_Done(message.lease_id, report.event, message.timestamp_ms, lease_ends))
                 continue
@@ -267,6 +271,8 @@ class Subscriber(Component):
         for lease, held in list(self._held.items()):
             report = held.report
             row = rows.get(report.instance_id)
+            if row is not None and (row.state.workflow or self.workflow) != report.workflow:
+                row = None  # the same id in another workflow: not this audit's instance
             if row is None:
                 waited = now - held.since
                 if held.lease_ends - now > self.ack_margin and (
@@ -308,6 +314,7 @@ class Subscriber(Component):
                 workflow_instance_id=report.instance_id,
                 trigger=Trigger.SUBSCRIPTION,
                 notice=report.notice,
+                workflow=row.state.workflow,
             ),
         )
 
@@ -327,6 +334,7 @@ class Subscriber(Component):
             data=WorkflowStatusObservedData(
                 workflow_instance_id=report.instance_id,
                 status=ALIVE[report.event],
+                workflow=row.state.workflow,
                 trigger=Trigger.SUBSCRIPTION,
                 observed_at=report.at,
                 source="subscription",

@@ -512,3 +512,80 @@ async def test_while_the_log_cannot_take_a_batch_nothing_more_is_pulled(
     await rig.drain(sub)
     history = await rig.history("a-down")
     assert types(history).count("AuditFailed") == 1
+
+
+# --- several workflows --------------------------------------------------------------------------
+
+
+async def test_each_workflow_reports_its_own_audits_and_unwatched_ones_are_ignored(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(subscribing, "MATCH_WITHIN", 0.2)
+    # given a queue subscribed to three workflows, two of them watched
+    await rig.queue(None, workflows=["site-audit", "keyword-research", "not-ours"])
+    queue = QueueClient(
+        api_url=rig.simulator.url, account_id=ACCOUNT, queue_id=QUEUE, api_token=None
+    )
+    sub = Subscriber(
+        rig.pipeline.log,
+        rig.pipeline.store,
+        queue,
+        workflow="site-audit",
+        workflows=("site-audit", "keyword-research"),
+        poll=0.01,
+        visibility=30.0,
+    )
+    rig.subscribers.append(sub)
+    await sub.start()
+    # and an audit running in keyword-research
+    sim = rig.simulator.sim
+    sim.set_instance("kr-1", "running", workflow="keyword-research")
+    started = datetime.now(UTC) - timedelta(minutes=1)
+    kr = AuditStarted(
+        event_id=uuid.uuid4(),
+        audit_id="kr",
+        occurred_at=started,
+        producer="crawler",
+        data={"project_id": "p-1", "workflow_instance_id": "kr-1", "workflow": "keyword-research"},
+    )
+    await append(rig.pipeline.log, rig.pipeline.topics.lifecycle, [kr])
+    await rig.drain(sub)
+
+    # when an instance with the same id dies in an unwatched workflow and in the default one
+    sim.set_instance("kr-1", "errored", workflow="not-ours", error="Exceeded Memory Limit")
+    sim.set_instance("kr-1", "errored", workflow="site-audit", error="Exceeded Memory Limit")
+    await eventually(
+        lambda: _acked(rig, sub, 2), timeout=10, interval=0.05, message="both messages acked"
+    )
+    await rig.drain(sub)
+
+    # then the audit is untouched: neither message is about its instance (only its own start
+    # in keyword-research was observed)
+    row = await rig.pipeline.store.audits.get("kr")
+    assert row is not None and row.status == "running"
+    observed = [e for e in await rig.history("kr") if e.type == "WorkflowStatusObserved"]
+    assert [(o.data.status, o.data.workflow) for o in observed] == [  # type: ignore[union-attr]
+        ("running", "keyword-research")
+    ]
+
+    # when its own instance dies in its workflow
+    sim.set_instance(
+        "kr-1", "errored", workflow="keyword-research", error="Worker exceeded CPU time limit"
+    )
+    await rig.drain(sub)
+
+    # then it is confirmed in that workflow and fails with the error read there
+    row = await rig.pipeline.store.audits.get("kr")
+    assert row is not None and (row.status, row.state.error_code) == ("failed", "cpu_limit")
+    observed = [e for e in await rig.history("kr") if e.type == "WorkflowStatusObserved"]
+    assert [(o.data.status, o.data.source) for o in observed] == [  # type: ignore[union-attr]
+        ("running", "subscription"),
+        ("errored", "instance"),
+    ]
+    assert {o.data.workflow for o in observed} == {"keyword-research"}  # type: ignore[union-attr]
+
+
+async def _acked(rig: Rig, sub: Subscriber, n: int) -> bool:
+    await sub.step()
+    stats = await rig.stats()
+    return bool(stats["acked"] >= n and stats["leased"] == 0)
