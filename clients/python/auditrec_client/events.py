@@ -145,6 +145,9 @@ class AuditStarted(Event):
     started_at: datetime | None = None
     current_phase: str | None = None
     pages_total: int | None = None
+    workflow: str | None = None
+    """The Cloudflare workflow the audit runs in (default: auditrec's
+    ``AUDITREC_CLOUDFLARE_WORKFLOW``)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -29,7 +29,7 @@ PUBLISHED_TYPES: Final[tuple[str, ...]] = (
 )
 # Each published type's current schema_version.
 SCHEMA_VERSIONS: Final[dict[str, int]] = {
-    "AuditStarted": 1,
+    "AuditStarted": 2,
     "WorkflowInstanceAttached": 1,
     "AuditProgressed": 1,
     "AuditCompleted": 1,
@@ -48,6 +48,7 @@ ErrorCode = Literal[
     "instance_lost",
     "workflow_terminated",
     "finalize_lost",
+    "stalled",
     "unknown",
 ]
 ERROR_CODES: Final[tuple[str, ...]] = get_args(ErrorCode)

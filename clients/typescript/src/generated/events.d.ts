@@ -11,8 +11,8 @@ export interface AuditStarted {
    */
   event_id?: string;
   /**
-   * The version of this event type's schema the event follows; older versions are upcast on read.
-   * @example 1
+   * Version 2 may name the audit's workflow (`workflow`); version 1 (none) means the default workflow, `AUDITREC_CLOUDFLARE_WORKFLOW`.
+   * @example 2
    */
   schema_version?: number;
   /**
@@ -47,7 +47,7 @@ export interface AuditStarted {
   type: "AuditStarted";
   /**
    * What the `AuditStarted` event says.
-   * @example {"project_id":"p-1","organization_id":"org-7","started_by_user_id":"u-42","start_url":"https://example.com/","workflow_instance_id":"wf-a-123","started_at":"2026-11-30T08:00:00Z","current_phase":"discovery","pages_total":250}
+   * @example {"project_id":"p-1","organization_id":"org-7","started_by_user_id":"u-42","start_url":"https://example.com/","workflow_instance_id":"wf-a-123","started_at":"2026-11-30T08:00:00Z","current_phase":"discovery","pages_total":250,"workflow":"site-audit"}
    */
   data: AuditStartedData;
 }
@@ -301,6 +301,11 @@ export interface AuditStartedData {
    * @example 250
    */
   pages_total?: number | null;
+  /**
+   * The Cloudflare workflow the audit runs in; defaults to `AUDITREC_CLOUDFLARE_WORKFLOW`.
+   * @example "site-audit"
+   */
+  workflow?: string | null;
 }
 
 export interface WorkflowInstanceAttachedData {
@@ -352,7 +357,7 @@ export interface AuditFailedData {
    * The classified cause: one of auditrec's error codes.
    * @example "oom"
    */
-  error_code: "step_timeout" | "oom" | "cpu_limit" | "db_error" | "step_output_too_large" | "workflow_internal" | "deploy_reset" | "instance_lost" | "workflow_terminated" | "finalize_lost" | "unknown";
+  error_code: "step_timeout" | "oom" | "cpu_limit" | "db_error" | "step_output_too_large" | "workflow_internal" | "deploy_reset" | "instance_lost" | "workflow_terminated" | "finalize_lost" | "stalled" | "unknown";
   /**
    * What happened, for a human (at most 500 characters).
    * @example "Error: Exceeded Memory Limit"

@@ -5,7 +5,7 @@ export const PUBLISHED_TYPES = Object.freeze(["AuditStarted","WorkflowInstanceAt
 
 /** Each published type's current schema_version. */
 export const SCHEMA_VERSIONS = Object.freeze({
-  "AuditStarted": 1,
+  "AuditStarted": 2,
   "WorkflowInstanceAttached": 1,
   "AuditProgressed": 1,
   "AuditCompleted": 1,
@@ -14,7 +14,7 @@ export const SCHEMA_VERSIONS = Object.freeze({
 
 /** Each published type's JSON Schema ($id of its publish variant). */
 export const SCHEMA_IDS = Object.freeze({
-  "AuditStarted": "https://auditrec.dev/schemas/v1/publish/AuditStarted.json",
+  "AuditStarted": "https://auditrec.dev/schemas/v2/publish/AuditStarted.json",
   "WorkflowInstanceAttached": "https://auditrec.dev/schemas/v1/publish/WorkflowInstanceAttached.json",
   "AuditProgressed": "https://auditrec.dev/schemas/v1/publish/AuditProgressed.json",
   "AuditCompleted": "https://auditrec.dev/schemas/v1/publish/AuditCompleted.json",
