@@ -242,11 +242,18 @@ class Watchdog(Component):
             return {}
         keys = [(r.audit_id, r.state.progress_event_id or "") for r in wanted]
         recorded = await self.store.audits.recorded_times(keys)
-        checks: dict[str, Progress] = {}
-        for audit_id, event_id in keys:
-            at = recorded.get((audit_id, event_id))
-            if at is not None and now - at >= policy.stalled_after:
-                checks[audit_id] = Progress(event_id=uuid.UUID(event_id), recorded_at=at)
+        silent = sorted(
+            (at, audit_id, event_id)
+            for audit_id, event_id in keys
+            if (at := recorded.get((audit_id, event_id))) is not None
+            and now - at >= policy.stalled_after
+        )
+        # Each check is a request of its own: at most a batch a tick, the longest silent
+        # first (the rest are asked on later ticks, as observed audits go to the back).
+        checks = {
+            audit_id: Progress(event_id=uuid.UUID(event_id), recorded_at=at)
+            for at, audit_id, event_id in silent[: self.batch_limit]
+        }
         STALL_CHECKS.labels("asked").inc(len(checks))
         return checks
 
