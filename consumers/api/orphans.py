@@ -154,7 +154,7 @@ def add_orphan_routes(private: APIRouter, ops: Operations) -> None:
         response_model=OrphanHistory,
         tags=["orphans"],
         summary="An orphan and its history (found, gone, terminations with their actors)",
-        responses={**R404},
+        responses={**R404, **R422},
     )
     async def orphan(workflow: WorkflowPath, instance_id: InstancePath) -> dict[str, Any]:
         return await ops.orphan(workflow, instance_id)

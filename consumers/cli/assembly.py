@@ -269,3 +269,10 @@ class Service(Supervisor):
         self.backends = backends
         builders = [(n, _builder(backends, n)) for n in COMPONENTS if n in wanted]
         super().__init__(builders, backends, backends.health)
+
+    async def start(self, *, wait: float = 0.0) -> None:
+        # Instances of a watched workflow created from its first registration on can be
+        # orphans: registered as the service starts, unless `auditrec init` did.
+        s = self.backends.settings
+        await self.backends.store.orphans.watch(s.watched_workflows(), self.backends.now())
+        await super().start(wait=wait)

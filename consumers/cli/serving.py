@@ -110,9 +110,6 @@ def serve(
             # The API first: /healthz answers at once, /readyz says what is still starting.
             await service.start_early(["api"])
             await backends.start(wait=300.0)
-            # Instances of a watched workflow created from its first registration on can be
-            # orphans (registered here unless `auditrec init` did).
-            await backends.store.orphans.watch(settings.watched_workflows(), backends.now())
             await service.start(wait=300.0)
         except BaseException:
             await service.stop()
