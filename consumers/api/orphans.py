@@ -71,6 +71,9 @@ class OrphanList(BaseModel):
     workflows: list[OrphanWorkflow]
     orphans: list[OrphanItem]
     open: int = Field(description="Open orphans (of the workflow asked for).")
+    scan_interval: float | None = Field(
+        description="Seconds between orphan scans (`AUDITREC_ORPHAN_INTERVAL`); unset: off."
+    )
     next_after: int | None = Field(description="`after` for the next page; unset: the last.")
 
 

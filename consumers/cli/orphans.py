@@ -74,6 +74,8 @@ def orphans(
     if as_json:
         print_json(data)
         return
+    if data["scan_interval"] is None:
+        out.print("orphan scan off: AUDITREC_ORPHAN_INTERVAL is 0", markup=False)
     for w in data["workflows"]:
         since = w["watched_since"]
         where = f"watched since {since:%Y-%m-%d %H:%M:%S}Z" if since else "not registered yet"

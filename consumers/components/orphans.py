@@ -116,8 +116,9 @@ class OrphanScan:
             log.info("orphan scan waits: the projection is behind the log")
             self._retry_at = time.monotonic() + NOT_FRESH_RETRY
             return None
-        self._slot = slot
-        if not await self.store.coordination.claim_tick(TICK, slot, self.owner):
+        claimed = await self.store.coordination.claim_tick(TICK, slot, self.owner)
+        self._slot = slot  # looked at (a claim that raised is tried again at the next step)
+        if not claimed:
             return None  # another process scans this interval
         self.scans += 1
         watched = await self.store.orphans.watch(self.workflows, now)

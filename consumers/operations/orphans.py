@@ -120,6 +120,7 @@ async def list_orphans(
         "workflows": workflows,
         "orphans": [_orphan(o, terminable) for o in page],
         "open": sum(w["open"] for w in workflows if workflow is None or w["name"] == workflow),
+        "scan_interval": settings.orphan_interval.total_seconds() or None,
         "next_after": page[-1].seq if len(rows) > limit else None,
     }
 

@@ -214,3 +214,38 @@ async def test_a_scan_shares_the_pages_of_the_watchdogs_listing_that_reaches_bac
     assert await open_orphans(pipeline.store) == {
         (WF, "orphan-1"), (WF, "orphan 2/x"), (EXPORT, "exp-1"),
     }  # fmt: skip
+
+
+async def test_the_watchdog_lists_each_workflow_and_looks_instances_up_in_their_own(
+    pipeline: Pipeline, client: WorkflowsClient, simulator: SimulatorServer
+) -> None:
+    # given stale audits in two workflows, and one instance id in both, alive in each with
+    # another status
+    audits: list[tuple[str, str, str | None]] = []
+    for workflow, status in ((WF, "running"), (EXPORT, "paused")):
+        for i in range(5):
+            await instance(simulator, workflow, f"{workflow}-{i}", status, at(5))
+            audits.append((f"a-{workflow}-{i}", f"{workflow}-{i}", workflow))
+        await instance(simulator, workflow, "same-1", status, at(5))
+        audits.append((f"a-{workflow}-same", "same-1", workflow))
+    await publish(pipeline, audits)
+    before = simulator.sim.stats()["by_instance"].get(LISTING, 0)
+    dog = watchdog(
+        pipeline, pipeline.store, scanner(pipeline.store, client), Discovery(client, limit=100)
+    )
+
+    # when the watchdog ticks
+    tick = await dog.tick()
+
+    # then each workflow was listed once, and each request carries its own workflow's status
+    assert tick.listings is not None and set(tick.listings.by_workflow) == {WF, EXPORT}
+    pages = simulator.sim.stats()["by_instance"][LISTING] - before
+    assert pages == 2 * len(LISTED_ALIVE_STATUSES)
+    listed = {
+        r.audit_id: (r.data.workflow, r.data.listed.status if r.data.listed else None)
+        for r in tick.requests
+    }
+    assert listed[f"a-{WF}-same"] == (WF, "running")
+    assert listed[f"a-{EXPORT}-same"] == (EXPORT, "paused")
+    assert {status for _, status in listed.values()} == {"running", "paused"}
+    assert tick.listings.listed_from[WF] == at(10) - timedelta(hours=1)
