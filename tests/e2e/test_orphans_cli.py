@@ -11,6 +11,7 @@ import asyncio
 import getpass
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from consumers.workflows.simulator.server import SimulatorServer
 from projections.factory import open_store
 from tests.conftest import Backend
 from tests.e2e.test_cli_e2e import run
+from tests.eventually import eventually_sync
 from tests.orphaned import instance, patches
 
 WF, EXPORT = "site-audit", "site-export"
@@ -135,3 +137,36 @@ def test_orphans_are_listed_terminated_once_and_replayed(
     assert text.returncode == 0 and "already_ended" in text.stdout
     unknown = run(backend, "orphans", "show", f"{WF}/nope", env=env)
     assert unknown.returncode == 1 and "no orphan 'nope'" in unknown.stderr
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_served_watchdog_registers_the_workflows_and_scans_for_orphans(
+    backend: Backend, tmp_path: Path, simulator: SimulatorServer
+) -> None:
+    from tests.consumers.api.conftest import LiveServer, server_settings
+
+    settings = server_settings(
+        tmp_path,
+        simulator,
+        event_log_url=backend.event_log_url,
+        database_url=backend.database_url,
+        cloudflare_workflows=EXPORT,
+        orphan_interval="1s",
+        instance_lost_grace="1s",
+    )
+    with LiveServer(["projector", "watchdog"], **settings) as live:
+        backends = live.backends
+        assert backends is not None
+        watched = live.call(backends.store.orphans.watched)
+        assert set(watched) == {WF, EXPORT}
+        # an instance created after the watch began, no audit holding it
+        created = max(watched.values()) + timedelta(milliseconds=10)
+        asyncio.run(instance(simulator, EXPORT, "late-1", "running", created))
+        found = eventually_sync(
+            lambda: live.call(lambda: backends.store.orphans.page()),
+            until=lambda page: [o.instance_id for o in page] == ["late-1"],
+            message="the served watchdog to find the orphan",
+        )
+    # (the API gives created_on in milliseconds)
+    assert found[0].workflow == EXPORT
+    assert found[0].created_on == created.replace(microsecond=created.microsecond // 1000 * 1000)
