@@ -14,7 +14,9 @@ and is typed against that port alone:
 - ``budget`` (:mod:`projections.budget`): the Workflows API's request slots and pauses;
 - ``checkpoints`` (:mod:`projections.checkpoints`): stateful consumers' checkpoints;
 - ``telemetry`` (:mod:`projections.telemetry`): the telemetry outbox's sent events;
-- ``deliveries`` (:mod:`projections.deliveries`): the outcome feed's endpoints and parked entries.
+- ``deliveries`` (:mod:`projections.deliveries`): the outcome feed's endpoints and parked entries;
+- ``orphans`` (:mod:`projections.orphans`): the watched workflows, their orphan instances and
+  each one's history.
 
 Two adapters implement every port, ``sqlite/`` and ``postgres/`` (one module per concept,
 sharing the backend's connection); both pass each port's suite in ``tests/contracts/``. The
@@ -32,6 +34,7 @@ from projections.checkpoints import CheckpointStore
 from projections.coordination import Coordination
 from projections.deliveries import OutcomeDeliveries
 from projections.kept import KeptHistory
+from projections.orphans import OrphanInstances
 from projections.sweeps import Sweeps
 from projections.telemetry import SentTelemetry
 from projections.writer import ProjectionWriter
@@ -54,6 +57,7 @@ class ProjectionStore(LongLived, ABC):
     checkpoints: CheckpointStore
     telemetry: SentTelemetry
     deliveries: OutcomeDeliveries
+    orphans: OrphanInstances
 
     @abstractmethod
     async def start(self) -> None: ...

@@ -1,7 +1,7 @@
 """The values the projection store's ports take and give: where an event was read
 (``Position``), what applying a batch did, a history entry, the schema's state, and the shared
 state's answers: a request slot of the Workflows API budget, an open watchdog sweep, the
-mass-failure brake.
+mass-failure brake, a parked outcome entry, an orphan instance and its history.
 """
 
 from __future__ import annotations
@@ -16,6 +16,10 @@ __all__ = [
     "BrakeState",
     "HistoryEntry",
     "OpenSweep",
+    "Orphan",
+    "OrphanEvent",
+    "OrphanScanRecord",
+    "OrphanSighting",
     "ParkedEntry",
     "Position",
     "RequestSlot",
@@ -112,3 +116,66 @@ class ParkedEntry:
     """Its place among the parked entries (assigned when parked; the audit's order)."""
     retry_requested_at: datetime | None = None
     retry_requested_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OrphanSighting:
+    """An instance a scan saw listed alive that no audit holds (:mod:`projections.orphans`)."""
+
+    instance_id: str
+    status: str
+    """Its listed status."""
+    created_on: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Orphan:
+    """An instance of a watched workflow that no audit holds (:mod:`projections.orphans`):
+    when it was created, the status it was last listed with, when scans first and last saw
+    it, and its ``state``: ``open`` (listed alive at the last scan), ``gone`` (not listed
+    alive any more, or an audit holds it now) or ``terminated``. The termination fields are
+    those of the latest termination asked for: by whom (``terminated_by``, the actor, and
+    ``on_behalf_of``), when it was answered and how (``result``: ``terminated``,
+    ``already_ended``, ``not_found``, ``failed: <detail>``; ``None`` while unanswered)."""
+
+    workflow: str
+    instance_id: str
+    created_on: datetime
+    status: str
+    first_seen: datetime
+    last_seen: datetime
+    state: str
+    terminated_at: datetime | None = None
+    terminated_by: str | None = None
+    on_behalf_of: str | None = None
+    result: str | None = None
+    seq: int = 0
+    """Its place among the orphans (assigned when first found; pages follow it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OrphanEvent:
+    """One entry of an orphan's history (append-only): ``kind`` is ``found``, ``seen`` (listed
+    with another status), ``gone``, ``adopted`` (an audit holds it now), ``terminate_asked``
+    (by ``actor``, for ``on_behalf_of``), or a termination's answer: ``terminated``,
+    ``already_ended``, ``not_found``, ``failed`` (``detail`` says why)."""
+
+    workflow: str
+    instance_id: str
+    at: datetime
+    kind: str
+    actor: str | None = None
+    on_behalf_of: str | None = None
+    detail: str | None = None
+    seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OrphanScanRecord:
+    """What recording a scan of a workflow changed: the instances found (new, or open again),
+    those gone, those an audit holds now (gone too), and how many are open after it."""
+
+    found: list[str]
+    gone: list[str]
+    adopted: list[str]
+    open: int

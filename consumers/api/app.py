@@ -59,6 +59,7 @@ from consumers.api.guards import BodyLimit, token_check
 from consumers.api.health import add_health_routes
 from consumers.api.measure import RequestMetrics
 from consumers.api.models import R401, R403, event_input_schemas
+from consumers.api.orphans import add_orphan_routes
 from consumers.api.shutdown import Closing, Draining
 from consumers.api.throttle import FailedAuthThrottle, unthrottled
 from consumers.api.ui import add_console
@@ -139,6 +140,7 @@ def build_app(ops: Operations, closing: Closing | None = None) -> FastAPI:
     add_backtest_routes(private, ops)
     add_action_routes(private, ops)
     add_delivery_routes(private, ops)
+    add_orphan_routes(private, ops)
 
     # -- docs: behind the token unless AUDITREC_API_PUBLIC_DOCS; Swagger UI served from here --
 

@@ -8,7 +8,8 @@ Nothing below the interfaces knows this catalogue: the supervisor runs what it i
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import timedelta
 
 import structlog
 
@@ -16,6 +17,7 @@ from consumers.api.server import ApiServer
 from consumers.components.brake import Brake
 from consumers.components.confirmer import Confirmer, awaiting_confirmation
 from consumers.components.ingest import Ingest
+from consumers.components.orphans import OrphanScan
 from consumers.components.outcomes import Feed, Outcomes, QueueSender, WebhookSender
 from consumers.components.probe import Probe
 from consumers.components.projector import Projector
@@ -123,6 +125,7 @@ def _builder(backends: Backends, name: str) -> Builder:
             discovery=await backends.discovery(),
             retention=_retention(backends),
             confirming=confirming if s.cloudflare_queue_id is not None else None,
+            orphans=await _orphan_scan(backends, projection_caught_up),
         )
 
     async def telemetry(built: dict[str, Component]) -> Component | None:
@@ -216,6 +219,29 @@ def _builder(backends: Backends, name: str) -> Builder:
     return builders[name]
 
 
+async def _orphan_scan(
+    backends: Backends, fresh: Callable[[], Awaitable[bool]]
+) -> OrphanScan | None:
+    """The orphan scan for a watchdog, unless ``AUDITREC_ORPHAN_INTERVAL`` is 0 or probing
+    cannot work."""
+    s = backends.settings
+    if s.orphan_interval <= timedelta(0):
+        log.info("orphan scan off: AUDITREC_ORPHAN_INTERVAL is 0")
+        return None
+    if s.probing_blind() is not None:
+        return None
+    return OrphanScan(
+        backends.store,
+        await backends.client(),
+        workflows=s.watched_workflows(),
+        grace=s.instance_lost_grace,
+        interval=s.orphan_interval,
+        owner=backends.process_id,
+        fresh=fresh,
+        within=s.sweep_wait.total_seconds() / 2,
+    )
+
+
 def _retention(backends: Backends) -> Retention | None:
     keep = backends.settings.kafka_lifecycle_retention
     if keep is None:
@@ -243,3 +269,10 @@ class Service(Supervisor):
         self.backends = backends
         builders = [(n, _builder(backends, n)) for n in COMPONENTS if n in wanted]
         super().__init__(builders, backends, backends.health)
+
+    async def start(self, *, wait: float = 0.0) -> None:
+        # Instances of a watched workflow created from its first registration on can be
+        # orphans: registered as the service starts, unless `auditrec init` did.
+        s = self.backends.settings
+        await self.backends.store.orphans.watch(s.watched_workflows(), self.backends.now())
+        await super().start(wait=wait)

@@ -14,6 +14,7 @@ from consumers.cli import (
     deliveries,
     doctor,
     explaining,
+    orphans,
     serving,
 )
 from consumers.runtime.logs import configure_logging
@@ -55,6 +56,7 @@ for command in (
     braking.brake,
     deadletters.dead_letters,
     deliveries.deliveries,
+    orphans.orphans,
     backtest.backtest,
     acting.fail,
     acting.restore,

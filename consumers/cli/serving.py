@@ -26,7 +26,8 @@ log = structlog.get_logger("auditrec")
 def init(ctx: click.Context, as_json: bool) -> None:
     """Create topics and tables (idempotent), and register the outcome feed's endpoints: each
     receives the outcomes of events recorded from its first registration on (here or at
-    `serve`)."""
+    `serve`); and the watched workflows: only their instances created from their first
+    registration on can be orphans."""
     settings = settings_of(ctx)
     endpoints = settings.outcome_endpoints()
 
@@ -38,11 +39,13 @@ def init(ctx: click.Context, as_json: bool) -> None:
             e.name: (await backends.store.deliveries.register(e.name, e.target, now)).isoformat()
             for e in endpoints
         }
+        watched = await backends.store.orphans.watch(settings.watched_workflows(), now)
         return {
             "topics_created": created,
             "topics": list(backends.topics.all()),
             "schema_version": version,
             "outcome_endpoints": since,
+            "watched_workflows": {w: at.isoformat() for w, at in sorted(watched.items())},
         }
 
     result = run(with_backends(settings, work, init=False))
@@ -55,6 +58,8 @@ def init(ctx: click.Context, as_json: bool) -> None:
         out.print(f"projection schema version {result['schema_version']}")
         for name, since in result["outcome_endpoints"].items():
             out.print(f"outcome endpoint {name}: outcomes from {since}", markup=False)
+        for name, since in result["watched_workflows"].items():
+            out.print(f"workflow {name}: watched since {since}", markup=False)
 
 
 @click.command()

@@ -3,10 +3,11 @@
 Selection (DESIGN §4, §5): running audits started more than ``STALE_RUNNING_AFTER`` ago, never
 observed first, then least recently observed, then oldest, at most ``WATCHDOG_BATCH_LIMIT``.
 With bulk discovery (:mod:`consumers.workflows.discovery`) a tick looks at up to
-``WATCHDOG_BULK_LIMIT`` of them: it reads which of their instances the workflow's listing shows
-alive, and each request carries that (``data.listed``), so the probe asks the API only about the
-others. When the listing fails, the tick falls back to ``WATCHDOG_BATCH_LIMIT`` audits, each
-asked for alone.
+``WATCHDOG_BULK_LIMIT`` of them: it reads which of their instances their workflow's listing
+shows alive (one listing per workflow, :class:`Listings`), and each request carries that
+(``data.listed``), so the probe asks the API only about the others. The audits of a workflow
+whose listing fails (or is not worth it) are asked for alone, at most ``WATCHDOG_BATCH_LIMIT``
+of them.
 Every probe attempt — an observation or a failed probe — moves an audit to the back of the
 queue, so audits that can never be resolved (a workflow that runs for days, an API that keeps
 failing for one instance) cannot starve the rest. One tick runs at a time across processes
@@ -16,6 +17,9 @@ all processes: each interval slot (wall clock) is claimed through the store by o
 A sweep large enough for the mass-failure brake is recorded as open before its requests go out;
 the watchdog then judges it (:class:`~consumers.components.brake.Brake`) once its answers are
 in, and judges any sweep past its deadline whose judge went away.
+
+The orphan scan (:mod:`consumers.components.orphans`) runs in the watchdog's steps when its
+interval is due, sharing the pages of the same step's listings when they reach back far enough.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import structlog
 
 from consumers.components.brake import Brake, SweepVerdict, sweep_deadline
 from consumers.components.deadletters import DeadLetterCount
+from consumers.components.orphans import OrphanScan
 from consumers.components.retention import Retention
 from consumers.eventlog.codec import encode
 from consumers.eventlog.port import EventLog
@@ -48,7 +53,7 @@ from consumers.runtime.metrics import (
     WATCHDOG_TICKS,
 )
 from consumers.workflows.answers import ProbeFailure
-from consumers.workflows.discovery import Discovery, Listing
+from consumers.workflows.discovery import MARGIN, Discovery, Listing
 from projections.row import AuditRow
 from projections.store import ProjectionStore
 from statemachine.errors import EventLogError
@@ -57,12 +62,30 @@ from statemachine.machine import INITIAL, STATES
 from statemachine.policy import Policy
 from statemachine.vocabulary import LISTED_ALIVE_STATUSES
 
-__all__ = ["PRODUCER", "Tick", "Watchdog", "probe_requests"]
+__all__ = ["PRODUCER", "Listings", "Tick", "Watchdog", "probe_requests"]
 
 PRODUCER = "auditrec-watchdog"
 REPORT_EVERY = 30.0  # seconds between refreshes of the brake's gauges
 WINDOW_EVERY = 5.0  # seconds between judgments of the brake's sliding window
 log = structlog.get_logger("auditrec.watchdog")
+
+
+@dataclass(frozen=True)
+class Listings:
+    """A tick's instance listings, one per workflow listed (an audit's workflow ``None`` is
+    ``default``), each with the ``created_on`` its window begins at (``listed_from``)."""
+
+    default: str
+    by_workflow: dict[str, Listing] = field(default_factory=dict)
+    listed_from: dict[str, datetime] = field(default_factory=dict)
+
+    def get(self, workflow: str | None) -> Listing | None:
+        """The listing of ``workflow`` (``None``: the default one), if it was listed."""
+        return self.by_workflow.get(workflow or self.default)
+
+    @property
+    def requests(self) -> int:
+        return sum(listing.requests for listing in self.by_workflow.values())
 
 
 @dataclass(frozen=True)
@@ -72,6 +95,7 @@ class Tick:
     candidates: list[AuditRow]
     requests: list[ProbeRequested] = field(default_factory=list)
     skipped: bool = False  # another process held the lock
+    listings: Listings | None = None
 
 
 def probe_requests(
@@ -81,22 +105,24 @@ def probe_requests(
     sweep_id: str | None = None,
     producer: str = PRODUCER,
     answer_by: datetime | None = None,
-    listing: Listing | None = None,
+    listing: Listing | Listings | None = None,
     actor: str | None = None,
     on_behalf_of: str | None = None,
     progress: Mapping[str, Progress] | None = None,
 ) -> list[ProbeRequested]:
-    """``progress``: the audits to check for a stall, with the progress the check stands on
-    (each is read with its steps, never from the listing)."""
+    """``listing``: what a listing says of each row's instance (:class:`Listings`: looked up
+    in the row's workflow's); ``progress``: the audits to check for a stall, with the progress
+    the check stands on (each is read with its steps, never from the listing)."""
     size = len(rows) if sweep_id is not None else None
     progress = progress or {}
 
     def listed(row: AuditRow) -> Listed | None:
         instance = row.state.workflow_instance_id
-        status = listing.alive.get(instance) if listing and instance else None
-        if listing is None or status is None or row.audit_id in progress:
+        found = listing.get(row.state.workflow) if isinstance(listing, Listings) else listing
+        status = found.alive.get(instance) if found and instance else None
+        if found is None or status is None or row.audit_id in progress:
             return None
-        return Listed(status=status, at=listing.at)
+        return Listed(status=status, at=found.at)
 
     return [
         ProbeRequested(
@@ -144,10 +170,11 @@ class Watchdog(Component):
         confirming: Callable[[], Awaitable[set[str]]] | None = None,
         policy: Policy | None = None,
         fresh: Callable[[], Awaitable[bool]] | None = None,
+        orphans: OrphanScan | None = None,
     ) -> None:
         """``policy``: the stall rule's (its checks are asked for only when it is on);
         ``fresh()``: whether the projection holds what the log holds (stall checks pause
-        while it does not)."""
+        while it does not); ``orphans``: the orphan scan, run when its interval is due."""
         self.log = event_log
         self.policy = policy
         self.fresh = fresh
@@ -178,6 +205,7 @@ class Watchdog(Component):
         self._reported_at = -REPORT_EVERY
         self._audits_reported_at = -REPORT_EVERY
         self.dead_letters = DeadLetterCount(event_log)
+        self.orphans = orphans
 
     async def candidates(
         self, now: datetime | None = None, leave_out: frozenset[str] = frozenset()
@@ -199,24 +227,47 @@ class Watchdog(Component):
             log.warning("pending confirmations not read", error=str(exc)[:300])
             return frozenset()
 
-    async def _listing(self, rows: list[AuditRow]) -> Listing | None:
-        """The alive instances among ``rows``' from the workflow's listing, when it is cheaper
-        than asking for each; ``None`` without it (each audit is then asked for alone)."""
-        starts = [r.state.started_at for r in rows if r.state.workflow_instance_id]
-        if self.discovery is None or len(starts) <= len(LISTED_ALIVE_STATUSES):
+    async def _listing(self, rows: list[AuditRow]) -> Listings | None:
+        """The alive instances among ``rows``' from their workflows' listings (one per
+        workflow, where it is cheaper than asking for each); ``None`` without any (each audit
+        is then asked for alone)."""
+        if self.discovery is None:
             return None
+        listings = Listings(self.discovery.client.workflow)
+        starts: dict[str, list[datetime | None]] = {}
+        for r in rows:
+            if r.state.workflow_instance_id:
+                starts.setdefault(r.state.workflow or listings.default, []).append(
+                    r.state.started_at
+                )
         within = (self.answer_within or timedelta(seconds=60)).total_seconds() / 2
-        since = min(s for s in starts if s is not None)
-        listing = await self.discovery.alive_since(since, within)
-        if isinstance(listing, ProbeFailure):
-            log.warning(
-                "instance listing failed: probing audits one at a time",
-                reason=listing.reason.value,
-                detail=listing.detail[:200],
-                batch_limit=self.batch_limit,
-            )
-            return None
-        return listing
+        for workflow, times in starts.items():
+            known = [t for t in times if t is not None]
+            if len(times) <= len(LISTED_ALIVE_STATUSES) or not known:
+                continue
+            since = min(known)
+            listing = await self.discovery.alive_since(since, within, workflow=workflow)
+            if isinstance(listing, ProbeFailure):
+                log.warning(
+                    "instance listing failed: probing audits one at a time",
+                    workflow=workflow,
+                    reason=listing.reason.value,
+                    detail=listing.detail[:200],
+                    batch_limit=self.batch_limit,
+                )
+                continue
+            listings.by_workflow[workflow] = listing
+            listings.listed_from[workflow] = since - MARGIN
+        return listings if listings.by_workflow else None
+
+    def _within_batch(self, rows: list[AuditRow], listings: Listings | None) -> list[AuditRow]:
+        """``rows``, those of a workflow not listed cut to ``batch_limit`` (each is asked for
+        alone)."""
+        if listings is None:
+            return rows[: self.batch_limit]
+        alone = [r.audit_id for r in rows if listings.get(r.state.workflow) is None]
+        kept = set(alone[: self.batch_limit])
+        return [r for r in rows if listings.get(r.state.workflow) is not None or r.audit_id in kept]
 
     async def _stall_checks(self, rows: list[AuditRow], now: datetime) -> dict[str, Progress]:
         """The audits of a tick to check for a stall (DESIGN §10), each with its latest
@@ -270,8 +321,7 @@ class Watchdog(Component):
                 return Tick(sweep_id, now, [], skipped=True)
             rows = await self.candidates(now, await self._confirming())
             listing = await self._listing(rows)
-            if listing is None:
-                rows = rows[: self.batch_limit]
+            rows = self._within_batch(rows, listing)
             answer_by = now + self.answer_within if self.answer_within is not None else None
             progress = await self._stall_checks(rows, now)
             requests = probe_requests(
@@ -305,7 +355,7 @@ class Watchdog(Component):
             listed_alive=None if listing is None else listed,
             listing_requests=None if listing is None else listing.requests,
         )
-        return Tick(sweep_id, now, rows, requests)
+        return Tick(sweep_id, now, rows, requests, listings=listing)
 
     def due(self) -> bool:
         return time.monotonic() >= self._next
@@ -348,8 +398,8 @@ class Watchdog(Component):
             log.warning("lifecycle log not trimmed", error=str(exc)[:300])
 
     async def report(self) -> None:
-        """Refresh the gauges of the audits (by status, stale, the oldest running's age) and
-        of the dead letters kept."""
+        """Refresh the gauges of the audits (by status, stale, the oldest running's age), of
+        the dead letters kept and of the open orphans."""
         now = self.clock()
         counts = await self.store.audits.count_by_status()
         for status in (s for s in STATES if s != INITIAL):
@@ -361,6 +411,8 @@ class Watchdog(Component):
             await self.dead_letters.refresh()
         except EventLogError as exc:  # the next refresh tries again; the audits' are set
             log.warning("dead letters not counted", error=str(exc)[:300])
+        if self.orphans is not None:
+            await self.orphans.report()
 
     async def step(self) -> int:
         judged = len(await self.judge())
@@ -369,6 +421,7 @@ class Watchdog(Component):
             self._audits_reported_at = time.monotonic()
             await self.report()
         if not self.due():
+            await self.scan_orphans()
             return judged
         first = self.ticks == 0 and self.ready is not None and time.monotonic() < self._ready_by
         if first and self.ready is not None and not await self.ready():
@@ -381,9 +434,23 @@ class Watchdog(Component):
         slot = int(now // period)
         self._next = time.monotonic() + (slot + 1) * period - now
         if not await self.store.coordination.claim_tick(self.name, slot, self.owner):
+            await self.scan_orphans()
             return 0  # another process ticks this interval
         tick = await self.tick()
+        await self.scan_orphans(tick)
         return len(tick.requests)
+
+    async def scan_orphans(self, tick: Tick | None = None) -> None:
+        """The orphan scan, when its interval is due here, given ``tick``'s listings (of this
+        step) so that it spends no request on what they show."""
+        if self.orphans is None or not self.orphans.due():
+            return
+        listings = tick.listings if tick is not None else None
+        await self.orphans.scan(
+            self.clock(),
+            listings.by_workflow if listings is not None else None,
+            listings.listed_from if listings is not None else None,
+        )
 
     async def burst(self) -> None:
         await self.tick()

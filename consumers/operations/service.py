@@ -25,13 +25,15 @@ from consumers.operations.backends import Backends
 from consumers.operations.braking import brake_status, end_brake
 from consumers.operations.deliveries import list_deliveries, retry_deliveries
 from consumers.operations.freshness import Freshness
+from consumers.operations.orphans import list_orphans, orphan_history, terminate_orphans
 from consumers.operations.outcomes import Outcome, Summary, await_outcomes
 from consumers.operations.publishing import refuse_conflicts
 from consumers.operations.sweeping import sweep
 from consumers.runtime.names import PIPELINE
+from consumers.workflows.client import WorkflowsClient
 from consumers.workflows.ratelimit import FLOOR_KEPT, ON_DEMAND, SHARE_SPENT, SharedRateLimit
 from projections.row import AuditRow
-from statemachine.errors import NoServer, NotFound
+from statemachine.errors import ConfigError, NoServer, NotFound
 from statemachine.events import AuditEvent, Trigger
 from statemachine.explain import Step, explain
 from statemachine.machine import RUNNING
@@ -341,6 +343,55 @@ class Operations:
             endpoint=endpoint,
             actor=actor,
             dry_run=dry_run,
+        )
+
+    # -- orphans ------------------------------------------------------------------------------
+
+    async def orphans(
+        self,
+        workflow: str | None = None,
+        state: str | None = "open",
+        limit: int = 100,
+        after: int = 0,
+    ) -> dict[str, Any]:
+        b = self.backends
+        return await list_orphans(
+            b.store, b.settings, workflow=workflow, state=state, limit=limit, after=after
+        )
+
+    async def orphan(self, workflow: str, instance_id: str) -> dict[str, Any]:
+        return await orphan_history(
+            self.backends.store, self.backends.settings, workflow, instance_id
+        )
+
+    async def terminate_orphans(
+        self,
+        targets: Sequence[tuple[str, str]] | None,
+        workflow: str | None,
+        actor: str,
+        on_behalf_of: str | None = None,
+        *,
+        dry_run: bool = False,
+        strict: bool = False,
+    ) -> dict[str, Any]:
+        b = self.backends
+
+        async def client() -> WorkflowsClient:
+            blind = b.settings.probing_blind()
+            if blind is not None:
+                raise ConfigError(f"orphans terminate: {blind}")
+            return await b.client()
+
+        return await terminate_orphans(
+            b.store,
+            b.settings,
+            client,
+            targets=targets,
+            workflow=workflow,
+            actor=actor,
+            on_behalf_of=on_behalf_of,
+            dry_run=dry_run,
+            strict=strict,
         )
 
     # -- replay -----------------------------------------------------------------------------

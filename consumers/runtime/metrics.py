@@ -6,7 +6,8 @@ client adds it), timestamps in seconds since the epoch. The set, by who records 
 
 - watchdog: ticks (by result), tick duration, candidates and probe requests of the last tick
   (by source: asked alone, or seen in the instance listing), the last tick's time; audits by
-  status, stale running audits, the oldest running audit's age (refreshed every 30 s);
+  status, stale running audits, the oldest running audit's age (refreshed every 30 s); open
+  orphans per workflow and the listing pages orphan scans requested;
 - reconciler: decisions (by rule, error code, trigger and outcome: failed, held by the brake,
   shadow) and observations judged that changed nothing (by verdict); overturns;
 - probe and the Workflows client: probe outcomes, each API request's latency (by outcome and
@@ -52,6 +53,8 @@ __all__ = [
     "JUDGED",
     "OLDEST_RUNNING_AGE",
     "OPERATOR_ACTIONS",
+    "ORPHANS",
+    "ORPHAN_SCAN_PAGES",
     "OUTCOMES",
     "OUTCOMES_PARKED",
     "OUTCOMES_WAITING",
@@ -304,6 +307,23 @@ BRAKE_ENGAGED = Gauge(
 DECISIONS_HELD = Gauge(
     "auditrec_decisions_held",
     "Running audits whose failure is held by the mass-failure brake.",
+    registry=REGISTRY,
+)
+
+# --- orphans ----------------------------------------------------------------------------------
+ORPHANS = Gauge(
+    "auditrec_orphans",
+    "Open orphans per watched workflow: instances listed alive that no audit holds, older than "
+    "AUDITREC_INSTANCE_LOST_GRACE, created after auditrec began watching the workflow "
+    "(`auditrec orphans`).",
+    ["workflow"],
+    registry=REGISTRY,
+)
+ORPHAN_SCAN_PAGES = Counter(
+    "auditrec_orphan_scan_pages",
+    "Instance listing pages requested by orphan scans, per workflow (a scan that shares the "
+    "watchdog's listing requests none).",
+    ["workflow"],
     registry=REGISTRY,
 )
 

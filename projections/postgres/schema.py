@@ -242,6 +242,30 @@ CREATE INDEX audits_workflow ON audits (workflow) WHERE workflow IS NOT NULL;
 CREATE INDEX audits_stalled ON audits (stalled_at) WHERE stalled_at IS NOT NULL;
 """,
     ),
+    (
+        14,
+        """
+-- Orphans: the workflows watched (since when: older instances are never orphans), the
+-- instances of them no audit holds, and each one's append-only history.
+CREATE TABLE watched_workflows (workflow text PRIMARY KEY, since timestamptz NOT NULL);
+CREATE TABLE orphans (
+    seq bigserial PRIMARY KEY,
+    workflow text NOT NULL, instance_id text NOT NULL,
+    created_on timestamptz NOT NULL, status text NOT NULL,
+    first_seen timestamptz NOT NULL, last_seen timestamptz NOT NULL,
+    state text NOT NULL,
+    terminated_at timestamptz, terminated_by text, on_behalf_of text, result text,
+    UNIQUE (workflow, instance_id)
+);
+CREATE INDEX orphans_open ON orphans (workflow, seq) WHERE state = 'open';
+CREATE TABLE orphan_history (
+    seq bigserial PRIMARY KEY,
+    workflow text NOT NULL, instance_id text NOT NULL, at timestamptz NOT NULL,
+    kind text NOT NULL, actor text, on_behalf_of text, detail text
+);
+CREATE INDEX orphan_history_instance ON orphan_history (workflow, instance_id, seq);
+""",
+    ),
 )
 # What a rebuild runs once it has emptied audit_events (kept as jsonb by migration 4).
 BODY_AS_JSON = (

@@ -33,6 +33,7 @@ from projections.postgres.connection import PostgresDB, advisory_key
 from projections.postgres.coordination import PostgresCoordination
 from projections.postgres.deliveries import PostgresDeliveries
 from projections.postgres.kept import PostgresKeptHistory
+from projections.postgres.orphans import PostgresOrphans
 from projections.postgres.schema import SCHEMA_VERSION, create_schema, migrate
 from projections.postgres.sweeps import PostgresSweeps
 from projections.postgres.telemetry import PostgresTelemetry
@@ -74,6 +75,7 @@ class PostgresStore(ProjectionStore):
         self.checkpoints = PostgresCheckpoints(self.db)
         self.telemetry = PostgresTelemetry(self.db)
         self.deliveries = PostgresDeliveries(self.db)
+        self.orphans = PostgresOrphans(self.db)
 
     def __repr__(self) -> str:
         return repr(self.db)

@@ -4,8 +4,9 @@ SQLite has no timestamp type: timestamps are INTEGER microseconds since the Unix
 booleans 0/1, uuids text. The version is recorded in ``schema_version``; :func:`upgrade` brings
 a file of an older version up (columns the row gained are added to ``audits``; a history keyed
 by ``event_id`` alone is copied into one keyed by ``(event_id, audit_id)``). Tables a version
-adds (the outcome feed's, version 6) and indexes on the first columns (the list's search,
-version 8) are made by :data:`SCHEMA` itself, which creates what is missing at every start.
+adds (the outcome feed's, version 6; the orphans', version 10) and indexes on the first
+columns (the list's search, version 8) are made by :data:`SCHEMA` itself, which creates what
+is missing at every start.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from projections.row import COLUMN_KINDS, ColumnKind
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "upgrade"]
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 _TYPE_OF_KIND: dict[ColumnKind, str] = {
     "text": "TEXT",
     "integer": "INTEGER",
@@ -102,7 +103,24 @@ CREATE TABLE IF NOT EXISTS outcome_parked (
     UNIQUE (endpoint, outcome_id)
 );
 CREATE INDEX IF NOT EXISTS outcome_parked_partition ON outcome_parked (endpoint, partition, seq);
-CREATE INDEX IF NOT EXISTS outcome_parked_audit ON outcome_parked (endpoint, audit_id, seq)
+CREATE INDEX IF NOT EXISTS outcome_parked_audit ON outcome_parked (endpoint, audit_id, seq);
+CREATE TABLE IF NOT EXISTS watched_workflows (workflow TEXT PRIMARY KEY, since INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS orphans (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow TEXT NOT NULL, instance_id TEXT NOT NULL,
+    created_on INTEGER NOT NULL, status TEXT NOT NULL,
+    first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    terminated_at INTEGER, terminated_by TEXT, on_behalf_of TEXT, result TEXT,
+    UNIQUE (workflow, instance_id)
+);
+CREATE INDEX IF NOT EXISTS orphans_open ON orphans (workflow, seq) WHERE state = 'open';
+CREATE TABLE IF NOT EXISTS orphan_history (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow TEXT NOT NULL, instance_id TEXT NOT NULL, at INTEGER NOT NULL,
+    kind TEXT NOT NULL, actor TEXT, on_behalf_of TEXT, detail TEXT
+);
+CREATE INDEX IF NOT EXISTS orphan_history_instance ON orphan_history (workflow, instance_id, seq)
 """
 # The history is keyed by the idempotency key (statemachine/idempotency.py): an event id names
 # one event of its audit. The key leads with event_id, so a look-up by id alone uses it.

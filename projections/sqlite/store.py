@@ -20,6 +20,7 @@ from projections.sqlite.connection import SQLiteDB, sqlite_path
 from projections.sqlite.coordination import SQLiteCoordination
 from projections.sqlite.deliveries import SQLiteDeliveries
 from projections.sqlite.kept import SQLiteKeptHistory
+from projections.sqlite.orphans import SQLiteOrphans
 from projections.sqlite.schema import SCHEMA, SCHEMA_VERSION, upgrade
 from projections.sqlite.sweeps import SQLiteSweeps
 from projections.sqlite.telemetry import SQLiteTelemetry
@@ -45,6 +46,7 @@ class SQLiteStore(ProjectionStore):
         self.checkpoints = SQLiteCheckpoints(self.db)
         self.telemetry = SQLiteTelemetry(self.db)
         self.deliveries = SQLiteDeliveries(self.db)
+        self.orphans = SQLiteOrphans(self.db)
 
     async def start(self) -> None:
         if self.db.started:

@@ -35,6 +35,7 @@ from projections.checkpoints import CheckpointStore
 from projections.coordination import Coordination
 from projections.deliveries import OutcomeDeliveries
 from projections.kept import KeptHistory
+from projections.orphans import OrphanInstances
 from projections.row import AuditRow, project
 from projections.store import ProjectionStore
 from projections.sweeps import Sweeps
@@ -279,6 +280,7 @@ class ProjectionStoreContract(StoreFixtures):
             "checkpoints": CheckpointStore,
             "telemetry": SentTelemetry,
             "deliveries": OutcomeDeliveries,
+            "orphans": OrphanInstances,
         }
         assert set(ProjectionStore.__annotations__) == set(ports)  # every concept, no other
         for name, port in ports.items():

@@ -31,6 +31,7 @@ from tests.contracts.projection_checkpoints import CheckpointStoreContract
 from tests.contracts.projection_coordination import CoordinationContract
 from tests.contracts.projection_deliveries import OutcomeDeliveriesContract
 from tests.contracts.projection_kept import KeptHistoryContract
+from tests.contracts.projection_orphans import OrphanInstancesContract
 from tests.contracts.projection_store import (
     CONSUMER,
     MakeStore,
@@ -134,6 +135,10 @@ class TestPostgresTelemetry(Postgres, SentTelemetryContract):
 
 
 class TestPostgresDeliveries(Postgres, OutcomeDeliveriesContract):
+    pass
+
+
+class TestPostgresOrphans(Postgres, OrphanInstancesContract):
     pass
 
 

@@ -20,6 +20,7 @@ from tests.contracts.projection_checkpoints import CheckpointStoreContract
 from tests.contracts.projection_coordination import CoordinationContract
 from tests.contracts.projection_deliveries import OutcomeDeliveriesContract
 from tests.contracts.projection_kept import KeptHistoryContract
+from tests.contracts.projection_orphans import OrphanInstancesContract
 from tests.contracts.projection_store import (
     MakeStore,
     ProjectionStoreContract,
@@ -97,6 +98,10 @@ class TestSQLiteTelemetry(SQLite, SentTelemetryContract):
 
 
 class TestSQLiteDeliveries(SQLite, OutcomeDeliveriesContract):
+    pass
+
+
+class TestSQLiteOrphans(SQLite, OrphanInstancesContract):
     pass
 
 
@@ -285,3 +290,26 @@ async def test_a_reader_waiting_for_a_change_wakes_on_a_commit_of_this_or_anothe
         conn.commit()
         conn.close()
         await asyncio.wait_for(waiting, 2.0)
+
+
+async def test_a_file_of_schema_version_9_gets_the_orphans_tables(tmp_path: Path) -> None:
+    # given a file as version 9 left it: no watched workflows, no orphans
+    url = f"sqlite:///{tmp_path / 'v9.db'}"
+    async with open_store(url) as store:
+        await store.init()
+    conn = sqlite3.connect(tmp_path / "v9.db")
+    conn.executescript(
+        "DROP TABLE orphan_history; DROP TABLE orphans; DROP TABLE watched_workflows; "
+        "UPDATE schema_version SET version = 9"
+    )
+    conn.close()
+
+    # when this version opens it, then the tables are there and the version is current
+    async with open_store(url) as store:
+        assert await store.init() == SCHEMA_VERSION == 10
+        when = datetime(2026, 12, 1, tzinfo=UTC)
+        assert await store.orphans.watch(["site-audit"], when) == {"site-audit": when}
+        assert await store.orphans.open_counts() == {}
+    conn = sqlite3.connect(tmp_path / "v9.db")
+    assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+    conn.close()

@@ -4,7 +4,8 @@ as the API, readable without JavaScript, with its stylesheet served from the pac
 - :mod:`~consumers.api.ui.access`: credentials from ``AUDITREC_API_TOKENS`` and the signed
   session cookie; :mod:`~consumers.api.ui.session`: login, logout, the checks of pages and forms.
 - :mod:`~consumers.api.ui.pages`: overview, audits, one audit (with
-  :mod:`~consumers.api.ui.diagram`, the state diagram), the outcome feed's parked deliveries;
+  :mod:`~consumers.api.ui.diagram`, the state diagram), the outcome feed's parked deliveries,
+  the orphans;
   :mod:`~consumers.api.ui.actions`: the forms that change something;
   :mod:`~consumers.api.ui.tools`: dead letters and the backtest.
 """
@@ -18,8 +19,8 @@ from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 
 from consumers.api.ui.access import Credentials
-from consumers.api.ui.actions import add_action_routes
-from consumers.api.ui.pages import add_read_pages
+from consumers.api.ui.actions import add_action_routes, add_orphan_actions
+from consumers.api.ui.pages import add_orphans_page, add_read_pages
 from consumers.api.ui.render import STATIC, page
 from consumers.api.ui.session import Forbidden, LoginRequired, add_session_routes, login_redirect
 from consumers.api.ui.tools import add_tool_pages
@@ -49,7 +50,9 @@ def add_console(app: FastAPI, ops: Operations) -> None:
     router = APIRouter(tags=["console"], dependencies=[Depends(incidents)])
     add_session_routes(router)
     add_read_pages(router, ops)
+    add_orphans_page(router, ops)
     add_action_routes(router, ops)
+    add_orphan_actions(router, ops)
     add_tool_pages(router, ops)
     app.mount(STATIC_PATH, StaticFiles(directory=STATIC), name="console-static")
     app.include_router(router)

@@ -13,7 +13,10 @@ listing them, with the code and reason it applies) and done only when the previe
 - ``POST /ui/brake/release|discard``: end the mass-failure brake, a dry run first;
 - ``POST /ui/deliveries/retry``: deliver parked outcome entries again (those named, each with
   its audit's others, or all of an endpoint's), a dry run listing them first, then back to
-  ``/ui/deliveries``, which says what was asked for.
+  ``/ui/deliveries``, which says what was asked for;
+- ``POST /ui/orphans/terminate``: terminate orphans through the Workflows API (one, or every
+  open one of a workflow), a preview listing them first, then back to ``/ui/orphans``, which
+  says what the API answered.
 
 A refusal is a page of its own kind (:func:`refused`): 404 for what does not exist, 409 with
 the reason for a conflict (the audit's state), 403 naming the scope needed, 422 listing each
@@ -44,6 +47,7 @@ __all__ = [
     "FILTER_FIELDS",
     "actor_of",
     "add_action_routes",
+    "add_orphan_actions",
     "error_page",
     "parse_filter",
     "refused",
@@ -214,6 +218,55 @@ def add_action_routes(router: APIRouter, ops: Operations) -> None:
             ids=ids or [],
             endpoint=endpoint or "",
         )
+
+
+def add_orphan_actions(router: APIRouter, ops: Operations) -> None:
+    @router.post("/ui/orphans/terminate", response_class=HTMLResponse, include_in_schema=False)
+    async def terminate_orphans(request: Request) -> Response:
+        fields = await form(request)
+        session = await operator(request, fields)
+        every = fields.get("all") == "yes"
+        workflow = fields.get("workflow", "").strip() or None
+        instance_id = fields.get("instance_id", "")
+        confirmed = fields.get("confirm") == "yes"
+        behalf = fields.get("on_behalf_of", "").strip()[:200] or None
+        if not every and (workflow is None or not instance_id):
+            problems = ["name an orphan (workflow and instance id), or ask for all of them"]
+            return error_page(request, 422, problems, "/ui/orphans")
+        targets = None if every else [(workflow or "", instance_id)]
+        try:
+            result = await ops.terminate_orphans(
+                targets,
+                workflow if every else None,
+                actor_of(session),
+                behalf,
+                dry_run=not confirmed,
+                strict=not every,
+            )
+        except AuditrecError as exc:
+            return refused(request, exc, "/ui/orphans")
+        if confirmed:
+            back = {"workflow": workflow} if every and workflow else {}
+            done = urlencode({**back, "done": "terminate", "message": _terminated(result)})
+            return RedirectResponse(f"/ui/orphans?{done}", status_code=303)
+        return page(
+            request,
+            "orphan_terminate.html",
+            result=result,
+            every=every,
+            workflow=workflow or "",
+            instance_id=instance_id,
+            actor=actor_of(session),
+        )
+
+
+def _terminated(result: dict[str, Any]) -> str:
+    """What a confirmed termination got from the Workflows API, for the orphans page's notice."""
+    told = [f"{r['workflow']}/{r['instance_id']}: {r['result']}" for r in result["results"][:5]]
+    more = len(result["results"]) - len(told)
+    return f"{result['terminated']} terminated ({'; '.join(told) or 'none chosen'}" + (
+        f"; and {more} more)" if more > 0 else ")"
+    )
 
 
 def _retried(result: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """The console's read pages: the overview, the audits (filters and keyset pages), one audit
-(its row, its timeline with the rule behind every step, its state diagram), and the outcome
+(its row, its timeline with the rule behind every step, its state diagram), the outcome
 feed's parked deliveries (by endpoint, in keyset pages; retried by
-:mod:`~consumers.api.ui.actions`)."""
+:mod:`~consumers.api.ui.actions`), and the orphans (by workflow, in keyset pages; terminated
+by :mod:`~consumers.api.ui.actions`)."""
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
 
@@ -37,10 +38,18 @@ from statemachine.events import AuditEvent
 from statemachine.explain import Step
 from statemachine.vocabulary import AUDIT_ID_PATTERN, ERROR_CODES
 
-__all__ = ["DELIVERIES_PAGE", "PAGE_SIZE", "add_read_pages", "audit_filter"]
+__all__ = [
+    "DELIVERIES_PAGE",
+    "ORPHANS_PAGE",
+    "PAGE_SIZE",
+    "add_orphans_page",
+    "add_read_pages",
+    "audit_filter",
+]
 
 PAGE_SIZE = 50
 DELIVERIES_PAGE = 50  # parked entries a page of /ui/deliveries shows
+ORPHANS_PAGE = 50  # orphans a page of /ui/orphans shows
 AUDIT_ID = re.compile(AUDIT_ID_PATTERN)
 HELD = {"": None, "true": True, "false": False}  # the held filter's choices
 BULK_FIELDS = ("project", "status", "code", "running_longer_than", "shadow")
@@ -215,6 +224,42 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
             status_code=422 if problems else 200,
             listed=listed,
             endpoint=endpoint,
+            problems=problems,
+            done=done[:20],
+            message=message[:300],
+        )
+
+
+def add_orphans_page(router: APIRouter, ops: Operations) -> None:
+    @router.get("/ui/orphans", response_class=HTMLResponse, include_in_schema=False)
+    async def orphans(
+        request: Request,
+        session: Viewer,
+        workflow: str = "",
+        after: str = "",
+        done: str = "",
+        message: str = "",
+    ) -> HTMLResponse:
+        problems: list[str] = []
+        start = 0
+        if after:
+            start = int(after) if after.isascii() and after.isdigit() and len(after) <= 18 else -1
+            if start < 0:
+                problems.append(f"after: an orphan's number, 0 or more, not {after[:40]!r}")
+        listed: dict[str, Any] | None = None
+        if not problems:
+            try:
+                listed = await ops.orphans(workflow or None, "open", ORPHANS_PAGE, start)
+            except InvalidInput as exc:
+                problems.extend(exc.problems)
+        if listed is None:  # the workflows all the same, for the filter
+            listed = {**await ops.orphans(None, "open", 1, 0), "orphans": [], "next_after": None}
+        return page(
+            request,
+            "orphans.html",
+            status_code=422 if problems else 200,
+            listed=listed,
+            workflow=workflow,
             problems=problems,
             done=done[:20],
             message=message[:300],

@@ -77,6 +77,9 @@ OPERATIONS = [
     ("POST", "/dead-letters/purge"),
     ("GET", "/deliveries"),
     ("POST", "/deliveries/retry"),
+    ("GET", "/orphans"),
+    ("GET", "/orphans/{workflow}/{instance_id}"),
+    ("POST", "/orphans/{workflow}/{instance_id}/terminate"),
 ]
 # The others have nothing a negative case could break.
 WITH_INPUT = [
@@ -84,7 +87,7 @@ WITH_INPUT = [
     ("POST", "/brake/release"),
     ("POST", "/brake/discard"),
     *OPERATIONS[11:15],
-    *OPERATIONS[-8:],
+    *OPERATIONS[-11:],
 ]
 WITHOUT_BODY = {
     "/sweep",
@@ -92,6 +95,7 @@ WITHOUT_BODY = {
     "/brake/discard",
     "/dead-letters/{position}/replay",
     "/audits/{audit_id}/probe",
+    "/orphans/{workflow}/{instance_id}/terminate",
 }
 CHECKS = [
     not_a_server_error,

@@ -26,7 +26,7 @@ NARROW, WIDE = 400, 1366
 # An id and a URL with no place to break: they must wrap, not widen the page.
 LONG_ID = "a-" + "long" * 30
 LONG_URL = "https://example.com/" + "deep/" * 60 + "page"
-NAVIGATION = ["Overview", "Audits", "Dead letters", "Deliveries", "Backtest"]
+NAVIGATION = ["Overview", "Audits", "Dead letters", "Deliveries", "Orphans", "Backtest"]
 
 
 def at_width(driver: Any, width: int) -> None:
@@ -157,6 +157,7 @@ def test_every_page_fits_400_and_1366_px_and_the_overview_works_by_keyboard(
         "the dead letters": "/ui/dead-letters",
         "a dead letter": letter.get_attribute("href").removeprefix(serve.url),
         "the deliveries": "/ui/deliveries",
+        "the orphans": "/ui/orphans",
         "a backtest": "/ui/backtest?set=INSTANCE_LOST_GRACE%3D5h",
     }
     for width in (NARROW, WIDE):
@@ -223,6 +224,7 @@ def test_every_page_fits_400_and_1366_px_and_the_overview_works_by_keyboard(
             assert stop["outlineWidth"] >= 2 and stop["onScreen"], f"focus not seen: {stop}"
         assert [s["current"] for s in stops if s["text"] in NAVIGATION] == [
             "page",
+            None,
             None,
             None,
             None,
