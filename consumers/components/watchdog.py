@@ -241,11 +241,18 @@ class Watchdog(Component):
                     r.state.started_at
                 )
         within = (self.answer_within or timedelta(seconds=60)).total_seconds() / 2
+        # When an orphan scan is due, a listing that is read anyway reaches back to when the
+        # workflow began to be watched: the scan then reads no page of its own for it.
+        watched: dict[str, datetime] = {}
+        if self.orphans is not None and self.orphans.due():
+            watched = await self.store.orphans.watched()
         for workflow, times in starts.items():
             known = [t for t in times if t is not None]
             if len(times) <= len(LISTED_ALIVE_STATUSES) or not known:
                 continue
             since = min(known)
+            if workflow in watched:
+                since = min(since, watched[workflow] + MARGIN)
             listing = await self.discovery.alive_since(since, within, workflow=workflow)
             if isinstance(listing, ProbeFailure):
                 log.warning(

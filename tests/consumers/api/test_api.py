@@ -262,13 +262,15 @@ def test_the_status_row_has_the_design_columns(client: httpx.Client) -> None:
     publish(client, started(audit_id, minutes_ago=1, current_phase="crawl"))
     body = wait_for(client, audit_id)
     # DESIGN §6's columns, with the mass-failure brake's hold (§9) after `overturned`.
-    # `failed_at` (a failure's time; `completed_at` is a completion's alone) after `completed_at`.
-    assert list(body)[:26] == [
+    # `failed_at` (a failure's time; `completed_at` is a completion's alone) after `completed_at`;
+    # the audit's workflow and a stall verdict's time (§10) after the hold.
+    assert list(body)[:28] == [
         "audit_id", "project_id", "organization_id", "started_by_user_id", "start_url",
         "workflow_instance_id", "status", "current_phase", "pages_crawled", "pages_total",
         "started_at", "completed_at", "failed_at", "error_code", "error_detail", "failed_phase", "failed_by",
         "reconciled_by", "last_observed_status", "last_observed_at", "overturned",
-        "held_decision_id", "held_at", "version", "last_event_id", "updated_at",
+        "held_decision_id", "held_at", "workflow", "stalled_at", "version", "last_event_id",
+        "updated_at",
     ]  # fmt: skip
     assert body["held_decision_id"] is None
     assert body["project_id"] == f"proj-{audit_id}"

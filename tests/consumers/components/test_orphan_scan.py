@@ -249,3 +249,33 @@ async def test_the_watchdog_lists_each_workflow_and_looks_instances_up_in_their_
     assert listed[f"a-{EXPORT}-same"] == (EXPORT, "paused")
     assert {status for _, status in listed.values()} == {"running", "paused"}
     assert tick.listings.listed_from[WF] == at(10) - timedelta(hours=1)
+
+
+async def test_when_a_scan_is_due_the_watchdogs_listing_reaches_back_to_the_watch(
+    pipeline: Pipeline, client: WorkflowsClient, simulator: SimulatorServer
+) -> None:
+    # given stale audits started long after the watch began (their own listing would begin an
+    # hour before them, later than the watch)
+    await pipeline.store.orphans.watch([WF, EXPORT], at(0))
+    await instance(simulator, WF, "orphan-1", "running", at(20))
+    for i in range(6):
+        await instance(simulator, WF, f"late-{i}", "running", at(100))
+    events = [started(f"late-{i}", at(100), instance=f"late-{i}") for i in range(6)]
+    await append(pipeline.log, pipeline.topics.lifecycle, events)
+    projector = Projector(pipeline.log, pipeline.store.writer)
+    await projector.start()
+    try:
+        await run_until_idle(projector)
+    finally:
+        await projector.stop()
+    pages = pages_metric(WF)
+    scan = scanner(pipeline.store, client)
+    dog = watchdog(pipeline, pipeline.store, scan, Discovery(client, limit=1000, per_page=100))
+
+    # when the watchdog steps with a scan due
+    await dog.step()
+
+    # then its listing of site-audit began at the watch, and the scan read none of its own
+    assert scan.scans == 1
+    assert pages_metric(WF) - pages == 0
+    assert await open_orphans(pipeline.store) == {(WF, "orphan-1")}
