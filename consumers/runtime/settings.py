@@ -320,6 +320,16 @@ class Settings(BaseSettings):
             raise ValueError("must start with sqlite:/// or kafka://")
         return value
 
+    @field_validator("cloudflare_workflow", "cloudflare_workflows", "terminate_workflows")
+    @classmethod
+    def _workflow_names(cls, value: str | None) -> str | None:
+        for name in _names(value or ""):
+            if not _WORKFLOW_NAME.fullmatch(name):
+                raise ValueError(
+                    f"{name[:80]!r} is not a workflow name (1-64 letters, digits, - and _)"
+                )
+        return value
+
     @field_validator("kafka_lifecycle_retention")
     @classmethod
     def _retention_floor(cls, value: timedelta | None) -> timedelta | None:
@@ -533,6 +543,9 @@ OTHER_VARIABLES = frozenset(
     }
 )
 OTHER_PREFIXES = ("AUDITREC_TEST_", "AUDITREC_CHAOS_", "AUDITREC_FUZZ_")
+
+
+_WORKFLOW_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def _names(value: str) -> list[str]:
