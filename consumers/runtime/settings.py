@@ -128,8 +128,8 @@ class Settings(BaseSettings):
     terminate_workflows: str | None = None
     """The workflows whose instances auditrec may terminate (a stalled audit's with
     `AUDITREC_STALLED_ACTION=terminate`, an orphan's on an operator's word), separated by
-    commas or whitespace; unset: the watched workflows; empty: none. An audit naming any other
-    workflow is never terminated, whoever published it."""
+    commas or whitespace; unset: the watched workflows; `none`: none at all. An audit naming
+    any other workflow is never terminated, whoever published it."""
     cloudflare_retention: Duration = Field(default=timedelta(days=7), gt=timedelta(0))
     """How long Cloudflare keeps an ended instance (7 days on the Paid plan by default, 3 on
     Free, up to 30): a running audit whose instance may have ended more than half of this ago
@@ -417,6 +417,8 @@ class Settings(BaseSettings):
         """The workflows whose instances auditrec may terminate."""
         if self.terminate_workflows is None:
             return frozenset(self.watched_workflows())
+        if self.terminate_workflows.strip().lower() == "none":
+            return frozenset()
         return frozenset(_names(self.terminate_workflows))
 
     @property

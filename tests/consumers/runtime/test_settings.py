@@ -271,3 +271,32 @@ def test_a_floor_that_leaves_status_reads_nothing_is_refused(
     message = str(err.value)
     assert message.startswith("invalid configuration: AUDITREC_WATCHDOG_BUDGET_FLOOR: ")
     assert "AUDITREC_PROBE_BUDGET=5" in message and "AUDITREC_ON_DEMAND_BUDGET_SHARE" in message
+
+
+def test_the_watched_and_terminable_workflows_are_read_from_their_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AUDITREC_CLOUDFLARE_WORKFLOW", "site-audit")
+    monkeypatch.setenv("AUDITREC_CLOUDFLARE_WORKFLOWS", "keyword-research, site-export site-audit")
+    s = load_settings()
+    assert s.watched_workflows() == ("site-audit", "keyword-research", "site-export")
+    assert s.terminate_workflow_names() == {"site-audit", "keyword-research", "site-export"}
+    assert s.policy().may_terminate("keyword-research") is False  # stalls report by default
+
+    monkeypatch.setenv("AUDITREC_TERMINATE_WORKFLOWS", "none")
+    monkeypatch.setenv("AUDITREC_STALLED_ACTION", "terminate")
+    assert load_settings().terminate_workflow_names() == frozenset()
+    monkeypatch.setenv("AUDITREC_TERMINATE_WORKFLOWS", "site-export")
+    policy = load_settings().policy()
+    assert policy.may_terminate("site-export") and not policy.may_terminate(None)
+
+
+@pytest.mark.parametrize(
+    "variable", ["AUDITREC_CLOUDFLARE_WORKFLOWS", "AUDITREC_TERMINATE_WORKFLOWS"]
+)
+def test_a_malformed_workflow_name_is_refused_naming_its_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    monkeypatch.setenv(variable, "good, not/a/name")
+    with pytest.raises(ConfigError, match=f"{variable}.*'not/a/name' is not a workflow name"):
+        load_settings()
