@@ -374,6 +374,27 @@ def test_an_unknown_workflow(sqlite_pair: Backend, simulator: SimulatorServer) -
     assert workflows["fix"] == PROBABLE_CAUSE[ProbeFailureReason.WORKFLOW_NOT_FOUND]
 
 
+def test_every_watched_workflow_must_exist(
+    sqlite_pair: Backend, simulator: SimulatorServer
+) -> None:
+    simulator.sim.add_workflow("keyword-research")
+    env = environ(
+        sqlite_pair, simulator, AUDITREC_CLOUDFLARE_WORKFLOWS="keyword-research, no-such-flow"
+    )
+    init(env)
+
+    result = doctor(env)
+
+    assert result.returncode == 1
+    assert failed(result) == ["workflows api"]
+    workflows = checks(result)["workflows api"]
+    assert workflows["detail"].startswith("workflow 'no-such-flow': workflow_not_found")
+    assert "AUDITREC_CLOUDFLARE_WORKFLOWS" in workflows["fix"]
+
+    env["AUDITREC_CLOUDFLARE_WORKFLOWS"] = "keyword-research"
+    assert checks(doctor(env))["workflows api"]["ok"] is True
+
+
 def test_blind_probing_is_a_failure(sqlite_pair: Backend, simulator: SimulatorServer) -> None:
     env = environ(sqlite_pair, simulator)
     init(env)

@@ -38,19 +38,25 @@ async def check_workflows(settings: Settings, timeout: float = CHECK_TIMEOUT) ->
         timeout=min(timeout, settings.probe_timeout.total_seconds()),
         max_retries=0,
     )
+    workflows = settings.watched_workflows()
     async with client:
-        failure = await client.check()
+        for workflow in workflows:  # each watched workflow must exist, not only the default
+            failure = await client.check(workflow=workflow)
+            if failure is not None:
+                break
+    names = ", ".join(repr(w) for w in workflows)
     what = (
-        f"workflow {settings.cloudflare_workflow!r} of account {settings.account_id!r} "
-        f"at {settings.cloudflare_api_url}"
+        f"workflow{'s' if len(workflows) > 1 else ''} {names} of account "
+        f"{settings.account_id!r} at {settings.cloudflare_api_url}"
     )
     if failure is None:
-        return Check(name, True, f"{what} answers")
+        return Check(name, True, f"{what} answer{'' if len(workflows) > 1 else 's'}")
     return Check(
         name,
         False,
-        f"{what}: {failure.reason.value}: {failure.detail}",
-        PROBABLE_CAUSE.get(failure.reason, "check the AUDITREC_CLOUDFLARE_* settings"),
+        f"workflow {workflow!r}: {failure.reason.value}: {failure.detail}",
+        PROBABLE_CAUSE.get(failure.reason, "check the AUDITREC_CLOUDFLARE_* settings")
+        + (" (and AUDITREC_CLOUDFLARE_WORKFLOWS)" if len(workflows) > 1 else ""),
     )
 
 
