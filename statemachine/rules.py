@@ -9,6 +9,7 @@ the observation's id (a redelivered observation yields the same decision).
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import cast
 
 from statemachine.classifier import classify, error_text, truncate
@@ -353,12 +354,17 @@ def decide(
 
 
 def termination(
-    state: AuditState | None, cause: AuditEvent, failure: AuditFailedData, policy: Policy
+    state: AuditState | None,
+    cause: AuditEvent,
+    failure: AuditFailedData,
+    policy: Policy,
+    at: datetime | None = None,
 ) -> WorkflowTerminationRequested:
     """The request to terminate a stalled audit's instance, derived from ``cause`` (the
-    observation that found the stall, or the release of its held decision)."""
+    observation that found the stall, or its held decision), made ``at`` (default: when the
+    observation was read)."""
     assert state is not None and state.workflow_instance_id is not None
-    at = getattr(cause.data, "observed_at", None) or cause.occurred_at
+    at = at or getattr(cause.data, "observed_at", None) or cause.occurred_at
     return WorkflowTerminationRequested(
         **derived(cause, "reconciler-termination", at),
         data=TerminationRequestedData(
@@ -388,7 +394,11 @@ def released_termination(
     evidence = dict(decision.policy or {})
     if len(evidence) < 32:
         evidence["released_by"] = event.data.actor
-    return termination(state, held, decision.model_copy(update={"policy": evidence}), policy)
+    # made when released: the probe carries out only requests of the last minutes
+    released_at = event.occurred_at
+    return termination(
+        state, held, decision.model_copy(update={"policy": evidence}), policy, released_at
+    )
 
 
 def released(

@@ -290,6 +290,7 @@ class Watchdog(Component):
             for r in rows
             if r.state.workflow_instance_id
             and r.state.progress_event_id
+            and r.state.held_decision_id is None  # a held decision waits for its verdict
             and (r.state.stalled_at is None or policy.may_terminate(r.state.workflow))
         ]
         if not wanted:

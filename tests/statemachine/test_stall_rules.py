@@ -10,8 +10,10 @@ from datetime import datetime, timedelta
 import pytest
 
 from statemachine.events import (
+    AuditEvent,
     AuditFailed,
     AuditFailureHeld,
+    AuditFailureReleased,
     AuditFailureSimulated,
     Progress,
     WorkflowStatusObserved,
@@ -19,7 +21,7 @@ from statemachine.events import (
 )
 from statemachine.explain import explain
 from statemachine.policy import Policy
-from statemachine.rules import decide
+from statemachine.rules import decide, released, released_termination
 from statemachine.state import AuditState, evolve
 from tests.statemachine.sm_builders import at, observed, progressed, running, started, state_of
 
@@ -138,7 +140,10 @@ def test_a_held_termination_stands_while_the_instance_runs_and_progress_ends_it(
 
 
 def test_replay_explains_a_termination_request() -> None:
-    history = [started(pages_total=10), progressed(when=at(1), phase="crawl", crawled=3)]
+    history: list[AuditEvent] = [
+        started(pages_total=10),
+        progressed(when=at(1), phase="crawl", crawled=3),
+    ]
     state = state_of(*history)
     obs = checked(state)
     _, request = decide(state, obs, TERMINATE)
@@ -148,3 +153,28 @@ def test_replay_explains_a_termination_request() -> None:
 
     assert steps[-2].rule == "stalled" and "terminate the instance" in steps[-2].reason
     assert steps[-1].rule == "stalled" and "termination of instance 'wf-1'" in steps[-1].reason
+
+
+def test_a_released_termination_is_asked_for_when_it_is_released() -> None:
+    # given a termination held by the engaged brake, released half an hour later
+    state = running()
+    obs = checked(state)
+    _, hold = decide(state, obs, TERMINATE, brake_engaged=True)
+    assert isinstance(hold, AuditFailureHeld)
+    held = evolve(evolve(state, obs), hold)
+    release = AuditFailureReleased(
+        event_id=uuid.uuid4(),
+        audit_id=hold.audit_id,
+        occurred_at=at(150),
+        producer="test",
+        data={"held_id": hold.event_id, "actor": "cli:ops"},
+    )
+
+    # when the reconciler lets it through
+    request = released_termination(held, release, hold, TERMINATE)
+
+    # then the termination is asked for now (the probe acts on recent requests only), once
+    assert isinstance(request, WorkflowTerminationRequested)
+    assert request.occurred_at == at(150)
+    assert (request.data.decision.policy or {})["released_by"] == "cli:ops"
+    assert released(held, release, hold) is None  # no failure before the termination
