@@ -114,6 +114,9 @@ class AuditReads(ABC):
         shadow: bool = False,
         held: bool | None = None,
         q: str | None = None,
+        workflow: str | None = None,
+        default_workflow: str | None = None,
+        stalled: bool | None = None,
         sort: str = "started",
         descending: bool = True,
         backwards: bool = False,
@@ -126,7 +129,10 @@ class AuditReads(ABC):
         ``backwards`` walks the other way from it (the rows before, nearest first: the previous
         page, reversed). ``now`` ends the ages of unfinished audits (``sort="age"``).
         ``shadow``: only audits still running whose history holds an ``AuditFailureSimulated``
-        (shadow mode would have failed them)."""
+        (shadow mode would have failed them). ``workflow``: only audits of this workflow; when
+        it is ``default_workflow`` (``AUDITREC_CLOUDFLARE_WORKFLOW``), audits that name no
+        workflow (``NULL``) too. ``stalled``: only audits with a stall verdict recorded
+        (``stalled_at`` set; a running audit's), or only the others."""
 
     @abstractmethod
     async def count_audits(
@@ -139,8 +145,27 @@ class AuditReads(ABC):
         shadow: bool = False,
         held: bool | None = None,
         q: str | None = None,
+        workflow: str | None = None,
+        default_workflow: str | None = None,
+        stalled: bool | None = None,
     ) -> int:
         """How many audits :meth:`list_audits` selects with the same filters (every page)."""
+
+    @abstractmethod
+    async def workflows(self, limit: int = 100) -> list[str]:
+        """The workflows audits name (``workflow`` set), each once, in the index's order, at
+        most ``limit``: each found by the ``audits_workflow`` index, never a scan of the
+        table."""
+
+    @abstractmethod
+    async def count_stalled(self) -> int:
+        """Running audits with a stall verdict recorded (``stalled_at`` set)."""
+
+    @abstractmethod
+    async def count_retention_at_risk(self, seen_before: datetime) -> int:
+        """Running audits last observed before ``seen_before``, or never observed and started
+        before it: their instance may have ended that long ago, its error soon deleted by
+        Cloudflare's retention."""
 
     @abstractmethod
     async def history(self, audit_id: str) -> list[HistoryEntry]:

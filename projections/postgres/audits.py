@@ -27,6 +27,16 @@ STALE_RUNNING = (
     "ORDER BY last_observed_at NULLS FIRST, started_at, audit_id LIMIT $2"
 )
 
+# The distinct workflows audits name, each found by the audits_workflow index (a loose index
+# scan: one look-up a workflow, however many audits name it).
+WORKFLOWS = (
+    "WITH RECURSIVE w(name) AS ("
+    "SELECT min(workflow) FROM audits WHERE workflow IS NOT NULL "
+    "UNION ALL SELECT (SELECT min(workflow) FROM audits WHERE workflow > w.name) "
+    "FROM w WHERE w.name IS NOT NULL) "
+    "SELECT name FROM w WHERE name IS NOT NULL LIMIT $1"
+)
+
 
 class PostgresAudits(AuditReads):
     watchdog_query = STALE_RUNNING
@@ -68,12 +78,26 @@ class PostgresAudits(AuditReads):
         shadow: bool = False,
         held: bool | None = None,
         q: str | None = None,
+        workflow: str | None = None,
+        default_workflow: str | None = None,
+        stalled: bool | None = None,
         sort: str = "started",
         descending: bool = True,
         backwards: bool = False,
         now: datetime | None = None,
     ) -> list[AuditRow]:
-        where, args = _filters(status, project, code, started_before, shadow, held, q)
+        where, args = _filters(
+            status,
+            project,
+            code,
+            started_before,
+            shadow,
+            held,
+            q,
+            workflow=workflow,
+            default_workflow=default_workflow,
+            stalled=stalled,
+        )
         keys = _keys(sort, descending, now, args)
         down = descending != backwards
         if after is not None:
@@ -105,11 +129,49 @@ class PostgresAudits(AuditReads):
         shadow: bool = False,
         held: bool | None = None,
         q: str | None = None,
+        workflow: str | None = None,
+        default_workflow: str | None = None,
+        stalled: bool | None = None,
     ) -> int:
-        where, args = _filters(status, project, code, started_before, shadow, held, q)
+        where, args = _filters(
+            status,
+            project,
+            code,
+            started_before,
+            shadow,
+            held,
+            q,
+            workflow=workflow,
+            default_workflow=default_workflow,
+            stalled=stalled,
+        )
         sql = "SELECT count(*) FROM audits" + (" WHERE " + " AND ".join(where) if where else "")
         with self.db.errors("count audits"):
             return int(await self.db.pool.fetchval(sql, *args))
+
+    async def workflows(self, limit: int = 100) -> list[str]:
+        with self.db.errors("list the workflows of audits"):
+            recs = await self.db.pool.fetch(WORKFLOWS, limit)
+        return [r[0] for r in recs]
+
+    async def count_stalled(self) -> int:
+        with self.db.errors("count stalled audits"):
+            return int(
+                await self.db.pool.fetchval(
+                    "SELECT count(*) FROM audits WHERE stalled_at IS NOT NULL "
+                    "AND status = 'running'"
+                )
+            )
+
+    async def count_retention_at_risk(self, seen_before: datetime) -> int:
+        with self.db.errors("count audits at risk of retention"):
+            return int(
+                await self.db.pool.fetchval(
+                    "SELECT count(*) FROM audits WHERE status = 'running' AND "
+                    "(last_observed_at < $1 OR (last_observed_at IS NULL AND started_at < $1))",
+                    seen_before,
+                )
+            )
 
     async def history(self, audit_id: str) -> list[HistoryEntry]:
         with self.db.errors(f"history of audit {audit_id}"):
@@ -248,6 +310,10 @@ def _filters(
     shadow: bool,
     held: bool | None,
     q: str | None,
+    *,
+    workflow: str | None = None,
+    default_workflow: str | None = None,
+    stalled: bool | None = None,
 ) -> tuple[list[str], list[Any]]:
     where: list[str] = []
     args: list[Any] = []
@@ -265,6 +331,13 @@ def _filters(
         )
     if held is not None:
         where.append(f"held_decision_id IS {'NOT ' if held else ''}NULL")
+    if workflow is not None:  # the default workflow's audits may name none
+        args.append(workflow)
+        n = len(args)
+        default = workflow == default_workflow
+        where.append(f"(workflow = ${n} OR workflow IS NULL)" if default else f"workflow = ${n}")
+    if stalled is not None:
+        where.append(f"stalled_at IS {'NOT ' if stalled else ''}NULL")
     if q:
         # Each term an index finds (the key, audits_instance, audits_project, audits_url:
         # byte order, as the index is COLLATE "C"); the planner ORs their bitmaps.

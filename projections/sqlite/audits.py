@@ -38,6 +38,16 @@ SIMULATED = (
     "AND e.type = 'AuditFailureSimulated')"
 )
 
+# The distinct workflows audits name, each found by the audits_workflow index (a loose index
+# scan: one look-up a workflow, however many audits name it).
+WORKFLOWS = (
+    "WITH RECURSIVE w(name) AS ("
+    "SELECT MIN(workflow) FROM audits WHERE workflow IS NOT NULL "
+    "UNION ALL SELECT (SELECT MIN(workflow) FROM audits WHERE workflow > w.name) "
+    "FROM w WHERE w.name IS NOT NULL) "
+    "SELECT name FROM w WHERE name IS NOT NULL LIMIT ?"
+)
+
 HOUR_MICROS = 3_600_000_000  # timestamps are stored in microseconds since the epoch
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -84,12 +94,26 @@ class SQLiteAudits(AuditReads):
         shadow: bool = False,
         held: bool | None = None,
         q: str | None = None,
+        workflow: str | None = None,
+        default_workflow: str | None = None,
+        stalled: bool | None = None,
         sort: str = "started",
         descending: bool = True,
         backwards: bool = False,
         now: datetime | None = None,
     ) -> list[AuditRow]:
-        where, args = _filters(status, project, code, started_before, shadow, held, q)
+        where, args = _filters(
+            status,
+            project,
+            code,
+            started_before,
+            shadow,
+            held,
+            q,
+            workflow=workflow,
+            default_workflow=default_workflow,
+            stalled=stalled,
+        )
         keys = _keys(sort, descending, now)
         down = descending != backwards
         if after is not None:
@@ -116,14 +140,57 @@ class SQLiteAudits(AuditReads):
         shadow: bool = False,
         held: bool | None = None,
         q: str | None = None,
+        workflow: str | None = None,
+        default_workflow: str | None = None,
+        stalled: bool | None = None,
     ) -> int:
-        where, args = _filters(status, project, code, started_before, shadow, held, q)
+        where, args = _filters(
+            status,
+            project,
+            code,
+            started_before,
+            shadow,
+            held,
+            q,
+            workflow=workflow,
+            default_workflow=default_workflow,
+            stalled=stalled,
+        )
         sql = "SELECT COUNT(*) FROM audits" + (" WHERE " + " AND ".join(where) if where else "")
 
         def work() -> int:
             return int(self.db.conn.execute(sql, args).fetchone()[0])
 
         return await self.db.run(work)
+
+    async def workflows(self, limit: int = 100) -> list[str]:
+        def work(conn: sqlite3.Connection) -> list[str]:
+            return [name for (name,) in conn.execute(WORKFLOWS, (limit,))]
+
+        return await self.db.read(work)
+
+    async def count_stalled(self) -> int:
+        def work(conn: sqlite3.Connection) -> int:
+            return int(
+                conn.execute(
+                    "SELECT COUNT(*) FROM audits WHERE stalled_at IS NOT NULL "
+                    "AND status = 'running'"
+                ).fetchone()[0]
+            )
+
+        return await self.db.read(work)
+
+    async def count_retention_at_risk(self, seen_before: datetime) -> int:
+        def work(conn: sqlite3.Connection) -> int:
+            at = to_micros(seen_before)
+            found = conn.execute(
+                "SELECT COUNT(*) FROM audits WHERE status = 'running' AND (last_observed_at < ? "
+                "OR (last_observed_at IS NULL AND started_at < ?))",
+                (at, at),
+            ).fetchone()
+            return int(found[0])
+
+        return await self.db.read(work)
 
     async def history(self, audit_id: str) -> list[HistoryEntry]:
         def work() -> list[HistoryEntry]:
@@ -290,6 +357,10 @@ def _filters(
     shadow: bool,
     held: bool | None,
     q: str | None,
+    *,
+    workflow: str | None = None,
+    default_workflow: str | None = None,
+    stalled: bool | None = None,
 ) -> tuple[list[str], list[Any]]:
     where: list[str] = []
     args: list[Any] = []
@@ -306,6 +377,14 @@ def _filters(
         where.append("audit_id IN (SELECT audit_id FROM audits WHERE held_decision_id IS NOT NULL)")
     elif held is not None:
         where.append("held_decision_id IS NULL")
+    if workflow is not None:  # the default workflow's audits may name none
+        default = workflow == default_workflow
+        where.append("(workflow = ? OR workflow IS NULL)" if default else "workflow = ?")
+        args.append(workflow)
+    if stalled:  # through audits_stalled, as the held filter goes through audits_held
+        where.append("audit_id IN (SELECT audit_id FROM audits WHERE stalled_at IS NOT NULL)")
+    elif stalled is not None:
+        where.append("stalled_at IS NULL")
     if q:
         # Each term an index finds (the key, audits_instance, audits_project, audits_url).
         terms = ["audit_id = ?", "workflow_instance_id = ?", "project_id = ?"]

@@ -32,6 +32,7 @@ from tests.contracts.projection_store import (
     progressed,
     released,
     simulated,
+    stall,
     started,
 )
 
@@ -212,6 +213,102 @@ class AuditReadsContract(StoreFixtures):
         assert [r.audit_id for r in free] == ["a-h3", "a-h1"]
         assert await store.audits.count_audits(held=True) == 1
         assert await store.audits.count_audits(held=False) == 2
+
+    async def test_list_audits_workflow_filter_counts_unnamed_audits_as_the_default(
+        self, store: ProjectionStore
+    ) -> None:
+        # given audits naming no workflow (the default), the default by name, and another
+        events: list[AuditEvent] = [
+            started("a-w1", at(1)),
+            started("a-w2", at(2), workflow="site-audit"),
+            started("a-w3", at(3), workflow="keyword-research"),
+            started("a-w4", at(4), workflow="keyword-research"),
+            started("a-w5", at(5), workflow="site-audit-2"),
+            failed("a-w4", at(6)),
+        ]
+        await store.writer.apply(positioned(events), {}, CONSUMER)
+
+        async def found(**filters: Any) -> list[str]:
+            rows = await store.audits.list_audits(**filters)
+            assert await store.audits.count_audits(**filters) == len(rows)
+            return [r.audit_id for r in rows]
+
+        # then the default workflow's are those naming it and those naming none
+        default = {"workflow": "site-audit", "default_workflow": "site-audit"}
+        assert await found(**default) == ["a-w2", "a-w1"]
+        # and, when it is not the default, those naming it alone
+        assert await found(workflow="site-audit") == ["a-w2"]
+        assert await found(workflow="keyword-research", default_workflow="site-audit") == [
+            "a-w4",
+            "a-w3",
+        ]
+        assert await found(workflow="keyword-research", status="running") == ["a-w3"]
+        assert await found(workflow="nothing-here", default_workflow="site-audit") == []
+        # and a stored row keeps what its start named, NULL for none
+        row = await store.audits.get("a-w1")
+        assert row is not None and row.state.workflow is None
+        # and the workflows named are each listed once
+        assert await store.audits.workflows() == ["keyword-research", "site-audit", "site-audit-2"]
+        assert await store.audits.workflows(limit=2) == ["keyword-research", "site-audit"]
+
+    async def test_list_audits_stalled_filter_and_the_running_stalled_count(
+        self, store: ProjectionStore
+    ) -> None:
+        # given two audits with a stall verdict, one stalled then progressed, one stalled then
+        # failed, and one never stalled
+        events: list[AuditEvent] = [
+            started("a-st1", at(1)),
+            started("a-st2", at(2)),
+            started("a-st3", at(3)),
+            started("a-st4", at(4)),
+            started("a-ok", at(5)),
+            stall("a-st1", at(20)),
+            stall("a-st2", at(21)),
+            stall("a-st3", at(22)),
+            progressed("a-st3", at(23), pages_crawled=9),
+            stall("a-st4", at(24)),
+            failed("a-st4", at(25)),
+            simulated("a-ok", at(26)),  # another rule's verdict: not a stall
+        ]
+        await store.writer.apply(positioned(events), {}, CONSUMER)
+
+        async def found(**filters: Any) -> list[str]:
+            rows = await store.audits.list_audits(**filters)
+            assert await store.audits.count_audits(**filters) == len(rows)
+            return [r.audit_id for r in rows]
+
+        # then the stalled are those whose verdict still stands, since the verdict's time
+        assert await found(stalled=True) == ["a-st2", "a-st1"]
+        row = await store.audits.get("a-st1")
+        assert row is not None and row.state.stalled_at == at(20)
+        assert_utc(row.state.stalled_at)
+        assert await found(stalled=False) == ["a-ok", "a-st4", "a-st3"]
+        assert await found(stalled=True, workflow="site-audit", default_workflow="site-audit") == [
+            "a-st2",
+            "a-st1",
+        ]
+        assert await store.audits.count_stalled() == 2
+
+    async def test_count_retention_at_risk_counts_running_audits_unseen_since_a_time(
+        self, store: ProjectionStore
+    ) -> None:
+        assert await store.audits.count_retention_at_risk(at(100)) == 0
+        events: list[AuditEvent] = [
+            started("never-seen-old", at(0)),  # at risk: started before, never observed
+            started("never-seen-new", at(50)),  # started after: not yet
+            started("seen-long-ago", at(0)),
+            observed("seen-long-ago", "running", at(10)),  # at risk: last seen before
+            started("seen-lately", at(0)),
+            observed("seen-lately", "running", at(10)),
+            observed("seen-lately", "running", at(45)),  # seen after: not at risk
+            started("ended", at(0)),
+            completed("ended", at(5)),  # not running: nothing to lose
+        ]
+        await store.writer.apply(positioned(events), {}, CONSUMER)
+        assert await store.audits.count_retention_at_risk(at(40)) == 2
+        assert await store.audits.count_retention_at_risk(at(10)) == 1  # strictly before
+        assert await store.audits.count_retention_at_risk(at(60)) == 4
+        assert await store.audits.count_retention_at_risk(at(0)) == 0
 
     async def test_list_audits_each_sort_pages_forwards_and_back_without_loss(
         self, store: ProjectionStore

@@ -119,6 +119,20 @@ def simulated(audit_id: str, when: datetime = T0) -> AuditFailureSimulated:
     return AuditFailureSimulated(**_env(audit_id, when), data=data)
 
 
+def stall(audit_id: str, when: datetime = T0) -> AuditFailureSimulated:
+    """A stall verdict recorded in report mode (``AUDITREC_STALLED_ACTION=report``)."""
+    data = {
+        "error_code": "stalled",
+        "error_detail": "No progress for 50m while the instance was running",
+        "failed_by": "reconciler",
+        "reconciled_by": "watchdog",
+        "rule": "stalled",
+        "workflow_status": "running",
+        "policy": {"progress_recorded_at": (when - timedelta(minutes=50)).isoformat()},
+    }
+    return AuditFailureSimulated(**_env(audit_id, when), data=data)
+
+
 def observed(
     audit_id: str,
     status: str,
