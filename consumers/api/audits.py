@@ -17,6 +17,7 @@ from consumers.api.models import (
 )
 from consumers.operations.listing import (
     MAX_QUERY,
+    WORKFLOW_PATTERN,
     Order,
     SortName,
     StatusName,
@@ -122,6 +123,23 @@ def add_audit_routes(private: APIRouter, ops: Operations) -> None:
                 "brake holds; `false`: only the others."
             ),
         ] = None,
+        workflow: Annotated[
+            str | None,
+            Query(
+                pattern=WORKFLOW_PATTERN,
+                description="Only audits of this Cloudflare workflow; for "
+                "`AUDITREC_CLOUDFLARE_WORKFLOW` (the default), audits that name none too.",
+                examples=["site-audit"],
+            ),
+        ] = None,
+        stalled: Annotated[
+            bool | None,
+            Query(
+                description="`true`: only running audits with a stall verdict recorded (no "
+                "progress for `AUDITREC_STALLED_AFTER` while their instance runs); `false`: "
+                "only the others."
+            ),
+        ] = None,
         q: Annotated[
             str | None,
             Query(
@@ -163,10 +181,14 @@ def add_audit_routes(private: APIRouter, ops: Operations) -> None:
             older_than=older_than,
             held=held,
             q=q,
+            workflow=workflow,
+            stalled=stalled,
+            default_workflow=backends.settings.cloudflare_workflow,
             names={
                 "running_longer_than": "query.running_longer_than",
                 "older_than": "query.older_than",
                 "q": "query.q",
+                "workflow": "query.workflow",
             },
         )
         if problems:

@@ -1,13 +1,15 @@
 """Liveness, readiness and metrics: ``/healthz`` and ``/metrics`` are public (probes and
 scrapers); ``/readyz`` checks the event log, the database, and the Workflows API with one cheap
 authenticated call (reused for a minute): a wrong token, account, workflow or URL makes it 503
-naming the setting to fix."""
+naming the setting to fix. Its warnings (still ready): the mass-failure brake engaged, running
+audits unobserved for half of ``AUDITREC_CLOUDFLARE_RETENTION``, the components' own."""
 
 # No `from __future__ import annotations`: FastAPI evaluates the endpoints' annotations.
 
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
@@ -18,11 +20,20 @@ from consumers.api.models import Health, Readiness
 from consumers.operations.backends import Backends
 from consumers.runtime.metrics import BRAKE_ENGAGED, REGISTRY
 from consumers.workflows.answers import BLINDING, PROBABLE_CAUSE
+from statemachine.policy import format_duration
 
-__all__ = ["add_health_routes"]
+__all__ = ["add_health_routes", "duration_text"]
 
 READY_TIMEOUT = 3.0
 WORKFLOWS_CHECK_EVERY = 60.0  # seconds a Workflows API answer is reused by /readyz
+
+
+def duration_text(span: timedelta) -> str:
+    """A setting's duration as one would write it: ``7d``, ``36h``, ``90m``."""
+    seconds = int(span.total_seconds())
+    if seconds and seconds % 86400 == 0:
+        return f"{seconds // 86400}d"
+    return format_duration(span)
 
 
 class _WorkflowsCheck:
@@ -91,6 +102,25 @@ def add_health_routes(public: APIRouter, private: APIRouter, backends: Backends)
                 "or `auditrec brake discard`"
             ]
 
+        async def retention_warnings() -> list[str]:
+            retention = backends.settings.cloudflare_retention
+            unseen_since = backends.now() - retention / 2
+            try:
+                at_risk = await asyncio.wait_for(
+                    backends.store.audits.count_retention_at_risk(unseen_since), READY_TIMEOUT
+                )
+            except Exception:  # the database check says what is wrong
+                return []
+            if not at_risk:
+                return []
+            audits = "audit may have" if at_risk == 1 else "audits may have"
+            return [
+                f"{at_risk} running {audits} lost their instance's error to retention "
+                f"(AUDITREC_CLOUDFLARE_RETENTION={duration_text(retention)}): not observed "
+                "for half of it; probe them (`auditrec sweep`, `auditrec status`) before "
+                "Cloudflare deletes what ended"
+            ]
+
         async def check(probe: Callable[[], Awaitable[None]]) -> str:
             try:
                 await asyncio.wait_for(probe(), READY_TIMEOUT)
@@ -100,11 +130,15 @@ def add_health_routes(public: APIRouter, private: APIRouter, backends: Backends)
                 return f"error: {safe(exc)}"
             return "ok"
 
-        event_log, database, (workflows, usable), warnings = await asyncio.gather(
-            check(backends.log.ping), check(backends.store.ping), workflows_api(), brake_warnings()
+        event_log, database, (workflows, usable), warnings, retained = await asyncio.gather(
+            check(backends.log.ping),
+            check(backends.store.ping),
+            workflows_api(),
+            brake_warnings(),
+            retention_warnings(),
         )
         checks = {"event_log": event_log, "database": database, "workflows_api": workflows}
-        warnings = [*warnings, *backends.health.warnings()]
+        warnings = [*warnings, *retained, *backends.health.warnings()]
         troubled = backends.health.problems()
         checks.update({f"component {name}": f"error: {why}" for name, why in troubled.items()})
         ready = event_log == "ok" and database == "ok" and usable and not troubled

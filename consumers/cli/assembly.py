@@ -126,6 +126,7 @@ def _builder(backends: Backends, name: str) -> Builder:
             retention=_retention(backends),
             confirming=confirming if s.cloudflare_queue_id is not None else None,
             orphans=await _orphan_scan(backends, projection_caught_up),
+            cloudflare_retention=s.cloudflare_retention,
         )
 
     async def telemetry(built: dict[str, Component]) -> Component | None:

@@ -105,6 +105,15 @@ def status(ctx: click.Context, audit_id: str, no_probe: bool, inline: bool, as_j
     help="Only audits whose decision the mass-failure brake holds (or only the others).",
 )
 @click.option(
+    "--workflow",
+    help="Only audits of this workflow (for AUDITREC_CLOUDFLARE_WORKFLOW, those naming none too).",
+)
+@click.option(
+    "--stalled/--not-stalled",
+    default=None,
+    help="Only running audits with a stall verdict recorded (or only the others).",
+)
+@click.option(
     "-q",
     "--q",
     "q",
@@ -125,6 +134,8 @@ def audits(
     running_longer_than: str | None,
     older_than: str | None,
     held: bool | None,
+    workflow: str | None,
+    stalled: bool | None,
     q: str | None,
     sort: str,
     order: str,
@@ -149,10 +160,14 @@ def audits(
         older_than=older_than,
         held=held,
         q=q,
+        workflow=workflow,
+        stalled=stalled,
+        default_workflow=settings.cloudflare_workflow,
         names={
             "running_longer_than": "--running-longer-than",
             "older_than": "--older-than",
             "q": "--q",
+            "workflow": "--workflow",
         },
     )
     if problems:

@@ -42,7 +42,8 @@ def audits_table(rows: list[AuditRow]) -> Table:
             s.audit_id,
             s.status
             + (" (overturned)" if s.overturned else "")
-            + (" (held)" if s.held_decision_id else ""),
+            + (" (held)" if s.held_decision_id else "")
+            + (" (stalled)" if s.stalled_at else ""),
             s.current_phase or "",
             pages,
             s.started_at.strftime("%Y-%m-%d %H:%M:%S") if s.started_at else "",

@@ -43,7 +43,9 @@ from consumers.eventlog.port import EventLog
 from consumers.runtime.component import Component
 from consumers.runtime.metrics import (
     AUDITS,
+    AUDITS_RETENTION_AT_RISK,
     AUDITS_STALE_RUNNING,
+    AUDITS_STALLED,
     OLDEST_RUNNING_AGE,
     STALL_CHECKS,
     WATCHDOG_CANDIDATES,
@@ -171,6 +173,7 @@ class Watchdog(Component):
         policy: Policy | None = None,
         fresh: Callable[[], Awaitable[bool]] | None = None,
         orphans: OrphanScan | None = None,
+        cloudflare_retention: timedelta = timedelta(days=7),
     ) -> None:
         """``policy``: the stall rule's (its checks are asked for only when it is on);
         ``fresh()``: whether the projection holds what the log holds (stall checks pause
@@ -206,6 +209,8 @@ class Watchdog(Component):
         self._audits_reported_at = -REPORT_EVERY
         self.dead_letters = DeadLetterCount(event_log)
         self.orphans = orphans
+        # How long Cloudflare keeps an ended instance (AUDITREC_CLOUDFLARE_RETENTION).
+        self.cloudflare_retention = cloudflare_retention
 
     async def candidates(
         self, now: datetime | None = None, leave_out: frozenset[str] = frozenset()
@@ -406,8 +411,9 @@ class Watchdog(Component):
             log.warning("lifecycle log not trimmed", error=str(exc)[:300])
 
     async def report(self) -> None:
-        """Refresh the gauges of the audits (by status, stale, the oldest running's age), of
-        the dead letters kept and of the open orphans."""
+        """Refresh the gauges of the audits (by status, stale, the oldest running's age, the
+        stalled, those whose instance's error Cloudflare's retention may soon delete), of the
+        dead letters kept and of the open orphans."""
         now = self.clock()
         counts = await self.store.audits.count_by_status()
         for status in (s for s in STATES if s != INITIAL):
@@ -415,6 +421,9 @@ class Watchdog(Component):
         stale, oldest = await self.store.audits.running_summary(now - self.stale_after)
         AUDITS_STALE_RUNNING.set(stale)
         OLDEST_RUNNING_AGE.set(max((now - oldest).total_seconds(), 0.0) if oldest else 0.0)
+        AUDITS_STALLED.set(await self.store.audits.count_stalled())
+        unseen_since = now - self.cloudflare_retention / 2
+        AUDITS_RETENTION_AT_RISK.set(await self.store.audits.count_retention_at_risk(unseen_since))
         try:
             await self.dead_letters.refresh()
         except EventLogError as exc:  # the next refresh tries again; the audits' are set

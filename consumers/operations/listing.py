@@ -1,13 +1,14 @@
 """Listing audits a page at a time: the filters the CLI, the API and the console share (one
-vocabulary: ``status``, ``project``, ``code``, ``running_longer_than``, ``shadow``, ``held``
-and the search ``q``), the orders a list can be in, the total, and the opaque keyset cursors of
-the next and the previous page."""
+vocabulary: ``status``, ``project``, ``code``, ``running_longer_than``, ``shadow``, ``held``,
+``workflow``, ``stalled`` and the search ``q``), the orders a list can be in, the total, and
+the opaque keyset cursors of the next and the previous page."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -23,6 +24,7 @@ __all__ = [
     "MAX_QUERY",
     "ORDERS",
     "SORTS",
+    "WORKFLOW_PATTERN",
     "AuditFilter",
     "Order",
     "Page",
@@ -48,6 +50,9 @@ else:  # the API's models and query parameters validate against (and document) t
     SortName = Literal[SORTS]
     Order = Literal[ORDERS]
 MAX_QUERY = 2048  # characters of a search
+# A Cloudflare workflow's name, as an audit's start may give it (statemachine.values).
+WORKFLOW_PATTERN: Final = r"^[A-Za-z0-9_-]{1,64}$"
+_WORKFLOW = re.compile(WORKFLOW_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,10 @@ class AuditFilter:
     shadow: bool = False  # still running, but shadow mode recorded a failure it would make
     held: bool | None = None  # a decision held by the mass-failure brake (or none)
     q: str | None = None  # an audit id, an instance id, a project id, a start URL's beginning
+    workflow: str | None = None  # the audits of this workflow
+    # AUDITREC_CLOUDFLARE_WORKFLOW: its audits include those that name no workflow
+    default_workflow: str | None = None
+    stalled: bool | None = None  # a stall verdict recorded (stalled_at set), or none
 
     def store_filters(self, now: datetime) -> dict[str, Any]:
         return {
@@ -69,6 +78,9 @@ class AuditFilter:
             "shadow": self.shadow,
             "held": self.held,
             "q": self.q,
+            "workflow": self.workflow,
+            "default_workflow": self.default_workflow if self.workflow is not None else None,
+            "stalled": self.stalled,
         }
 
 
@@ -83,6 +95,9 @@ def parse_filter(
     shadow: bool = False,
     held: bool | None = None,
     q: str | None = None,
+    workflow: str | None = None,
+    stalled: bool | None = None,
+    default_workflow: str | None = None,
     names: dict[str, str] | None = None,
 ) -> AuditFilter:
     """The filter the three front ends mean by the same names; a bad value is named in
@@ -90,7 +105,9 @@ def parse_filter(
     ``query.running_longer_than``). ``running_longer_than``: running audits started longer
     ago than this (it implies ``status`` running, and refuses another status); ``shadow``
     too implies running. ``older_than`` is its older name, kept as it was: started longer ago
-    than this, in any status."""
+    than this, in any status. ``workflow``: the audits of this workflow, those naming none
+    too when it is ``default_workflow`` (``AUDITREC_CLOUDFLARE_WORKFLOW``); ``stalled``:
+    those with a stall verdict recorded (or only the others)."""
     called = names or {}
     longer = called.get("running_longer_than", "running_longer_than")
     older_name = called.get("older_than", "older_than")
@@ -108,6 +125,11 @@ def parse_filter(
     search = (q or "").strip()
     if len(search) > MAX_QUERY:
         problems.append(f"{called.get('q', 'q')}: at most {MAX_QUERY} characters")
+    if workflow and not _WORKFLOW.match(workflow):
+        problems.append(
+            f"{called.get('workflow', 'workflow')}: a workflow's name, 1 to 64 letters, digits, "
+            f"'_' or '-', not {workflow[:40]!r}"
+        )
     return AuditFilter(
         status=status or (RUNNING if running_longer_than or shadow else None),
         project=project or None,
@@ -116,6 +138,9 @@ def parse_filter(
         shadow=shadow,
         held=held,
         q=search or None,
+        workflow=workflow or None,
+        default_workflow=default_workflow,
+        stalled=stalled,
     )
 
 

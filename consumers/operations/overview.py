@@ -1,8 +1,8 @@
 """What the console's overview shows, gathered in one place: audits by status, recent failures
 by error code and by how they were found (and per hour and code, for the charts), running
-audits past the stale threshold, the mass-failure brake and its held decisions, the event
-subscription's backlog, the outcome feed's endpoints and the entries parked on them, and how
-the components are doing.
+audits past the stale threshold, those with a stall verdict recorded, the mass-failure brake
+and its held decisions, the event subscription's backlog, the outcome feed's endpoints and the
+entries parked on them, and how the components are doing.
 
 Every figure is one indexed query on the projection store (no scan of the table), so the page
 stays cheap however many audits there are.
@@ -51,6 +51,7 @@ class Overview:
     subscription: dict[str, Any] | None = None
     # window label -> (UTC hour start, error code) -> failures since the window's start
     hourly: dict[str, dict[tuple[datetime, str], int]] = field(default_factory=dict)
+    stalled_total: int = 0  # running audits with a stall verdict recorded
 
     def failure_codes(self, window: str) -> list[tuple[str, int]]:
         """Failures in ``window`` by error code, most first."""
@@ -104,6 +105,7 @@ async def gather_overview(ops: Operations) -> Overview:
         },
         subscription=await _subscription(backends),
         hourly={label: counts for (label, _), counts in zip(WINDOWS, hourly, strict=True)},
+        stalled_total=await store.audits.count_stalled(),
     )
 
 

@@ -66,6 +66,7 @@ async def sweep(
         brake=ops.brake(),
         discovery=await ops.backends.discovery(),
         policy=ops.backends.policy,
+        cloudflare_retention=s.cloudflare_retention,
     )
     if dry_run:
         tick = await watchdog.tick(dry_run=True)

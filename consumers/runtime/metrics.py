@@ -33,7 +33,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 __all__ = [
     "AUDITS",
+    "AUDITS_RETENTION_AT_RISK",
     "AUDITS_STALE_RUNNING",
+    "AUDITS_STALLED",
     "BRAKE_ENGAGED",
     "BUILD",
     "COMPONENT_HEALTHY",
@@ -225,6 +227,19 @@ AUDITS_STALE_RUNNING = Gauge(
 OLDEST_RUNNING_AGE = Gauge(
     "auditrec_oldest_running_age_seconds",
     "Age of the oldest running audit (0 when none runs; refreshed every 30 s).",
+    registry=REGISTRY,
+)
+AUDITS_STALLED = Gauge(
+    "auditrec_audits_stalled",
+    "Running audits with a stall verdict recorded: no progress for AUDITREC_STALLED_AFTER "
+    "while their instance runs (refreshed every 30 s).",
+    registry=REGISTRY,
+)
+AUDITS_RETENTION_AT_RISK = Gauge(
+    "auditrec_audits_retention_at_risk",
+    "Running audits last observed (or, never observed, started) more than half of "
+    "AUDITREC_CLOUDFLARE_RETENTION ago: their instance may have ended that long ago, its "
+    "error soon deleted by Cloudflare (refreshed every 30 s).",
     registry=REGISTRY,
 )
 

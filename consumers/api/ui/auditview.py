@@ -11,13 +11,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from projections.row import COLUMNS, AuditRow
 from statemachine.explain import Step
+from statemachine.policy import format_duration
 
-__all__ = ["LABELS", "Field", "Group", "failure_summary", "fields", "hold_summary", "timeline"]
+__all__ = [
+    "LABELS",
+    "STALL_EVIDENCE",
+    "Field",
+    "Group",
+    "failure_summary",
+    "fields",
+    "hold_summary",
+    "stall_summary",
+    "timeline",
+]
 
 # Each column of the row (DESIGN §6) as the page names it.
 LABELS: dict[str, str] = {
@@ -44,9 +55,20 @@ LABELS: dict[str, str] = {
     "overturned": "Overturned",
     "held_decision_id": "Held decision",
     "held_at": "Held since",
+    "workflow": "Workflow",
+    "stalled_at": "Stalled since",
     "version": "Events applied",
     "last_event_id": "Last event",
     "updated_at": "Row updated at",
+}
+# The evidence a stall verdict records (its policy's), as the page names it.
+STALL_EVIDENCE: dict[str, str] = {
+    "progress_recorded_at": "Last progress recorded at",
+    "step": "Step",
+    "step_attempts": "Step attempts",
+    "step_retrying": "Step retrying",
+    "stalled_after_s": "Stalled after",
+    "observed_at": "Instance read at",
 }
 # What the steps that collapse are: observations and probe failures.
 _OBSERVATIONS = frozenset({"WorkflowStatusObserved", "WorkflowProbeFailed"})
@@ -77,13 +99,19 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def fields(row: AuditRow) -> list[Field]:
+def fields(row: AuditRow, default_workflow: str | None = None) -> list[Field]:
     """The row's shown columns (DESIGN §6), labelled, with readable values: ``yes``/``no``
-    for flags, words for the vocabulary's snake_case values, ``—`` for none."""
+    for flags, words for the vocabulary's snake_case values, ``—`` for none; an audit that
+    names no workflow runs in ``default_workflow`` (``AUDITREC_CLOUDFLARE_WORKFLOW``)."""
     values = row.values()
     out = []
     for column in COLUMNS:
         value = values[column]
+        if column == "workflow" and value is None:
+            value = default_workflow
+        if column == "workflow" and value is not None:  # a name: exact
+            out.append(Field(column, LABELS[column], value, str(value)))
+            continue
         # ids and codes stay exact: they are searched for and copied
         exact = column.endswith("_id") or column in ("error_code", "start_url", "error_detail")
         text = str(value) if exact and value is not None else _text(value)
@@ -139,6 +167,53 @@ def hold_summary(row: AuditRow, steps: Sequence[Step]) -> dict[str, Any] | None:
         "why": getattr(data, "reason", None),
         "at": state.held_at,
     }
+
+
+def stall_summary(row: AuditRow, steps: Sequence[Step]) -> dict[str, Any] | None:
+    """A running audit's stall verdict: since when, what it says (the latest
+    ``AuditFailureSimulated`` or ``WorkflowTerminationRequested`` of rule ``stalled``) and its
+    evidence (the last progress, the instance's step); ``None`` unless the audit is stalled."""
+    state = row.state
+    if state.stalled_at is None or state.status != "running":
+        return None
+    decision: Any = None
+    terminating = False
+    for step in reversed(steps):
+        data: Any = step.event.data
+        if step.event.type == "WorkflowTerminationRequested":
+            data, terminating = getattr(data, "decision", None), True
+        elif step.event.type != "AuditFailureSimulated":
+            continue
+        if getattr(data, "rule", None) == "stalled":
+            decision = data
+            break
+        terminating = False
+    policy = dict(getattr(decision, "policy", None) or {})
+    evidence = [
+        (key, label, _evidence(key, policy[key]))
+        for key, label in STALL_EVIDENCE.items()
+        if policy.get(key) is not None
+    ]
+    return {
+        "at": state.stalled_at,
+        "detail": getattr(decision, "error_detail", None),
+        "evidence": evidence,
+        "terminating": terminating or state.termination_requested_at is not None,
+        "termination_requested_at": state.termination_requested_at,
+    }
+
+
+def _evidence(key: str, value: Any) -> Any:
+    """A stall's evidence as the page shows it: times as times (the page formats them), a
+    duration in seconds as a duration, flags as yes or no."""
+    if key.endswith("_at") and isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            return value
+    if key.endswith("_s") and isinstance(value, int | float) and not isinstance(value, bool):
+        return format_duration(timedelta(seconds=value))
+    return _text(value) if isinstance(value, bool) else value
 
 
 @dataclass(slots=True)

@@ -14,7 +14,14 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 
 from consumers.api.ui.access import Session
-from consumers.api.ui.auditview import Group, failure_summary, fields, hold_summary, timeline
+from consumers.api.ui.auditview import (
+    Group,
+    failure_summary,
+    fields,
+    hold_summary,
+    stall_summary,
+    timeline,
+)
 from consumers.api.ui.charts import failure_chart
 from consumers.api.ui.diagram import state_svg, transition_rows
 from consumers.api.ui.render import page, when
@@ -51,7 +58,8 @@ PAGE_SIZE = 50
 DELIVERIES_PAGE = 50  # parked entries a page of /ui/deliveries shows
 ORPHANS_PAGE = 50  # orphans a page of /ui/orphans shows
 AUDIT_ID = re.compile(AUDIT_ID_PATTERN)
-HELD = {"": None, "true": True, "false": False}  # the held filter's choices
+HELD = {"": None, "true": True, "false": False}  # the held and stalled filters' choices
+WORKFLOWS_OFFERED = 100  # workflows the filter offers besides the watched ones
 BULK_FIELDS = ("project", "status", "code", "running_longer_than", "shadow")
 Viewer = Annotated[Session, Depends(viewer)]
 
@@ -92,13 +100,25 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
         running_longer_than: str = "",
         shadow: str = "",
         held: str = "",
+        workflow: str = "",
+        stalled: str = "",
         sort: str = "started",
         order: str = "desc",
         cursor: str = "",
     ) -> HTMLResponse:
         problems: list[str] = []
         where = audit_filter(
-            project, status, code, running_longer_than, shadow, problems, held=held, q=q
+            project,
+            status,
+            code,
+            running_longer_than,
+            shadow,
+            problems,
+            held=held,
+            q=q,
+            workflow=workflow,
+            stalled=stalled,
+            default_workflow=backends.settings.cloudflare_workflow,
         )
         if sort not in SORTS:
             problems.append(f"sort: one of {', '.join(SORTS)}")
@@ -127,8 +147,13 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
             "running_longer_than": running_longer_than,
             "shadow": shadow,
             "held": held,
+            "workflow": workflow,
+            "stalled": stalled,
         }
         now = backends.now()
+        watched = backends.settings.watched_workflows()
+        present = await backends.store.audits.workflows(WORKFLOWS_OFFERED)
+        workflows = [*watched, *sorted(w for w in present if w not in watched)]
         return page(
             request,
             "audits.html",
@@ -138,16 +163,18 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
             next_cursor=found.next_cursor if found else None,
             prev_cursor=found.prev_cursor if found else None,
             query=query,
-            # A bulk action selects by the filters alone: with a search or the held filter
-            # it would act on more than the page lists.
+            # A bulk action selects by the filters alone: with a search, the held, workflow
+            # or stalled filter it would act on more than the page lists.
             bulk_query={k: query[k] for k in BULK_FIELDS},
-            bulk=not (q.strip() or held),
+            bulk=not (q.strip() or held or workflow or stalled),
             sort=sort if sort in SORTS else "started",
             order=order if order in ORDERS else "desc",
             sorts=SORTS,
             problems=problems,
             statuses=AUDIT_STATUSES,
             codes=ERROR_CODES,
+            workflows=workflows,
+            default_workflow=backends.settings.cloudflare_workflow,
         )
 
     @router.get("/ui/audits/{audit_id}", response_class=HTMLResponse, include_in_schema=False)
@@ -168,14 +195,17 @@ def add_read_pages(router: APIRouter, ops: Operations) -> None:
         if row is None and not steps:
             return page(request, "error.html", status_code=404, why=f"unknown audit {audit_id!r}")
         current = row.status if row is not None else None
+        default = backends.settings.cloudflare_workflow
         return page(
             request,
             "audit.html",
             audit_id=audit_id,
             row=row,
-            fields=fields(row) if row is not None else [],
+            fields=fields(row, default) if row is not None else [],
             failure=failure_summary(row, steps) if row is not None else None,
             hold=hold_summary(row, steps) if row is not None else None,
+            stall=stall_summary(row, steps) if row is not None else None,
+            default_workflow=default,
             now=backends.now(),
             started_at=row.state.started_at if row is not None else None,
             timeline=[
@@ -276,6 +306,9 @@ def audit_filter(
     *,
     held: str = "",
     q: str = "",
+    workflow: str = "",
+    stalled: str = "",
+    default_workflow: str | None = None,
 ) -> AuditFilter:
     """The listing's filter from the form; each bad field is named in ``problems``."""
     if status and status not in AUDIT_STATUSES:
@@ -284,6 +317,8 @@ def audit_filter(
         problems.append(f"error code: unknown code {code!r}")
     if held not in HELD:
         problems.append("held: true or false")
+    if stalled not in HELD:
+        problems.append("stalled: true or false")
     return parse_filter(
         problems,
         status=status or None,
@@ -293,6 +328,9 @@ def audit_filter(
         shadow=shadow == "on",
         held=HELD.get(held),
         q=q,
+        workflow=workflow or None,
+        stalled=HELD.get(stalled),
+        default_workflow=default_workflow,
         names={"running_longer_than": "running longer than", "q": "search"},
     )
 

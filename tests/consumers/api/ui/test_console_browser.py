@@ -58,7 +58,13 @@ def test_the_console_end_to_end_in_chromium(
     assert "admin-secret-0001" not in cookie["value"]
 
     # the overview's figures of the known data set
-    assert figures(driver) == {"running": "6", "completed": "1", "failed": "3", "stale": "5"}
+    assert figures(driver) == {
+        "running": "6",
+        "completed": "1",
+        "failed": "3",
+        "stale": "5",
+        "stalled": "0",
+    }
     for window in ("24 h", "7 d"):
         scope = f'.window[data-window="{window}"]'
         assert table(driver, f"{scope} table.by-code", "data-code") == {
