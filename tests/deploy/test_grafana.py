@@ -94,6 +94,8 @@ def test_the_dashboard_shows_what_an_operator_needs() -> None:
     assert shown >= {
         "auditrec_audits",
         "auditrec_audits_stale_running",
+        "auditrec_audits_stalled",
+        "auditrec_audits_retention_at_risk",
         "auditrec_oldest_running_age_seconds",
         "auditrec_decisions",
         "auditrec_observations_judged",

@@ -73,6 +73,8 @@ def test_the_expected_alerts_are_defined() -> None:
         "AuditrecProbeBudgetExhausted",
         "AuditrecProbeRateLimited",
         "AuditrecBrakeEngaged",
+        "AuditrecAuditsStalled",
+        "AuditrecRetentionAtRisk",
         "AuditrecDeadLetters",
         "AuditrecDeadLettersKept",
         "AuditrecComponentUnhealthy",

@@ -72,12 +72,16 @@ class AsyncAuditrecClient:
         q: str | None = None,
         sort: str = "started",
         order: str = "desc",
+        workflow: str | None = None,
+        stalled: bool | None = None,
     ) -> AuditPage:
         """One page of audits, newest first or by ``sort`` (``started``, ``ended``, ``status``,
         ``age``) and ``order``; ``q`` searches an audit id, an instance id, a project id or a
         start URL's beginning; ``running_longer_than`` selects running audits started longer
         ago (``older_than``: started longer ago, any status); ``held`` the audits the brake
-        holds (or not). The page has ``total``, ``next_cursor`` and ``prev_cursor``."""
+        holds (or not); ``workflow`` the audits of a workflow (of the default one, those
+        naming none too); ``stalled`` those with a stall verdict recorded (or not). The page
+        has ``total``, ``next_cursor`` and ``prev_cursor``."""
         call = calls.audits(
             status=status,
             project_id=project_id,
@@ -90,6 +94,8 @@ class AsyncAuditrecClient:
             q=q,
             sort=sort,
             order=order,
+            workflow=workflow,
+            stalled=stalled,
         )
         return calls.page(await self._send(call))
 

@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 _DURATION = re.compile(r"^\d+(\.\d+)?[smhd]?$")
+_WORKFLOW = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # a Cloudflare workflow's name
 # What a request got no answer for, and may be sent again; a malformed URL or an unsupported
 # scheme is not among them (it would fail the same way every time).
 RETRIED_ERRORS = (httpx.NetworkError, httpx.TimeoutException, httpx.RemoteProtocolError)
@@ -84,10 +85,14 @@ def audits(
     q: str | None = None,
     sort: str = "started",
     order: str = "desc",
+    workflow: str | None = None,
+    stalled: bool | None = None,
 ) -> Call:
     for name, value in (("older_than", older_than), ("running_longer_than", running_longer_than)):
         if value is not None and not _DURATION.match(value):
             raise ValueError(f"{name}: {value!r} is not a duration such as '2h' or '90m'")
+    if workflow is not None and not _WORKFLOW.match(workflow):
+        raise ValueError(f"workflow: {workflow!r} is not a workflow's name (1-64 of A-Za-z0-9_-)")
     given = {
         "status": status,
         "project_id": project_id,
@@ -95,6 +100,8 @@ def audits(
         "older_than": older_than,
         "running_longer_than": running_longer_than,
         "held": None if held is None else ("true" if held else "false"),
+        "workflow": workflow,
+        "stalled": None if stalled is None else ("true" if stalled else "false"),
         "q": q,
         "sort": None if sort == "started" else sort,
         "order": None if order == "desc" else order,

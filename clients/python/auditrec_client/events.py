@@ -51,6 +51,7 @@ __all__ = [
 ]
 
 AUDIT_ID: Final = re.compile(AUDIT_ID_PATTERN)
+_WORKFLOW: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # a Cloudflare workflow's name
 
 _ENVELOPE: Final = frozenset(
     {"audit_id", "event_id", "occurred_at", "producer", "causation_id", "correlation_id"}
@@ -153,6 +154,10 @@ class AuditStarted(Event):
         super().__post_init__()
         if not self.project_id:
             raise ValueError("project_id: must not be empty")
+        if self.workflow is not None and not _WORKFLOW.match(self.workflow):
+            raise ValueError(
+                f"workflow: {self.workflow!r} is not a workflow's name (1-64 of A-Za-z0-9_-)"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -71,12 +71,16 @@ class AuditrecClient:
         q: str | None = None,
         sort: str = "started",
         order: str = "desc",
+        workflow: str | None = None,
+        stalled: bool | None = None,
     ) -> AuditPage:
         """One page of audits, newest first or by ``sort`` (``started``, ``ended``, ``status``,
         ``age``) and ``order``; ``q`` searches an audit id, an instance id, a project id or a
         start URL's beginning; ``running_longer_than`` selects running audits started longer
         ago (``older_than``: started longer ago, any status); ``held`` the audits the brake
-        holds (or not). The page has ``total``, ``next_cursor`` and ``prev_cursor``."""
+        holds (or not); ``workflow`` the audits of a workflow (of the default one, those
+        naming none too); ``stalled`` those with a stall verdict recorded (or not). The page
+        has ``total``, ``next_cursor`` and ``prev_cursor``."""
         call = calls.audits(
             status=status,
             project_id=project_id,
@@ -89,6 +93,8 @@ class AuditrecClient:
             q=q,
             sort=sort,
             order=order,
+            workflow=workflow,
+            stalled=stalled,
         )
         return calls.page(self._send(call))
 

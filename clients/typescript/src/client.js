@@ -96,7 +96,7 @@ export class AuditrecClient {
   }
 
   /** One page of audits, newest first or by `sort`: `{ audits, next_cursor, prev_cursor, total }`. */
-  audits({ status, projectId, errorCode, olderThan, runningLongerThan, held, q, sort, order, limit, cursor } = {}) {
+  audits({ status, projectId, errorCode, olderThan, runningLongerThan, held, workflow, stalled, q, sort, order, limit, cursor } = {}) {
     const query = new URLSearchParams();
     const given = {
       status,
@@ -105,6 +105,8 @@ export class AuditrecClient {
       older_than: olderThan,
       running_longer_than: runningLongerThan,
       held,
+      workflow,
+      stalled,
       q,
       sort,
       order,

@@ -115,6 +115,10 @@ export interface Audit {
   error_detail: string | null;
   failed_by: string | null;
   overturned: boolean;
+  /** The audit's Cloudflare workflow; `null` for auditrec's default one. */
+  workflow: string | null;
+  /** When a stall verdict was recorded for the running audit (no progress), if one stands. */
+  stalled_at: string | null;
   version: number;
   [column: string]: unknown;
 }
@@ -163,6 +167,10 @@ export interface AuditFilter {
   runningLongerThan?: string;
   /** Only the audits whose decision the mass-failure brake holds (true) or the others. */
   held?: boolean;
+  /** Only the audits of this Cloudflare workflow (of auditrec's default one: those naming none too). */
+  workflow?: string;
+  /** Only the running audits with a stall verdict recorded (true) or the others. */
+  stalled?: boolean;
   /** An audit id, a workflow instance id or a project id (exactly), or a start URL's beginning. */
   q?: string;
   sort?: "started" | "ended" | "status" | "age";

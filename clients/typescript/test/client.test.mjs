@@ -72,6 +72,12 @@ test("publish, then read the status, the listing and the history", async () => {
     history.events.map((e) => e.type),
     ["AuditStarted", "WorkflowInstanceAttached", "AuditProgressed", "AuditCompleted"],
   );
+  assert.equal(row.workflow, null); // the default workflow's
+  assert.equal(row.stalled_at, null);
+  const ofDefault = await auditrec.audits({ q: `wf-${auditId}`, workflow: "site-audit", stalled: false });
+  assert.deepEqual(ofDefault.audits.map((a) => a.audit_id), [auditId]);
+  const ofOther = await auditrec.audits({ q: `wf-${auditId}`, workflow: "keyword-research" });
+  assert.equal(ofOther.total, 0);
   assert.deepEqual(history.events.map((e) => e.event_id), ids);
   assert.deepEqual([...new Set(history.events.map((e) => e.producer))], ["worker"]);
 });

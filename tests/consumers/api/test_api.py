@@ -272,6 +272,10 @@ def test_the_status_row_has_the_design_columns(client: httpx.Client) -> None:
         "held_decision_id", "held_at", "workflow", "stalled_at", "version", "last_event_id",
         "updated_at",
     ]  # fmt: skip
+    # the stores' internal columns (the rules' bookkeeping) are never shown
+    hidden = {"instance_ended_at", "progress_event_id", "termination_requested_at"}
+    assert not hidden & set(body)
+    assert (body["workflow"], body["stalled_at"]) == (None, None)  # the default workflow's
     assert body["held_decision_id"] is None
     assert body["project_id"] == f"proj-{audit_id}"
     assert body["current_phase"] == "crawl"
@@ -541,6 +545,8 @@ def test_health_readiness_and_metrics(client: httpx.Client) -> None:
         "auditrec_watchdog_last_tick_timestamp_seconds",
         "auditrec_audits",
         "auditrec_audits_stale_running",
+        "auditrec_audits_stalled",
+        "auditrec_audits_retention_at_risk",
         "auditrec_oldest_running_age_seconds",
         "auditrec_dead_letters_total",
         "auditrec_http_requests_total",

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from consumers.components.watchdog import PRODUCER, Watchdog
 from consumers.eventlog.codec import decode_probe
+from consumers.runtime.metrics import REGISTRY
 from projections.store import ProjectionStore
 from statemachine.events import AuditEvent, ProbeRequested, Trigger
 from tests.contracts.projection_store import (
@@ -16,6 +17,7 @@ from tests.contracts.projection_store import (
     failed,
     observed,
     positioned,
+    stall,
     started,
 )
 from tests.pipeline import Pipeline, read_topic
@@ -185,3 +187,52 @@ async def test_watchdogs_of_several_processes_tick_once_per_interval_between_the
     assert sorted(second) == [0, 0, 2]
     assert sum(dog.ticks for dog in dogs) == 2
     assert len(await requested(pipeline)) == 4  # each stale audit asked about once a tick
+
+
+async def test_report_counts_the_stalled_and_those_cloudflare_may_forget(
+    pipeline: Pipeline,
+) -> None:
+    # given a retention of 4 hours (half of it: 2 hours before NOW, at(0)), and running
+    # audits unobserved since before that, observed since, stalled, and one that ended
+    await project(
+        pipeline.store,
+        [
+            started("never-seen-old", at(-150)),  # at risk: never observed, started before
+            started("seen-long-ago", at(-200)),
+            observed("seen-long-ago", "running", at(-130)),  # at risk: last seen before
+            started("seen-lately", at(-200)),
+            observed("seen-lately", "running", at(60)),
+            started("stalled", at(10)),
+            stall("stalled", at(100)),
+            started("ended", at(-300)),
+            completed("ended", at(-290)),
+        ],
+    )
+    dog = Watchdog(
+        pipeline.log,
+        pipeline.store,
+        stale_after=timedelta(minutes=15),
+        interval=timedelta(minutes=5),
+        batch_limit=100,
+        clock=lambda: NOW,
+        cloudflare_retention=timedelta(hours=4),
+    )
+
+    # when the watchdog refreshes its gauges
+    await dog.report()
+
+    # then they count the stalled audit and the two Cloudflare may have forgotten
+    assert REGISTRY.get_sample_value("auditrec_audits_stalled") == 1
+    assert REGISTRY.get_sample_value("auditrec_audits_retention_at_risk") == 2
+
+    # and the default retention (7 days) puts none at risk
+    default = Watchdog(
+        pipeline.log,
+        pipeline.store,
+        stale_after=timedelta(minutes=15),
+        interval=timedelta(minutes=5),
+        batch_limit=100,
+        clock=lambda: NOW,
+    )
+    await default.report()
+    assert REGISTRY.get_sample_value("auditrec_audits_retention_at_risk") == 0

@@ -21,7 +21,7 @@ import {
 
 export async function publisher(env: { AUDITREC_URL: string; AUDITREC_TOKEN: string }): Promise<void> {
   const auditrec = new AuditrecClient({ baseUrl: env.AUDITREC_URL, token: env.AUDITREC_TOKEN, retry: { attempts: 3 } });
-  const started: Built<"AuditStarted"> = auditStarted("a-1", { project_id: "p", pages_total: 3 }, {
+  const started: Built<"AuditStarted"> = auditStarted("a-1", { project_id: "p", pages_total: 3, workflow: "keyword-research" }, {
     eventId: await eventIdFor("wf-1", "started"),
   });
   const id: string = started.event_id;
@@ -40,6 +40,9 @@ export async function publisher(env: { AUDITREC_URL: string; AUDITREC_TOKEN: str
   const found = await auditrec.audits({ q: "wf-1", held: true, sort: "ended", order: "asc" });
   const back: string | null = found.prev_cursor;
   const total: number | null = found.total;
+  const stalled = await auditrec.audits({ workflow: "keyword-research", stalled: true });
+  const since: string | null = stalled.audits[0].stalled_at;
+  const workflow: string | null = stalled.audits[0].workflow;
   // @ts-expect-error: no such sort
   await auditrec.audits({ sort: "name" });
   const history = await auditrec.replay("a-1");
