@@ -172,9 +172,9 @@ class SQLiteAudits(AuditReads):
     async def count_stalled(self) -> int:
         def work(conn: sqlite3.Connection) -> int:
             return int(
-                conn.execute(
+                conn.execute(  # `+status`: through audits_stalled, not every running row
                     "SELECT COUNT(*) FROM audits WHERE stalled_at IS NOT NULL "
-                    "AND status = 'running'"
+                    "AND +status = 'running'"
                 ).fetchone()[0]
             )
 
