@@ -84,6 +84,8 @@ def status(ctx: click.Context, audit_id: str, no_probe: bool, inline: bool, as_j
         print_json(row_dict(result.row))
         return
     for key, value in row_dict(result.row).items():
+        if key == "workflow" and value is None:  # names none: the default workflow's
+            value = f"{settings.cloudflare_workflow} (default)"
         if value is not None:
             out.print(f"{key:>22}  {value}", markup=False)
     if result.outcome is not None and result.outcome.reason:

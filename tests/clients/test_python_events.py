@@ -130,6 +130,12 @@ def test_the_id_and_time_are_fixed_when_built() -> None:
         (lambda: auditrec_client.AuditStarted(audit_id="a-1", project_id=""), "project_id"),
         (
             lambda: auditrec_client.AuditStarted(
+                audit_id="a-1", project_id="p", workflow="site audit"
+            ),
+            "workflow",
+        ),
+        (
+            lambda: auditrec_client.AuditStarted(
                 audit_id="a-1", project_id="p", started_at=datetime(2026, 1, 1)
             ),
             "started_at",

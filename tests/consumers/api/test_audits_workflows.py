@@ -186,6 +186,8 @@ def test_the_cli_filters_with_the_same_names(live: LiveServer) -> None:
     row = json.loads(shown.stdout)
     assert row["workflow"] is None and row["stalled_at"] is not None
     assert "progress_event_id" not in row
+    plain = cli.run("status", "v-plain", "--no-probe", env=env).stdout
+    assert re.search(rf"\bworkflow  {DEFAULT} \(default\)\n", plain), plain
     text = cli.run("status", "v-kw-old", "--no-probe", env=env).stdout
     assert re.search(rf"\bworkflow  {OTHER}\n", text) and "stalled_at" in text
     helped = cli.run("audits", "--help", env=env).stdout
