@@ -3,13 +3,16 @@ the failure's summary, and the console's timestamp filters."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from consumers.api.ui.auditview import Group, failure_summary, fields, timeline
+from consumers.api.ui.auditview import Group, failure_summary, fields, stall_summary, timeline
 from consumers.api.ui.render import TEMPLATES, ago, when
 from projections.row import COLUMNS, AuditRow
+from statemachine.audit import AuditState
+from statemachine.events import WorkflowTerminationRequested
 from statemachine.explain import explain
 from statemachine.policy import Policy
 from statemachine.state import fold
@@ -19,7 +22,7 @@ from tests.consumers.api.ui.audit_histories import (
     failed_by_the_watchdog,
     healthy_then_held,
 )
-from tests.contracts.projection_store import observed, probe_failed, started
+from tests.contracts.projection_store import observed, probe_failed, progressed, stall, started
 
 T0 = datetime(2026, 12, 6, 1, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
@@ -171,3 +174,83 @@ def test_the_timestamp_filter_renders_a_time_element_relative_to_the_pages_now()
     )
     assert template.render(at=None) == "-"
     assert template.render(at="<b>") == "&lt;b&gt;"
+
+
+def test_the_workflow_field_names_the_default_when_the_audit_names_none() -> None:
+    plain = fold([started("a-1", T0)])
+    named = fold([started("a-2", T0, workflow="keyword-research")])
+    assert plain is not None and named is not None
+
+    def workflow(state: AuditState) -> tuple[str, str]:
+        [field] = [f for f in fields(AuditRow(state), "site-audit") if f.column == "workflow"]
+        return field.label, field.text
+
+    assert workflow(plain) == ("Workflow", "site-audit")
+    assert workflow(named) == ("Workflow", "keyword-research")  # exact: a name
+
+
+def test_the_stall_summary_gives_the_verdicts_detail_and_evidence() -> None:
+    # given a running audit with a stall verdict reported, an earlier one cleared by progress
+    history = [
+        started("a-1", T0),
+        stall("a-1", T0 + 10 * MIN),
+        progressed("a-1", T0 + 20 * MIN, pages_crawled=3),
+        stall("a-1", T0 + 80 * MIN),
+    ]
+    state = fold(history)
+    assert state is not None and state.stalled_at == T0 + 80 * MIN
+    summary = stall_summary(AuditRow(state), explain(history, Policy()))
+
+    # then it is the latest verdict's, since it was recorded, with its evidence labelled
+    assert summary is not None
+    assert summary["at"] == T0 + 80 * MIN
+    assert summary["detail"].startswith("No progress for 50m")
+    assert [(key, label) for key, label, _ in summary["evidence"]] == [
+        ("progress_recorded_at", "Last progress recorded at")
+    ]
+    assert summary["evidence"][0][2] == T0 + 30 * MIN  # a time, for the page to format
+    assert summary["terminating"] is False
+    # and an audit whose progress came after the verdict has none
+    moving = fold(history[:3])
+    assert (
+        moving is not None
+        and stall_summary(AuditRow(moving), explain(history[:3], Policy())) is None
+    )
+
+
+def test_the_stall_summary_of_a_termination_requested_says_so() -> None:
+    # given a stall verdict whose instance auditrec asked Workflows to terminate
+    verdict = stall("a-1", T0 + 60 * MIN).data.model_copy(
+        update={
+            "policy": {
+                "progress_recorded_at": (T0 + 10 * MIN).isoformat(),
+                "step": "crawl-page",
+                "step_attempts": 7,
+                "step_retrying": True,
+                "stalled_after_s": 2700.0,
+            }
+        }
+    )
+    request = WorkflowTerminationRequested(
+        event_id=uuid.uuid4(),
+        audit_id="a-1",
+        occurred_at=T0 + 60 * MIN,
+        producer="auditrec-reconciler",
+        data={"workflow_instance_id": "wf-1", "workflow": "site-audit", "decision": verdict},
+    )
+    history = [started("a-1", T0), request]
+    state = fold(history)
+    assert state is not None and state.termination_requested_at == T0 + 60 * MIN
+
+    summary = stall_summary(AuditRow(state), explain(history, Policy()))
+
+    assert summary is not None and summary["terminating"] is True
+    assert summary["termination_requested_at"] == T0 + 60 * MIN
+    shown = {key: value for key, _, value in summary["evidence"]}
+    assert shown == {
+        "progress_recorded_at": T0 + 10 * MIN,
+        "step": "crawl-page",
+        "step_attempts": 7,
+        "step_retrying": "yes",
+        "stalled_after_s": "45m",
+    }
