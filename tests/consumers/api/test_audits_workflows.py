@@ -5,15 +5,19 @@ audit's workflow and stall verdict (with its evidence) on its page and in its ro
 overview's stalled count; and ``/readyz`` warning of running audits unobserved for half of
 ``AUDITREC_CLOUDFLARE_RETENTION``.
 
-The stall verdicts are the reconciler's report-mode ``AuditFailureSimulated`` events, appended
-to the log as auditrec's own components write them (no publisher may send them)."""
+The data set's stall verdicts are the reconciler's report-mode ``AuditFailureSimulated``
+events, appended to the log as auditrec's own components write them (no publisher may send
+them); the last test has the pipeline find one (sweeps, the probe reading the simulator's
+instance with its steps, the reconciler) and shows it listed and explained."""
 
 from __future__ import annotations
 
 import html
 import json
 import re
+import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,6 +28,7 @@ from consumers.workflows.simulator.server import SimulatorServer
 from tests import cli
 from tests.consumers.api.conftest import (
     API_AND_PIPELINE,
+    JSON,
     LiveServer,
     as_written,
     envelope,
@@ -31,6 +36,7 @@ from tests.consumers.api.conftest import (
     server_settings,
     wait_for,
 )
+from tests.eventually import eventually_sync
 
 DEFAULT = "site-audit"  # AUDITREC_CLOUDFLARE_WORKFLOW
 OTHER = "keyword-research"  # watched too (AUDITREC_CLOUDFLARE_WORKFLOWS)
@@ -280,3 +286,58 @@ def test_the_python_client_filters_by_workflow_and_stall(live: LiveServer) -> No
         assert auditrec.audits(workflow=DEFAULT, stalled=False).total == 1  # v-named
         with pytest.raises(ValueError, match="workflow"):
             auditrec.audits(workflow="site audit")
+
+
+def test_a_stall_the_pipeline_reports_is_listed_and_shown_with_its_evidence(
+    tmp_path: Path, simulator: SimulatorServer
+) -> None:
+    # given an audit whose instance runs a step that keeps failing, and whose publisher went
+    # silent (stall detection on, one second; a sweep asks about every running audit)
+    audit_id = f"v-stuck-{uuid.uuid4().hex[:8]}"
+    error = {"name": "Error", "message": "fetch failed: 503"}
+    simulator.sim.set_instance(
+        f"wf-{audit_id}", "running", step={"name": "fetch", "attempts": 3, "error": error}
+    )
+    settings = server_settings(
+        tmp_path, simulator, stale_running_after="1s", stalled_after="1s", sweep_wait="20s"
+    )
+    with LiveServer(API_AND_PIPELINE, **settings) as server, server.client() as client:
+        server.wait_pipeline_live()
+        publish(client, start(audit_id, datetime.now(UTC) - timedelta(hours=1)))
+        wait_for(client, audit_id)
+
+        # when sweeps probe it until its recorded progress is older than the threshold
+        def swept() -> dict[str, Any]:
+            response = client.post("/sweep", headers=JSON)
+            assert response.status_code == 200, response.text
+            row: dict[str, Any] = client.get(
+                f"/audits/{audit_id}", params={"probe": "false"}
+            ).json()
+            return row
+
+        row = eventually_sync(
+            swept,
+            until=lambda r: r["stalled_at"] is not None,
+            timeout=30,
+            interval=0.3,
+            message="a sweep to report the audit stalled",
+        )
+
+        # then it is listed stalled, still running, and its page shows the verdict's evidence
+        assert row["status"] == "running"
+        assert listed(client, stalled="true") == [audit_id]
+        assert listed(client, stalled="true", workflow=DEFAULT) == [audit_id]
+        page = client.get(f"/ui/audits/{audit_id}").text
+        section = html.unescape(page.split('id="stall"')[1].split("</section>")[0])
+        assert "retrying: Error: fetch failed: 503" in section
+        evidence = dict(re.findall(r'data-evidence="([a-z_]+)">(.*?)</dd>', section))
+        assert (evidence["step"], evidence["step_attempts"], evidence["step_retrying"]) == (
+            "fetch",
+            "3",
+            "yes",
+        )
+        assert evidence["stalled_after_s"] == "1s"
+        assert "<time" in evidence["progress_recorded_at"]
+        overview = client.get("/ui").text.split('id="stalled-card"')[1].split("</a>")[0]
+        assert '<span class="figure">1</span>' in overview
+        assert simulator.sim.terminates_for(f"wf-{audit_id}") == 0  # reported, not terminated
