@@ -400,7 +400,7 @@ class EventLogContract(EventLogFixtures):
         await log.append([encode(topics.lifecycle, event)])
         (got,) = await read_all(log, topics.lifecycle)
         assert got.key == "a-123"
-        assert dict(got.headers) == {"event-type": b"AuditStarted", "schema-version": b"1"}
+        assert dict(got.headers) == {"event-type": b"AuditStarted", "schema-version": b"2"}
         assert decode(got.value) == event
 
     async def test_a_dead_letter_keeps_the_original_and_the_reason(

@@ -54,10 +54,15 @@ async def test_only_what_is_recorded_after_the_endpoint_is_registered_is_sent(
         await append(pipeline, lives("after-1", "fails") + lives("after-2", "completes"))
         await run_until_idle(feed)
         got = simulator.sim.webhooks.get("fresh")["deliveries"]
-    assert [(d["body"]["audit_id"], d["body"]["type"]) for d in got] in (
+    # at least once on the wire (a send that timed out under load is sent again, same id):
+    # the entries' first arrivals
+    first = {d["body"]["id"]: (d["body"]["audit_id"], d["body"]["type"]) for d in reversed(got)}
+    arrived = list(dict.fromkeys(first[d["body"]["id"]] for d in got))
+    assert arrived in (
         [("after-1", "audit.failed"), ("after-2", "audit.completed")],
         [("after-2", "audit.completed"), ("after-1", "audit.failed")],  # two partitions
     )
+    assert len(first) == 2
     assert all(d["verified"] for d in got)
 
 
