@@ -188,9 +188,12 @@ class SimulatorServer:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.bind((self.host, 0))
         self.port = sock.getsockname()[1]
+        # An idle connection is kept longer than any client keeps one (httpx: 5 s by default,
+        # the Workflows client 30 s), so a client never sends on a connection the server is
+        # closing at that moment (a read error on a request that was never read).
         config = uvicorn.Config(
             self.app, log_config=None, log_level="warning", access_log=False,
-            lifespan="off", timeout_graceful_shutdown=1,
+            lifespan="off", timeout_graceful_shutdown=1, timeout_keep_alive=65,
         )  # fmt: skip
         server = uvicorn.Server(config)
         thread = threading.Thread(
