@@ -305,6 +305,11 @@ class Settings(BaseSettings):
     the proxies whose `X-Forwarded-For` and `X-Forwarded-Proto` the API believes: behind a TLS
     proxy, the console's cookie is then `Secure`, and failed authentications are counted per
     real client. Never list addresses a client reaches the API from directly."""
+    console_refresh: Duration = Field(
+        default=timedelta(seconds=5), ge=timedelta(seconds=2), le=timedelta(minutes=10)
+    )
+    """How often the console's live pages (the overview and the lists) read themselves again
+    while they are shown (2 s to 10 min; whole seconds)."""
     metrics_port: int = Field(default=9464, ge=0, le=65535)
     """Where a `serve` without the API serves `/metrics` (on the API host); `0`: nowhere."""
     log_format: Literal["auto", "json", "console"] = "auto"

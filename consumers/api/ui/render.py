@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 COOKIE = "auditrec_console"
-REFRESH_SECONDS = 5  # live pages read themselves again this often
+REFRESH_SECONDS = 5  # live pages read themselves again this often, by default
 
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
@@ -143,11 +143,19 @@ def page(request: Request, name: str, status_code: int = 200, **context: Any) ->
     context.setdefault("status_code", status_code)  # the error page's kind
     context.setdefault("open_console", getattr(request.state, "open_console", False))
     context.setdefault("incidents", incidents_shown(request, session))
+    context.setdefault("refresh_seconds", refresh_seconds(request))
     response = TEMPLATES.TemplateResponse(request, name, context, status_code=status_code)
     fresh = getattr(request.state, "new_cookie", None)
     if fresh is not None:  # the open console's first page: its anonymous session
         set_cookie(response, request, fresh)
     return response
+
+
+def refresh_seconds(request: Request) -> int:
+    """How often live pages read themselves again: ``AUDITREC_CONSOLE_REFRESH``."""
+    backends = getattr(request.app.state, "backends", None)
+    refresh = getattr(getattr(backends, "settings", None), "console_refresh", None)
+    return int(refresh.total_seconds()) if refresh is not None else REFRESH_SECONDS
 
 
 def incidents_shown(request: Request, session: Any) -> list[Any]:

@@ -89,6 +89,9 @@ class Serve:
     log: Path
 
 
+TEST_REFRESH = 2  # AUDITREC_CONSOLE_REFRESH of the served console
+
+
 @pytest.fixture
 def console_env(backend: Backend, simulator: SimulatorServer) -> dict[str, str]:
     return backend.environ(
@@ -105,6 +108,8 @@ def console_env(backend: Backend, simulator: SimulatorServer) -> dict[str, str]:
         AUDITREC_API_PORT=str(free_port()),
         AUDITREC_METRICS_PORT="0",
         AUDITREC_LOG_FORMAT="json",
+        # live pages read themselves again every TEST_REFRESH seconds (the least allowed)
+        AUDITREC_CONSOLE_REFRESH=f"{TEST_REFRESH}s",
     )
 
 
