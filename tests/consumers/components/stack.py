@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
 
 from consumers.components.brake import Brake
 from consumers.components.probe import Probe
@@ -30,26 +32,34 @@ class Stack:
         *,
         batch_limit: int = 100,
         discovery: Discovery | None = None,
+        policy: Policy = POLICY,
+        clock: Callable[[], datetime] | None = lambda: NOW,
+        stale_after: timedelta = timedelta(minutes=15),
+        terminable: frozenset[str] = frozenset(),
     ) -> None:
+        """``clock``: the components' (``None``: the wall clock's); ``terminable``: the
+        workflows the probe may terminate instances of."""
         self.pipeline = pipeline
         store = pipeline.store
+        clocked: dict[str, Any] = {} if clock is None else {"clock": clock}
 
         async def engaged() -> bool:
             return (await store.brake.state()).engaged
 
-        self.brake = Brake(pipeline.log, store, POLICY, owner="test", clock=lambda: NOW)
+        self.brake = Brake(pipeline.log, store, policy, owner="test", **clocked)
         self.projector = Projector(pipeline.log, store.writer)
-        self.reconciler = Reconciler(pipeline.log, POLICY, brake_engaged=engaged)
-        self.probe = Probe(pipeline.log, client, clock=lambda: NOW)
+        self.reconciler = Reconciler(pipeline.log, policy, brake_engaged=engaged)
+        self.probe = Probe(pipeline.log, client, terminable=terminable, **clocked)
         self.watchdog = Watchdog(
             pipeline.log,
             store,
-            stale_after=timedelta(minutes=15),
+            stale_after=stale_after,
             interval=timedelta(minutes=5),
             batch_limit=batch_limit,
-            clock=lambda: NOW,
             brake=self.brake,
             discovery=discovery,
+            policy=policy,
+            **clocked,
         )
 
     async def __aenter__(self) -> Stack:

@@ -15,11 +15,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from consumers.components.brake import Brake
-from consumers.components.probe import Probe
-from consumers.components.projector import Projector
-from consumers.components.reconciler import Reconciler
-from consumers.components.watchdog import Watchdog
 from consumers.eventlog.port import OutRecord
 from consumers.operations.backtest import backtest
 from consumers.workflows.client import WorkflowsClient
@@ -35,6 +30,7 @@ from statemachine.events import (
     WorkflowTerminationRequested,
 )
 from statemachine.policy import Policy
+from tests.consumers.components.stack import Stack
 from tests.contracts.projection_store import completed, progressed, started
 from tests.pipeline import Pipeline, append, append_raw, lifecycle_events, run_until_idle
 
@@ -54,51 +50,16 @@ def policy(action: str = "report", quiet: timedelta = QUIET, **changes: object) 
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
-class Stack:
+def on_the_wall_clock(pipeline: Pipeline, client: WorkflowsClient, rules: Policy) -> Stack:
     """The pipeline on one backend pair, on the wall clock (progress is recorded on it)."""
-
-    def __init__(self, pipeline: Pipeline, client: WorkflowsClient, rules: Policy) -> None:
-        store = pipeline.store
-        self.pipeline = pipeline
-
-        async def engaged() -> bool:
-            return (await store.brake.state()).engaged
-
-        self.brake = Brake(pipeline.log, store, rules, owner="test")
-        self.projector = Projector(pipeline.log, store.writer)
-        self.reconciler = Reconciler(pipeline.log, rules, brake_engaged=engaged)
-        self.probe = Probe(
-            pipeline.log, client, default_workflow=WORKFLOW, terminable=frozenset({WORKFLOW})
-        )
-        self.watchdog = Watchdog(
-            pipeline.log,
-            store,
-            stale_after=timedelta(0),
-            interval=timedelta(minutes=5),
-            batch_limit=100,
-            brake=self.brake,
-            policy=rules,
-        )
-
-    async def __aenter__(self) -> Stack:
-        for c in (self.projector, self.reconciler, self.probe):
-            await c.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        for c in (self.probe, self.reconciler, self.projector):
-            await c.stop()
-
-    async def drain(self) -> None:
-        self.reconciler._brake = (False, -1.0)  # read the brake afresh (it is cached 1 s)
-        await run_until_idle(self.projector, self.reconciler, self.probe)
-
-    async def sweep(self) -> None:
-        await self.drain()
-        await self.watchdog.tick()
-        await self.drain()
-        await self.watchdog.judge(force=True)
-        await self.drain()
+    return Stack(
+        pipeline,
+        client,
+        policy=rules,
+        clock=None,
+        stale_after=timedelta(0),
+        terminable=frozenset({WORKFLOW}),
+    )
 
 
 def an_hour_ago() -> datetime:
@@ -135,7 +96,7 @@ async def test_a_silent_audit_whose_instance_runs_is_reported_stalled_and_keeps_
         pipeline.topics.lifecycle,
         [started(n, an_hour_ago(), instance=f"wf-{n}") for n in names],
     )
-    async with Stack(pipeline, client, policy("report", QUIET_WITH_PROGRESS)) as stack:
+    async with on_the_wall_clock(pipeline, client, policy("report", QUIET_WITH_PROGRESS)) as stack:
         await stack.drain()
         await quiet_for_the_threshold(QUIET_WITH_PROGRESS)
         # given progress recorded now, one of it claiming to have happened two hours ago
@@ -201,7 +162,7 @@ async def test_terminate_ends_the_instance_and_fails_the_audit_stalled_once(
             started("theirs", an_hour_ago(), instance="wf-theirs", workflow="their-flow"),
         ],
     )
-    async with Stack(pipeline, client, policy("terminate")) as stack:
+    async with on_the_wall_clock(pipeline, client, policy("terminate")) as stack:
         await stack.drain()
         await quiet_for_the_threshold()
 
@@ -261,7 +222,7 @@ async def test_shadow_mode_never_terminates(
         pipeline.topics.lifecycle,
         [started("silent", an_hour_ago(), instance="wf-silent")],
     )
-    async with Stack(pipeline, client, policy("terminate", shadow=True)) as stack:
+    async with on_the_wall_clock(pipeline, client, policy("terminate", shadow=True)) as stack:
         await stack.drain()
         await quiet_for_the_threshold()
         await stack.sweep()
@@ -283,7 +244,7 @@ async def test_a_termination_racing_the_completion_never_fails_the_completed_aud
         pipeline.topics.lifecycle,
         [started("late", an_hour_ago(), instance="wf-late")],
     )
-    async with Stack(pipeline, client, policy("terminate")) as stack:
+    async with on_the_wall_clock(pipeline, client, policy("terminate")) as stack:
         await stack.drain()
         await quiet_for_the_threshold()
         # given the stall verdict and its termination asked for, the probe not yet at it
@@ -317,7 +278,7 @@ async def test_a_completion_after_the_stall_failure_overturns_it(
         pipeline.topics.lifecycle,
         [started("late", an_hour_ago(), instance="wf-late")],
     )
-    async with Stack(pipeline, client, policy("terminate")) as stack:
+    async with on_the_wall_clock(pipeline, client, policy("terminate")) as stack:
         await stack.drain()
         await quiet_for_the_threshold()
         await stack.sweep()
@@ -344,7 +305,7 @@ async def test_the_brake_holds_a_burst_of_terminations_until_an_operator_release
         pipeline.topics.lifecycle,
         [started(n, an_hour_ago(), instance=f"wf-{n}") for n in names],
     )
-    async with Stack(pipeline, client, policy("terminate")) as stack:
+    async with on_the_wall_clock(pipeline, client, policy("terminate")) as stack:
         await stack.drain()
         await quiet_for_the_threshold()
 
@@ -392,7 +353,7 @@ async def test_backtest_tells_what_a_stall_threshold_would_have_done(
         ],
     )
     # given a history observed with stall detection off
-    async with Stack(pipeline, client, Policy()) as stack:
+    async with on_the_wall_clock(pipeline, client, Policy()) as stack:
         await stack.drain()
         await quiet_for_the_threshold()
         await stack.sweep()
@@ -452,7 +413,7 @@ async def test_an_audit_of_another_workflow_is_probed_in_that_workflow(
             )
         ],
     )
-    async with Stack(pipeline, client, Policy()) as stack:
+    async with on_the_wall_clock(pipeline, client, Policy()) as stack:
         await stack.sweep()
 
     kr = await pipeline.store.audits.get("kr")
@@ -477,7 +438,7 @@ async def test_an_instance_waiting_by_design_is_never_a_stall(
         pipeline.topics.lifecycle,
         [started("sleeping", an_hour_ago(), instance="wf-sleeping")],
     )
-    async with Stack(pipeline, client, policy("terminate")) as stack:
+    async with on_the_wall_clock(pipeline, client, policy("terminate")) as stack:
         await stack.drain()
         await quiet_for_the_threshold()
         await stack.sweep()
