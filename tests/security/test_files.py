@@ -5,6 +5,7 @@ and the directories it makes 0700; the directory it was started in keeps its mod
 
 from __future__ import annotations
 
+import re
 import signal
 import stat
 import subprocess
@@ -41,15 +42,17 @@ def test_a_serve_on_the_embedded_backends_keeps_its_files_private(
         "AUDITREC_API_PORT": str(port),
     }
     data = tmp_path / ".auditrec"
-    serve = subprocess.Popen(
-        [AUDITREC, "serve"],
-        cwd=tmp_path,
-        env=env,
-        umask=UMASK,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    log = tmp_path.parent / f"{tmp_path.name}-serve.log"  # outside the directory inspected
+    with log.open("w") as err:
+        serve = subprocess.Popen(
+            [AUDITREC, "serve"],
+            cwd=tmp_path,
+            env=env,
+            umask=UMASK,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            text=True,
+        )
     try:
         # when it runs (the API up, every database open, with its WAL)
         wal = ["audits.db", "audits.db-wal", "audits.db-shm", "events.db", "events.db-wal"]
@@ -58,10 +61,17 @@ def test_a_serve_on_the_embedded_backends_keeps_its_files_private(
             message="serve to come up with both databases open",
             timeout=30,
         )
+        # and serving, its signal handlers installed (a SIGTERM before that ends it at once)
+        eventually_sync(
+            lambda: re.search(r"\bserving\b", log.read_text()) is not None,
+            message="serve to serve",
+            timeout=30,
+        )
         running = {p.name: stat.S_IMODE(p.stat().st_mode) for p in data.iterdir()}
     finally:
         serve.send_signal(signal.SIGTERM)
-        _, stderr = serve.communicate(timeout=30)
+        serve.communicate(timeout=30)
+        stderr = log.read_text()
     assert serve.returncode == 0, stderr[-2000:]
 
     # then while it ran and once it stopped, its files were 0600 and its directory 0700
